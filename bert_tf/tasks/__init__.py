@@ -1,0 +1,59 @@
+"""Fine-tuning tasks: one Task object per task (see bert_tf/tasks/base.py).
+
+`TASKS` maps a `--task_name` (lower case, as the original run_classifier spells them)
+to "module:Class". The classes are imported only when asked for, so reading one task's
+data does not import every other task's code.
+
+>>> get_task_class("SST-2").__name__
+'Sst2Task'
+>>> sorted(TASKS)[:3]
+['cola', 'conll2003', 'mnli']
+"""
+
+import importlib
+
+TASKS = {
+    "cola": "bert_tf.tasks.glue:ColaTask",
+    "sst-2": "bert_tf.tasks.glue:Sst2Task",
+    "mrpc": "bert_tf.tasks.glue:MrpcTask",
+    "sts-b": "bert_tf.tasks.glue:StsbTask",
+    "qqp": "bert_tf.tasks.glue:QqpTask",
+    "mnli": "bert_tf.tasks.glue:MnliTask",
+    "qnli": "bert_tf.tasks.glue:QnliTask",
+    "rte": "bert_tf.tasks.glue:RteTask",
+    "wnli": "bert_tf.tasks.glue:WnliTask",
+    "conll2003": "bert_tf.tasks.ner:Conll2003NerTask",
+    "ner": "bert_tf.tasks.ner:Conll2003NerTask",
+    "swag": "bert_tf.tasks.swag:SwagTask",
+    "squad": "bert_tf.tasks.squad:SquadTask",
+}
+
+# Spellings people use for the same GLUE tasks (sst2, stsb, ...).
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "conll": "conll2003"}
+
+
+def canonical_task_name(name: str) -> str:
+    key = name.strip().lower().replace("_", "-")
+    key = _ALIASES.get(key.replace("-", ""), key)
+    if key not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    return key
+
+
+def get_task_class(name: str):
+    module, cls = TASKS[canonical_task_name(name)].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_task(name: str, **kwargs):
+    """The Task for `--task_name=name`; kwargs go to its constructor."""
+    return get_task_class(name)(**kwargs)
+
+
+def task_from_config(task_config: dict, tokenizer=None, **kwargs):
+    """Rebuilds the task recorded in a fine-tuned model dir's task_config.json."""
+    cls = get_task_class(task_config["task_name"])
+    options = {k: task_config[k] for k in cls.option_names if k in task_config}
+    options.update(kwargs)
+    return cls(tokenizer=tokenizer, max_seq_length=task_config.get("max_seq_length", 128),
+               **options)

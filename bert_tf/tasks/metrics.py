@@ -1,0 +1,148 @@
+"""The official metrics of the fine-tuning tasks, in plain numpy (no scipy/sklearn).
+
+Every function takes host-side sequences and returns a Python float in [0, 1]
+(correlations in [-1, 1]); percentages are the caller's business.
+
+>>> accuracy([1, 0, 1], [1, 1, 1])
+0.6666666666666666
+>>> round(matthews_corr([1, 1, 0, 0], [1, 0, 0, 0]), 4)
+0.5774
+>>> spearman([1, 2, 3, 4], [10, 20, 40, 30])
+0.8
+>>> entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])["f1"]
+0.0
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+
+def accuracy(labels: Sequence, predictions: Sequence) -> float:
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    _same_length(labels, predictions)
+    return float(np.mean(labels == predictions)) if len(labels) else 0.0
+
+
+def binary_f1(labels: Sequence, predictions: Sequence, positive=1) -> float:
+    """F1 of the positive class (GLUE's MRPC / QQP F1). 0 when there is no true positive."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    _same_length(labels, predictions)
+    tp = float(np.sum((predictions == positive) & (labels == positive)))
+    fp = float(np.sum((predictions == positive) & (labels != positive)))
+    fn = float(np.sum((predictions != positive) & (labels == positive)))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def matthews_corr(labels: Sequence, predictions: Sequence) -> float:
+    """Matthews correlation (CoLA), multiclass form; 0 when undefined (as sklearn)."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    _same_length(labels, predictions)
+    classes = np.unique(np.concatenate([labels, predictions]))
+    index = {c: i for i, c in enumerate(classes.tolist())}
+    confusion = np.zeros((len(classes), len(classes)), dtype=np.float64)
+    for t, p in zip(labels.tolist(), predictions.tolist()):
+        confusion[index[t], index[p]] += 1
+    t_sum, p_sum = confusion.sum(axis=1), confusion.sum(axis=0)
+    n, correct = confusion.sum(), np.trace(confusion)
+    cov_ytyp = correct * n - np.dot(t_sum, p_sum)
+    cov_ypyp = n * n - np.dot(p_sum, p_sum)
+    cov_ytyt = n * n - np.dot(t_sum, t_sum)
+    denominator = np.sqrt(cov_ytyt * cov_ypyp)
+    return float(cov_ytyp / denominator) if denominator else 0.0
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    _same_length(x, y)
+    x, y = x - x.mean(), y - y.mean()
+    denominator = np.sqrt(np.sum(x * x) * np.sum(y * y))
+    return float(np.sum(x * y) / denominator) if denominator else 0.0
+
+
+def rankdata(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks, ties get their average rank (scipy.stats.rankdata 'average')."""
+    values = np.asarray(values, np.float64)
+    order = np.argsort(values, kind="mergesort")
+    sorted_values = values[order]
+    ranks = np.empty(len(values), np.float64)
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start:end + 1]] = (start + end) / 2.0 + 1.0
+        start = end + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho = Pearson correlation of the (tie-averaged) ranks."""
+    return pearson(rankdata(x), rankdata(y))
+
+
+# ---------------------------------------------------------------- NER (conlleval)
+
+def _split_tag(tag: str) -> Tuple[str, str]:
+    if tag == "O" or not tag:
+        return "O", ""
+    if len(tag) > 2 and tag[1] == "-":
+        return tag[0], tag[2:]
+    return "I", tag  # a bare type ("PER"), as conlleval's -r raw mode reads it
+
+
+def get_entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
+    """Chunks as conlleval finds them: (type, first index, last index inclusive).
+
+    A chunk starts at B-X, at I-X after O, and at I-X after a tag of another type; so
+    IOB1 and IOB2 (BIO) sequences give the same entities, and a stray I- counts as a
+    start, as conlleval counts it.
+
+    >>> get_entities(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-ORG"])
+    [('PER', 0, 1), ('LOC', 3, 3), ('LOC', 4, 4), ('ORG', 5, 5)]
+    """
+    entities = []
+    start, current = None, ""
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, kind = _split_tag(tag)
+        ends = start is not None and (prefix in ("O", "B") or kind != current)
+        if ends:
+            entities.append((current, start, i - 1))
+            start, current = None, ""
+        if prefix in ("B", "I") and start is None:
+            start, current = i, kind
+    return entities
+
+
+def entity_scores(gold: Sequence[Sequence[str]],
+                  predicted: Sequence[Sequence[str]]) -> Dict[str, float]:
+    """Entity-level precision, recall, F1 over sentences (exact span and type only).
+
+    >>> s = entity_scores([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "I-PER", "O", "B-ORG"]])
+    >>> s["precision"], s["recall"], s["f1"]
+    (0.5, 0.5, 0.5)
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
+    gold_set, pred_set = set(), set()
+    for n, (g, p) in enumerate(zip(gold, predicted)):
+        if len(g) != len(p):
+            raise ValueError(f"sentence {n}: {len(g)} gold tags but {len(p)} predicted")
+        gold_set.update((n,) + e for e in get_entities(g))
+        pred_set.update((n,) + e for e in get_entities(p))
+    correct = len(gold_set & pred_set)
+    precision = correct / len(pred_set) if pred_set else 0.0
+    recall = correct / len(gold_set) if gold_set else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if correct else 0.0
+    tokens = sum(len(g) for g in gold)
+    token_accuracy = (sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
+                      / tokens if tokens else 0.0)
+    return {"precision": precision, "recall": recall, "f1": f1,
+            "token_accuracy": token_accuracy}
+
+
+def _same_length(a, b) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} labels but {len(b)} predictions")
