@@ -112,8 +112,15 @@ class BertConfig:
             kwargs["hidden_act"] = "gelu_approximate"
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob",
                      "initializer_range", "layer_norm_eps"):
-            if isinstance(kwargs.get(name), int) and not isinstance(kwargs.get(name), bool):
-                kwargs[name] = float(kwargs[name])
+            value = kwargs.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                kwargs[name] = float(value)
+            elif isinstance(value, str):
+                # YAML 1.1 reads `1e-12` (no dot) as a string; accept it as the number it is.
+                try:
+                    kwargs[name] = float(value)
+                except ValueError:
+                    pass  # validate() reports it with the field name
         try:
             return cls(**kwargs)
         except ConfigError as e:

@@ -155,10 +155,10 @@ def restore(path: str, objects: Mapping[str, object], *, require_all: bool = Tru
     except (ValueError, tf.errors.InvalidArgumentError) as e:
         match = _SHAPE_ERROR.search(str(e).strip())
         if match:
-            saved, wanted, name = match.group(1), match.group(2), match.group(3)
+            saved, wanted, name = _shape(match.group(1)), _shape(match.group(2)), match.group(3)
             raise CheckpointMismatchError(
-                f"{prefix}: variable `{name}` has shape [{saved}] in the checkpoint but "
-                f"[{wanted}] in the model built from the config; use the config the "
+                f"{prefix}: variable `{name}` has shape {saved} in the checkpoint but "
+                f"{wanted} in the model built from the config; use the config the "
                 f"checkpoint was trained with") from None
         raise CheckpointMismatchError(f"{prefix}: cannot restore: {e}") from None
     if require_all:
@@ -171,6 +171,11 @@ def restore(path: str, objects: Mapping[str, object], *, require_all: bool = Tru
                 f"model (convert TF1/Hugging Face ones with convert_checkpoint)?") from None
     status.expect_partial()
     return prefix
+
+
+def _shape(text: str) -> list:
+    """'16, 32' or '16,' (TF's tuple text) -> [16, 32] / [16]."""
+    return [int(d) for d in text.replace(" ", "").split(",") if d]
 
 
 def _check_layer_count(prefix: str, objects: Mapping[str, object]) -> None:

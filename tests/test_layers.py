@@ -1,0 +1,116 @@
+"""Each encoder layer builds, runs, serializes (get_config/from_config) and reloads."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import layers
+
+RNG = np.random.default_rng(0)
+
+
+def _roundtrip(layer, call):
+    """Serializes `layer`, rebuilds it, copies weights, and checks equal outputs."""
+    expected = call(layer)
+    config = keras.saving.serialize_keras_object(layer)
+    clone = keras.saving.deserialize_keras_object(config)
+    call(clone)  # builds
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_allclose(call(clone), expected, rtol=1e-6, atol=1e-6)
+    assert clone.get_config() == layer.get_config()
+    return clone
+
+
+def test_activations_exact_and_tanh_forms():
+    x = np.array([-2.0, -0.5, 0.0, 1.0, 3.0], "float32")
+    import math
+    exact = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+    tanh = [0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))) for v in x]
+    np.testing.assert_allclose(layers.get_activation("gelu")(x), exact, atol=1e-6)
+    np.testing.assert_allclose(layers.get_activation("gelu_approximate")(x), tanh, atol=1e-6)
+    np.testing.assert_allclose(layers.get_activation("gelu_new")(x), tanh, atol=1e-6)
+    assert np.abs(np.array(exact) - np.array(tanh)).max() > 1e-5  # the two forms differ
+    with pytest.raises(ValueError, match="unknown activation"):
+        layers.get_activation("gelu_fast")
+
+
+def test_layer_norm_epsilon_is_berts():
+    ln = layers.float32_layer_norm(1e-12)
+    x = np.full((1, 3, 4), 5.0, "float32")  # zero variance: eps decides the scale
+    ln(x)
+    assert ln.epsilon == 1e-12 and ln.dtype_policy.compute_dtype == "float32"
+
+
+def test_embeddings():
+    layer = layers.BertEmbeddings(vocab_size=30, hidden_size=8, max_position_embeddings=16,
+                                  type_vocab_size=2, dropout_rate=0.0)
+    ids = RNG.integers(0, 30, (2, 5))
+    types = RNG.integers(0, 2, (2, 5))
+    out = _roundtrip(layer, lambda l: l(ids, types))
+    assert out.layer_norm.epsilon == 1e-12
+    # By hand: LayerNorm(word + position + type) with gamma 1, beta 0.
+    w, p, t = (keras.ops.convert_to_numpy(v) for v in
+               (layer.word_embeddings, layer.position_embeddings, layer.token_type_embeddings))
+    s = w[ids] + p[None, :5] + t[types]
+    ref = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-12)
+    np.testing.assert_allclose(layer(ids, types), ref, atol=1e-5)
+
+
+def test_attention_masks_padded_keys_only():
+    layer = layers.BertSelfAttention(hidden_size=8, num_heads=2, attention_dropout_rate=0.0)
+    x = RNG.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    bias = layers.attention_bias_from_mask(mask)
+    out, probs = layer(x, bias, return_probs=True)
+    probs = np.asarray(probs)
+    assert probs.shape == (2, 2, 5, 5)
+    assert probs[0, :, :, 3:].max() < 1e-4  # padded keys get (almost) no weight
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
+    # Changing padded positions leaves real positions unchanged.
+    x2 = x.copy()
+    x2[0, 3:] = RNG.normal(size=(2, 8))
+    np.testing.assert_allclose(np.asarray(layer(x2, bias))[0, :3], np.asarray(out)[0, :3],
+                               atol=1e-5)
+    _roundtrip(layer, lambda l: l(x, bias))
+    with pytest.raises(ValueError, match="not a multiple"):
+        layers.BertSelfAttention(hidden_size=10, num_heads=3)
+
+
+def test_transformer_block_and_pooler():
+    block = layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16,
+                                    hidden_act="gelu_approximate", hidden_dropout_rate=0.0,
+                                    attention_dropout_rate=0.0)
+    x = RNG.normal(size=(2, 4, 8)).astype("float32")
+    bias = layers.attention_bias_from_mask(np.ones((2, 4)))
+    _roundtrip(block, lambda l: l(x, bias))
+    out = np.asarray(block(x, bias))
+    np.testing.assert_allclose(out.mean(-1), 0.0, atol=1e-5)  # ends in a LayerNorm
+    pooler = layers.Pooler(hidden_size=8)
+    pooled = _roundtrip(pooler, lambda l: l(x))
+    assert np.abs(np.asarray(pooled(x))).max() <= 1.0  # tanh
+
+
+def test_heads():
+    table = keras.Variable(RNG.normal(size=(20, 8)).astype("float32"))
+    head = layers.MaskedLMHead(vocab_size=20, hidden_size=8, embedding_weights=table)
+    seq = RNG.normal(size=(2, 6, 8)).astype("float32")
+    positions = np.array([[0, 5, 2], [1, 1, 4]])
+    logits = np.asarray(head(seq, positions))
+    assert logits.shape == (2, 3, 20)
+    # Only the gathered positions are projected: the same as projecting the gathered rows.
+    single = np.asarray(head(seq[:, [5]], np.zeros((2, 1), "int32")))
+    np.testing.assert_allclose(single[0, 0], logits[0, 1], atol=1e-5)
+    config = head.get_config()
+    clone = layers.MaskedLMHead.from_config(config)
+    clone.embedding_weights = table  # the owning model supplies the tied matrix
+    clone(seq, positions)
+    clone.set_weights(head.get_weights())
+    np.testing.assert_allclose(clone(seq, positions), logits, atol=1e-6)
+    with pytest.raises(ValueError, match="embedding_weights"):
+        layers.MaskedLMHead(vocab_size=20, hidden_size=8)(seq, positions)
+
+    nsp = layers.ClassificationHead(num_classes=2, hidden_size=8)
+    _roundtrip(nsp, lambda l: l(seq[:, 0]))
+    gathered = layers.gather_positions(seq, positions)
+    np.testing.assert_allclose(gathered[1, 2], seq[1, 4])
