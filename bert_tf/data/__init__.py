@@ -1,0 +1,1 @@
+"""tf.data readers: pretraining records (`pretraining.py`); task records live beside it."""
