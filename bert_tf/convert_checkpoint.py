@@ -1,0 +1,159 @@
+"""Converts BERT checkpoints between formats (DESIGN 2.3).
+
+Into a bert_tf model dir (what `--init_checkpoint=DIR` and `bert_tf.load_encoder` read):
+
+    python -m bert_tf.convert_checkpoint --source_format=tf1 \\
+        --input=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=models/bert_base
+    python -m bert_tf.convert_checkpoint --source_format=huggingface \\
+        --input=path/to/hf_model_dir --output_dir=models/minilm
+
+And back to the original TF1 layout (`bert_model.ckpt`, `bert_config.json`, `vocab.txt`):
+
+    python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=tf1 \\
+        --input=models/bert_base --output_dir=exported/bert_base
+
+`--target_format=tf1` also accepts a Hugging Face source. The output is written to a
+temporary directory next to `--output_dir` and renamed at the end, so a failed run leaves
+nothing behind; an existing non-empty `--output_dir` is refused unless `--overwrite`.
+"""
+
+import os
+import shutil
+import tempfile
+from typing import Optional
+
+from absl import app, flags, logging
+
+SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
+TARGET_FORMATS = ("bert_tf", "tf1")
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("source_format", None, SOURCE_FORMATS,
+                  "Format of --input: tf1 (original google-research/bert checkpoint), "
+                  "huggingface (model.safetensors / pytorch_model.bin), bert_tf (our model dir).")
+flags.DEFINE_enum("target_format", "bert_tf", TARGET_FORMATS,
+                  "Format to write: bert_tf (model dir for --init_checkpoint) or tf1 "
+                  "(original layout: bert_model.ckpt + bert_config.json + vocab.txt).")
+flags.DEFINE_string("input", None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its "
+                    "directory; huggingface: model directory or weights file; bert_tf: model dir.")
+flags.DEFINE_string("output_dir", None, "Directory to write (created; must be empty or absent "
+                    "unless --overwrite).")
+flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.")
+flags.DEFINE_string("bert_config_file", None, "Config to use instead of the one next to "
+                    "--input (tf1: bert_config.json; huggingface: config.json).")
+flags.DEFINE_string("vocab_file", None, "vocab.txt to use instead of the one next to --input.")
+flags.DEFINE_bool("do_lower_case", None, "Record this casing instead of what the source says "
+                  "(tokenizer_config.json, or an `uncased_`/`cased_` directory name).")
+
+
+class UsageError(ValueError):
+    """Flag values that do not make a conversion."""
+
+
+def check_output_dir(output_dir: str, overwrite: bool) -> None:
+    """Refuses a non-empty output dir (unless overwriting) before any work is done.
+
+    >>> check_output_dir(tempfile.mkdtemp(), overwrite=False)  # empty: fine
+    """
+    if os.path.isfile(output_dir):
+        raise UsageError(f"--output_dir={output_dir} is a file; name a directory")
+    if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
+        raise UsageError(f"--output_dir={output_dir} exists and is not empty; pass "
+                         f"--overwrite to replace it or choose another directory")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _publish(tmp_dir: str, output_dir: str) -> None:
+    """Moves the finished tmp_dir to output_dir, replacing what was there last."""
+    old = None
+    if os.path.isdir(output_dir):
+        old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(output_dir))
+        os.rmdir(old)
+        os.rename(output_dir, old)
+    os.rename(tmp_dir, output_dir)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def convert(source_format: str, input_path: str, output_dir: str, *,
+            target_format: str = "bert_tf", overwrite: bool = False,
+            bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
+            do_lower_case: Optional[bool] = None) -> str:
+    """Reads `input_path` in `source_format`, writes `output_dir` in `target_format`.
+
+    Returns the written checkpoint prefix (inside `output_dir`). Raises UsageError for
+    impossible argument combinations, FileNotFoundError for missing inputs and
+    ValueError subclasses (checkpoints.CheckpointFormatError, CheckpointMismatchError,
+    ConfigError) for sources that do not fit.
+    """
+    if source_format not in SOURCE_FORMATS:
+        raise UsageError(f"--source_format={source_format!r}: expected one of "
+                         f"{', '.join(SOURCE_FORMATS)}")
+    if target_format not in TARGET_FORMATS:
+        raise UsageError(f"--target_format={target_format!r}: expected one of "
+                         f"{', '.join(TARGET_FORMATS)}")
+    if source_format == target_format:
+        raise UsageError(f"--source_format and --target_format are both {source_format}; "
+                         f"nothing to convert")
+    if not input_path or not output_dir:
+        raise UsageError("--input and --output_dir are required")
+    if source_format == "bert_tf" and (bert_config_file or vocab_file or do_lower_case is not None):
+        raise UsageError("--bert_config_file/--vocab_file/--do_lower_case apply to tf1 and "
+                         "huggingface sources; a bert_tf model dir carries its own")
+    output_dir = os.path.abspath(output_dir)
+    if os.path.abspath(input_path).rstrip("/") == output_dir:
+        raise UsageError(f"--output_dir={output_dir} is the input itself; choose another one")
+    check_output_dir(output_dir, overwrite)
+    if not os.path.exists(input_path) and not os.path.exists(input_path + ".index"):
+        raise FileNotFoundError(f"--input={input_path}: no such file or directory")
+
+    from bert_tf import checkpoints  # late: flag errors are reported without loading TF
+
+    if source_format == "bert_tf":
+        weights = checkpoints.read_model_dir(input_path)
+    else:
+        weights = checkpoints.READERS[source_format](
+            input_path, config_file=bert_config_file, vocab_file=vocab_file,
+            do_lower_case=do_lower_case)
+    logging.info("read %s (%d layers, hidden %d, heads: %s)", input_path,
+                 weights.config.num_hidden_layers, weights.config.hidden_size,
+                 ", ".join(weights.heads) or "none")
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
+    os.chmod(tmp_dir, 0o777 & ~_umask())  # mkdtemp makes it private; the output should not be
+    try:
+        if target_format == "tf1":
+            prefix = checkpoints.write_tf1_checkpoint(weights, tmp_dir)
+        else:
+            prefix = checkpoints.write_model_dir(weights, tmp_dir)
+        _publish(tmp_dir, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    prefix = os.path.join(output_dir, os.path.basename(prefix))
+    logging.info("wrote %s", prefix)
+    return prefix
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        prefix = convert(FLAGS.source_format, FLAGS.input, FLAGS.output_dir,
+                         target_format=FLAGS.target_format, overwrite=FLAGS.overwrite,
+                         bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+                         do_lower_case=FLAGS.do_lower_case)
+    except UsageError as e:
+        raise app.UsageError(str(e)) from None
+    print(f"wrote {prefix}")
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["source_format", "input", "output_dir"])
+    app.run(main)
