@@ -1,0 +1,221 @@
+"""CoNLL-2003 named-entity recognition: BIO tags from the first sub-token of each word.
+
+Data: the CoNLL-2003 files (`eng.train`, `eng.testa`, `eng.testb`; or `train.txt`,
+`valid.txt`, `test.txt`), one `word POS chunk NER` line per token, a blank line between
+sentences, `-DOCSTART-` lines between documents. The files use IOB1 tags (B- only
+between two adjacent entities of one type); the reader converts them to IOB2 (BIO), so
+every entity starts with B-. Entity-level precision / recall / F1 are conlleval's: an
+entity counts only with exact span and type (`metrics.entity_scores`).
+
+Features: each word is WordPiece-tokenized on its own; the label sits on the word's
+first sub-token, every other position gets -1 and is ignored by the loss. A sentence
+longer than `max_seq_length - 2` pieces is SPLIT at word boundaries into consecutive
+features (no word is dropped, so every word gets a prediction and evaluation sees the
+whole sentence); a single word with more pieces than that keeps only its first ones.
+
+>>> iob1_to_iob2(["I-PER", "I-PER", "B-PER", "O", "I-LOC"])
+['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Sequence
+
+import keras
+import numpy as np
+
+from bert_tf.tasks import metrics as metrics_lib
+from bert_tf.tasks.base import Task, TaskDataError, make_head, sparse_ce, write_tsv_lines
+
+CONLL2003_LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
+                    "B-MISC", "I-MISC"]
+IGNORE = -1  # label id of positions the loss and the predictions skip
+
+
+@dataclasses.dataclass(frozen=True)
+class NerExample:
+    guid: str
+    words: List[str]
+    tags: List[str]  # IOB2
+    source: str = ""  # "file:line" of the first word
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
+    """IOB1 -> IOB2: an I-X that does not continue an X entity becomes B-X."""
+    out, previous = [], "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        previous = tag
+    return out
+
+
+def read_conll(path: str) -> List[NerExample]:
+    """Sentences of a CoNLL-2003 file with IOB2 tags (the NER tag is the last column)."""
+    import tensorflow as tf  # gfile: data may live on gs://
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            lines = f.read().decode("utf-8").split("\n")
+    except tf.errors.NotFoundError:
+        raise TaskDataError(f"{path}: no such file; --data_dir must hold the CoNLL-2003 "
+                            f"files (eng.train, eng.testa, eng.testb)") from None
+    examples, words, tags, first_line = [], [], [], 0
+
+    def flush():
+        nonlocal words, tags
+        if words:
+            examples.append(NerExample(guid=f"{os.path.basename(path)}-{len(examples)}",
+                                       words=words, tags=iob1_to_iob2(tags),
+                                       source=f"{path}:{first_line}"))
+        words, tags = [], []
+
+    for line_no, line in enumerate(lines, start=1):
+        fields = line.strip().split()
+        if not fields or fields[0] == "-DOCSTART-":
+            flush()
+            continue
+        if len(fields) < 2:
+            raise TaskDataError(f"{path}:{line_no}: expected `word ... NER-tag` columns, "
+                                f"got {line!r}; is this a CoNLL-2003 file?")
+        tag = fields[-1]
+        if tag != "O" and (tag[:2] not in ("B-", "I-") or
+                           "B-" + tag[2:] not in CONLL2003_LABELS):
+            raise TaskDataError(f"{path}:{line_no}: tag {tag!r} is not a CoNLL-2003 NER "
+                                f"tag (expected O or B-/I- with PER, ORG, LOC, MISC)")
+        if not words:
+            first_line = line_no
+        words.append(fields[0])
+        tags.append(tag)
+    flush()
+    return examples
+
+
+class Conll2003NerTask(Task):
+    """Token classification over the CoNLL-2003 BIO tags (`--task_name=conll2003`)."""
+
+    name = "conll2003"
+    primary_metric = "f1"
+    label_names = ("label_ids",)
+    submission_name = "conll2003_predictions.txt"
+
+    @property
+    def label_list(self):
+        return list(CONLL2003_LABELS)
+
+    def default_file(self, split: str) -> str:
+        names = {"train": ("eng.train", "train.txt"), "dev": ("eng.testa", "valid.txt"),
+                 "test": ("eng.testb", "test.txt")}[split]
+        import tensorflow as tf
+
+        for name in names:
+            if tf.io.gfile.exists(os.path.join(self.data_dir, name)):
+                return name
+        return names[0]
+
+    def get_examples(self, split: str) -> List[NerExample]:
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"conll2003: unknown split {split!r} (train, dev or test)")
+        return read_conll(self.split_file(split))
+
+    # ------------------------------------------------------------------ features
+    def _word_pieces(self, examples, batch_size=50000) -> List[List[int]]:
+        """WordPiece ids of every word of every example, flattened in order."""
+        words = [w for e in examples for w in e.words]
+        unk = self._special_id("unk_id", "[UNK]")
+        pieces = []
+        for start in range(0, len(words), batch_size):
+            ragged = self.tokenizer.tokenize(words[start:start + batch_size])
+            # A word that tokenizes to nothing (e.g. a lone control character) still
+            # needs a position to carry its label: use [UNK].
+            pieces += [ids or [unk] for ids in ragged.to_list()]
+        return pieces
+
+    def _special_id(self, attribute, token):
+        value = getattr(self.tokenizer, attribute, None)
+        if value is None:
+            value = self.tokenizer.vocab[token]
+        return int(value)
+
+    def convert_examples(self, examples: Sequence[NerExample], split: str = "train"
+                         ) -> Dict[str, np.ndarray]:
+        """Features plus host-side `example_index` [n] and `word_index` [n, L] (-1 = none)."""
+        if self.tokenizer is None:
+            raise ValueError("conll2003: convert_examples needs a tokenizer")
+        length = self.max_seq_length
+        cls_id = self._special_id("cls_id", "[CLS]")
+        sep_id = self._special_id("sep_id", "[SEP]")
+        pad_id = self._special_id("pad_id", "[PAD]")
+        label_index = {label: i for i, label in enumerate(CONLL2003_LABELS)}
+        pieces = iter(self._word_pieces(examples))
+        rows = []  # (example index, [(word index, piece ids)])
+        for n, example in enumerate(examples):
+            chunk, used = [], 0
+            for w in range(len(example.words)):
+                ids = next(pieces)[: length - 2]
+                if chunk and used + len(ids) > length - 2:
+                    rows.append((n, chunk))
+                    chunk, used = [], 0
+                chunk.append((w, ids))
+                used += len(ids)
+            rows.append((n, chunk))
+        count = len(rows)
+        word_ids = np.full((count, length), pad_id, np.int32)
+        mask = np.zeros((count, length), np.int32)
+        labels = np.full((count, length), IGNORE, np.int32)
+        word_index = np.full((count, length), -1, np.int32)
+        example_index = np.zeros((count,), np.int32)
+        for row, (n, chunk) in enumerate(rows):
+            tokens, position = [cls_id], 1
+            for w, ids in chunk:
+                labels[row, position] = label_index[examples[n].tags[w]]
+                word_index[row, position] = w
+                tokens += ids
+                position += len(ids)
+            tokens.append(sep_id)
+            word_ids[row, :len(tokens)] = tokens
+            mask[row, :len(tokens)] = 1
+            example_index[row] = n
+        return {"input_word_ids": word_ids, "input_mask": mask,
+                "input_type_ids": np.zeros_like(word_ids), "label_ids": labels,
+                "example_index": example_index, "word_index": word_index}
+
+    def feature_spec(self):
+        spec = {k: ([self.max_seq_length], "int64") for k in self.model_input_names}
+        spec["label_ids"] = ([self.max_seq_length], "int64")
+        return spec
+
+    # ------------------------------------------------------------------ model
+    def build_head(self, config):
+        return make_head(config, len(CONLL2003_LABELS), input_key="sequence_output")
+
+    def loss(self, features, outputs):
+        labels = features["label_ids"]
+        weights = keras.ops.cast(keras.ops.greater_equal(labels, 0), "float32")
+        return sparse_ce(keras.ops.maximum(labels, 0), outputs["logits"], weights)
+
+    # ------------------------------------------------------------------ results
+    def postprocess(self, outputs, features, examples) -> List[List[str]]:
+        """Tag lists, one per example, from the first sub-token of each word."""
+        best = np.argmax(np.asarray(outputs["logits"]), axis=-1)
+        predictions = [["O"] * len(e.words) for e in examples]
+        rows, positions = np.nonzero(features["word_index"] >= 0)
+        for row, position in zip(rows.tolist(), positions.tolist()):
+            n = int(features["example_index"][row])
+            predictions[n][features["word_index"][row, position]] = \
+                CONLL2003_LABELS[best[row, position]]
+        return predictions
+
+    def evaluate(self, predictions, examples) -> Dict[str, float]:
+        return metrics_lib.entity_scores([e.tags for e in examples], predictions)
+
+    def write_predictions(self, predictions, examples, output_dir: str) -> List[str]:
+        """conlleval's input: `word gold predicted` per line, a blank line per sentence."""
+        lines = []
+        for example, tags in zip(examples, predictions):
+            lines += [f"{w} {g} {p}" for w, g, p in zip(example.words, example.tags, tags)]
+            lines.append("")
+        return [write_tsv_lines(os.path.join(output_dir, self.submission_name), lines)]

@@ -1,0 +1,164 @@
+"""SWAG: multiple choice over four (context, ending) pairs, as the BERT paper does it.
+
+Data: the official swagaf csv files (`train.csv`, `val.csv`, `test.csv`) with the
+columns `video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3,
+label` (the released files also start with an unnamed index column; columns are found
+by header name, so both layouts read). Test files have no `label` column.
+
+Each example becomes four pairs: segment A = `sent1`, segment B = `sent2 + " " +
+ending_i`. Every pair goes through the encoder; the [CLS] (pooled) vector is scored by
+one dense unit and a softmax over the four scores gives the choice.
+
+>>> SwagTask().num_choices
+4
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+from typing import Dict, List, Optional, Sequence
+
+import keras
+import numpy as np
+
+from bert_tf.tasks import metrics as metrics_lib
+from bert_tf.tasks.base import Task, TaskDataError, TaskHead, sparse_ce, write_tsv_lines
+
+NUM_CHOICES = 4
+REQUIRED_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagExample:
+    guid: str
+    context: str
+    start_ending: str
+    endings: List[str]
+    label: Optional[int] = None
+    source: str = ""
+
+
+def read_swag(path: str, require_labels: bool) -> List[SwagExample]:
+    import tensorflow as tf  # gfile: data may live on gs://
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            text = f.read().decode("utf-8-sig")
+    except tf.errors.NotFoundError:
+        raise TaskDataError(f"{path}: no such file; --data_dir must hold the SWAG csv "
+                            f"files (train.csv, val.csv, test.csv)") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if header is None:
+        raise TaskDataError(f"{path}: empty file; expected the SWAG csv header")
+    column = {name: i for i, name in enumerate(header)}
+    missing = [c for c in REQUIRED_COLUMNS + (("label",) if require_labels else ())
+               if c not in column]
+    if missing:
+        raise TaskDataError(f"{path}:1: header lacks {missing}; expected the swagaf columns "
+                            f"video-id, fold-ind, startphrase, sent1, sent2, gold-source, "
+                            f"ending0..ending3, label")
+    examples = []
+    for row in reader:
+        line_no = reader.line_num
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise TaskDataError(f"{path}:{line_no}: {len(row)} columns, expected "
+                                f"{len(header)} (as the header)")
+        label = None
+        if "label" in column and row[column["label"]] != "":
+            value = row[column["label"]]
+            if value not in ("0", "1", "2", "3"):
+                raise TaskDataError(f"{path}:{line_no}: label {value!r} is not one of "
+                                    f"0, 1, 2, 3 (the index of the right ending)")
+            label = int(value)
+        elif require_labels:
+            raise TaskDataError(f"{path}:{line_no}: no label; train and dev rows need one")
+        guid = row[0] if header[0] == "" else str(len(examples))
+        examples.append(SwagExample(
+            guid=guid, context=row[column["sent1"]], start_ending=row[column["sent2"]],
+            endings=[row[column[f"ending{i}"]] for i in range(NUM_CHOICES)],
+            label=label, source=f"{path}:{line_no}"))
+    return examples
+
+
+class _ChoiceHead(TaskHead):
+    """One score per (context, ending) pair: [pairs, 1] logits squeezed to [pairs]."""
+
+    def call(self, encoder_outputs, training=None):
+        logits = super().call(encoder_outputs, training=training)[self.output_key]
+        return {self.output_key: logits[:, 0]}
+
+
+class SwagTask(Task):
+    """`--task_name=swag`: accuracy over the four endings."""
+
+    name = "swag"
+    num_choices = NUM_CHOICES
+    label_names = ("label_ids",)
+    submission_name = "swag_predictions.csv"
+    text_input_names = ("text", "text_b")
+
+    @property
+    def label_list(self):
+        return [str(i) for i in range(NUM_CHOICES)]
+
+    def default_file(self, split: str) -> str:
+        return {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}[split]
+
+    def get_examples(self, split: str) -> List[SwagExample]:
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"swag: unknown split {split!r} (train, dev or test)")
+        return read_swag(self.split_file(split), require_labels=split != "test")
+
+    def convert_examples(self, examples: Sequence[SwagExample], split: str = "train",
+                         batch_size: int = 512) -> Dict[str, np.ndarray]:
+        """Inputs [n, 4, max_seq_length]; `label_ids` [n] when every example has a label."""
+        if self.tokenizer is None:
+            raise ValueError("swag: convert_examples needs a tokenizer")
+        parts = {k: [] for k in self.model_input_names}
+        for start in range(0, len(examples), batch_size):
+            chunk = examples[start:start + batch_size]
+            contexts = [e.context for e in chunk for _ in range(NUM_CHOICES)]
+            endings = [f"{e.start_ending} {ending}".strip()
+                       for e in chunk for ending in e.endings]
+            encoded = self.tokenizer.encode(contexts, endings,
+                                            max_seq_length=self.max_seq_length)
+            for k in self.model_input_names:
+                parts[k].append(np.asarray(encoded[k], np.int32).reshape(
+                    len(chunk), NUM_CHOICES, self.max_seq_length))
+        shape = (0, NUM_CHOICES, self.max_seq_length)
+        features = {k: np.concatenate(v) if v else np.zeros(shape, np.int32)
+                    for k, v in parts.items()}
+        if examples and all(e.label is not None for e in examples):
+            features["label_ids"] = np.asarray([e.label for e in examples], np.int32)
+        return features
+
+    def feature_spec(self):
+        spec = {k: ([NUM_CHOICES, self.max_seq_length], "int64")
+                for k in self.model_input_names}
+        spec["label_ids"] = ([], "int64")
+        return spec
+
+    def build_head(self, config):
+        return _ChoiceHead(num_classes=1, hidden_size=config.hidden_size,
+                           dropout_rate=config.hidden_dropout_prob,
+                           initializer_range=config.initializer_range, name="task_head")
+
+    def loss(self, features, outputs):
+        return sparse_ce(features["label_ids"], outputs["logits"])
+
+    def postprocess(self, outputs, features=None, examples=None) -> List[int]:
+        return [int(i) for i in np.argmax(np.asarray(outputs["logits"]), axis=-1)]
+
+    def evaluate(self, predictions, examples) -> Dict[str, float]:
+        return {"accuracy": metrics_lib.accuracy([e.label for e in examples], predictions)}
+
+    def write_predictions(self, predictions, examples, output_dir: str) -> List[str]:
+        """`index,prediction` rows (the index column of the csv, else the row number)."""
+        lines = ["index,prediction"] + [f"{e.guid},{p}" for e, p in zip(examples, predictions)]
+        return [write_tsv_lines(os.path.join(output_dir, self.submission_name), lines)]

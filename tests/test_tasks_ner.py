@@ -1,0 +1,128 @@
+"""CoNLL-2003 NER: reader (IOB1 -> BIO, -DOCSTART-, sentences), first-sub-token labels,
+splitting of long sentences, postprocessing back to words, entity F1, predictions file."""
+
+import numpy as np
+import pytest
+
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.tasks import make_task, metrics
+from bert_tf.tasks.base import TaskDataError
+from bert_tf.tasks.ner import CONLL2003_LABELS, IGNORE, iob1_to_iob2, read_conll
+
+SMALL_CONLL = """-DOCSTART- -X- O O
+
+EU NNP I-NP I-ORG
+rejects VBZ I-VP O
+German JJ I-NP I-MISC
+call NN I-NP O
+. . O O
+
+Peter NNP I-NP I-PER
+Blackburn NNP I-NP I-PER
+Smith NNP I-NP B-PER
+
+-DOCSTART- -X- O O
+
+BRUSSELS NNP I-NP I-LOC
+1996-08-22 CD I-NP O
+"""
+
+
+def test_reader_converts_iob1_and_splits_sentences(tmp_path):
+    (tmp_path / "eng.train").write_text(SMALL_CONLL)
+    examples = make_task("conll2003", data_dir=str(tmp_path)).get_examples("train")
+    assert [e.words for e in examples] == [
+        ["EU", "rejects", "German", "call", "."], ["Peter", "Blackburn", "Smith"],
+        ["BRUSSELS", "1996-08-22"]]
+    assert [e.tags for e in examples] == [
+        ["B-ORG", "O", "B-MISC", "O", "O"], ["B-PER", "I-PER", "B-PER"], ["B-LOC", "O"]]
+    assert examples[1].source.endswith("eng.train:9")
+    assert iob1_to_iob2(["I-ORG", "I-LOC", "I-LOC", "O", "I-LOC", "B-LOC"]) == [
+        "B-ORG", "B-LOC", "I-LOC", "O", "B-LOC", "B-LOC"]
+
+
+def test_reader_errors_name_file_and_line(tmp_path):
+    (tmp_path / "eng.testa").write_text("EU NNP I-NP I-ORG\nrejects VBZ I-VP I-GPE\n")
+    with pytest.raises(TaskDataError, match=r"eng.testa:2: tag 'I-GPE' is not a CoNLL-2003"):
+        make_task("ner", data_dir=str(tmp_path)).get_examples("dev")
+    (tmp_path / "bad").write_text("lonely\n")
+    with pytest.raises(TaskDataError, match=r"bad:1: expected `word ... NER-tag`"):
+        read_conll(str(tmp_path / "bad"))
+
+
+def test_real_conll_counts(shared_data):
+    task = make_task("conll2003", data_dir=str(shared_data / "conll2003"))
+    for split, sentences, tokens, entities in [("train", 14041, 203621, 23499),
+                                               ("dev", 3250, 51362, 5942)]:
+        examples = task.get_examples(split)
+        assert len(examples) == sentences
+        assert sum(len(e.words) for e in examples) == tokens
+        assert sum(len(metrics.get_entities(e.tags)) for e in examples) == entities
+        # BIO after conversion: an I- always continues an entity of its type
+        for e in examples[:2000]:
+            for prev, tag in zip(["O"] + e.tags, e.tags):
+                assert not tag.startswith("I-") or prev[2:] == tag[2:]
+
+
+class PieceTokenizer:
+    """Words split into 3-character pieces: enough to test first-sub-token labelling."""
+
+    cls_id, sep_id, pad_id, unk_id = 101, 102, 0, 100
+
+    def tokenize(self, words):
+        import tensorflow as tf
+
+        return tf.ragged.constant(
+            [[1000 + len(w) * 10 + i for i in range(0, len(w), 3)] for w in words],
+            dtype=tf.int64, row_splits_dtype=tf.int64)
+
+
+def test_first_sub_token_labels_and_splitting(tmp_path):
+    (tmp_path / "eng.train").write_text(SMALL_CONLL)
+    task = make_task("conll2003", data_dir=str(tmp_path), tokenizer=PieceTokenizer(),
+                     max_seq_length=8)
+    examples = task.get_examples("train")
+    features = task.convert_examples(examples, "train")
+    # room for 6 pieces: EU(1) rejects(3) German(2) | call(2) .(1);
+    # Peter(2) Blackburn(3) | Smith(2); BRUSSELS(3) | 1996-08-22(4)
+    assert features["example_index"].tolist() == [0, 0, 1, 1, 2, 2]
+    label = {t: i for i, t in enumerate(CONLL2003_LABELS)}
+    assert features["label_ids"][0].tolist() == [
+        IGNORE, label["B-ORG"], label["O"], IGNORE, IGNORE, label["B-MISC"], IGNORE, IGNORE]
+    assert features["input_word_ids"][0].tolist()[0] == 101
+    assert features["input_word_ids"][0].tolist()[-1] == 102  # 6 pieces + [CLS] [SEP]
+    assert features["word_index"][0].tolist() == [-1, 0, 1, -1, -1, 2, -1, -1]
+    assert features["word_index"][1].tolist()[:4] == [-1, 3, -1, 4]
+    assert features["input_mask"][1].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    # every word of a split sentence is labelled exactly once
+    words = features["word_index"][features["example_index"] == 1].ravel().tolist()
+    assert sorted(w for w in words if w >= 0) == [0, 1, 2]
+    assert (features["label_ids"] >= 0).sum() == sum(len(e.words) for e in examples)
+
+    # outputs that put the gold tag on each first sub-token give back the gold tags
+    logits = np.zeros(features["label_ids"].shape + (len(CONLL2003_LABELS),), np.float32)
+    rows, cols = np.nonzero(features["label_ids"] >= 0)
+    logits[rows, cols, features["label_ids"][rows, cols]] = 5.0
+    predictions = task.postprocess({"logits": logits}, features, examples)
+    assert predictions == [e.tags for e in examples]
+    assert task.evaluate(predictions, examples)["f1"] == 1.0
+    [path] = task.write_predictions(predictions, examples, str(tmp_path))
+    assert open(path).read().split("\n")[:2] == ["EU B-ORG B-ORG", "rejects O O"]
+
+
+def test_token_head_and_masked_loss():
+    task = make_task("conll2003", max_seq_length=6)
+    cfg = BertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32)
+    model = task.build_model(BertEncoder(cfg))
+    ids = np.array([[101, 7, 8, 9, 102, 0]], np.int32)
+    labels = np.array([[IGNORE, 1, IGNORE, 0, IGNORE, IGNORE]], np.int32)
+    batch = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+             "input_type_ids": np.zeros_like(ids), "label_ids": labels}
+    outputs = model(batch)
+    logits = np.asarray(outputs["logits"])
+    assert logits.shape == (1, 6, len(CONLL2003_LABELS))
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -(log_probs[0, 1, 1] + log_probs[0, 3, 0]) / 2  # ignored positions do not count
+    assert float(task.loss(batch, outputs)) == pytest.approx(expected, rel=1e-5)
