@@ -1,0 +1,233 @@
+"""SavedModel export of the encoder: layout, versions, parity, warmup, clean-process load,
+saved_model_cli and the gRPC request a client would send."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.model_dir import write_model_dir
+from tests.conftest import REPO_ROOT
+
+TINY = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=32, max_position_embeddings=64)
+
+# Runs in a fresh interpreter that imports tensorflow (+ tensorflow_text) but never bert_tf:
+# loads the SavedModel, calls the named signatures on inputs from an .npz, saves the outputs.
+CLEAN_CLIENT = r"""
+import sys, json, numpy as np, tensorflow as tf
+import tensorflow_text  # registers the TF Text ops raw-text signatures use
+path, requests_file, out_file = sys.argv[1:4]
+model = tf.saved_model.load(path)
+requests = json.load(open(requests_file))
+results = {}
+for i, (signature, inputs_file) in enumerate(requests):
+    inputs = dict(np.load(inputs_file, allow_pickle=True))
+    fn = model.signatures[signature]
+    out = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+    for k, v in out.items():
+        results[f"{i}/{k}"] = v.numpy()
+assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf imported"
+np.savez(out_file, **results)
+"""
+
+
+def run_clean(saved_model_dir, requests, tmp_path):
+    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf."""
+    entries = []
+    for i, (signature, inputs) in enumerate(requests):
+        inputs_file = str(tmp_path / f"in{i}.npz")
+        np.savez(inputs_file, **inputs)
+        entries.append([signature, inputs_file])
+    requests_file = tmp_path / "requests.json"
+    requests_file.write_text(json.dumps(entries))
+    out_file = tmp_path / "out.npz"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", CLEAN_CLIENT, str(saved_model_dir),
+                           str(requests_file), str(out_file)],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    flat = dict(np.load(out_file, allow_pickle=True))
+    return [{k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith(f"{i}/")}
+            for i in range(len(requests))]
+
+
+def ids_batch(seed=0, batch=3, seq=9):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(4, TINY.vocab_size, (batch, seq)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[-1, 5:] = 0  # mixed lengths: the last row is padded
+    ids[mask == 0] = 0
+    types = np.zeros_like(ids)
+    types[:, 4:] = 1
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    encoder = BertEncoder(TINY, name="encoder")
+    src = tmp_path_factory.mktemp("encoder_model")
+    write_model_dir(str(src), TINY, {"encoder": encoder})
+    return src, encoder
+
+
+@pytest.fixture(scope="module")
+def exported(encoder_dir, tmp_path_factory):
+    src, encoder = encoder_dir
+    export_dir = tmp_path_factory.mktemp("export")
+    path = export.export_model_dir(str(src), str(export_dir))
+    return export_dir, path, encoder
+
+
+def test_layout_and_next_version(exported, encoder_dir):
+    export_dir, path, _ = exported
+    assert path == os.path.join(str(export_dir), "1")
+    for name in ("saved_model.pb", "variables", os.path.join("assets.extra", export.WARMUP_FILE)):
+        assert os.path.exists(os.path.join(path, name)), name
+    second = export.export_model_dir(str(encoder_dir[0]), str(export_dir))
+    assert os.path.basename(second) == "2"
+    assert export.list_versions(str(export_dir)) == [1, 2]
+    assert sorted(os.listdir(export_dir)) == ["1", "2"]  # no temporary leftovers
+    with pytest.raises(export.ExportError, match="already exists"):
+        export.export_model_dir(str(encoder_dir[0]), str(export_dir), version=2)
+
+
+def test_failed_export_leaves_nothing(encoder_dir, tmp_path, monkeypatch):
+    def broken_save(*args, **kwargs):
+        os.makedirs(os.path.join(args[1], "variables"))  # a half-written model ...
+        raise OSError("disk full")                        # ... then a failure
+
+    monkeypatch.setattr(tf.saved_model, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        export.export_model_dir(str(encoder_dir[0]), str(tmp_path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_missing_config_names_the_dir(tmp_path):
+    with pytest.raises(export.ExportError, match=str(tmp_path)):
+        export.export_model_dir(str(tmp_path), str(tmp_path / "out"))
+
+
+def test_ids_signature_matches_keras(exported):
+    _, path, encoder = exported
+    loaded = tf.saved_model.load(path)
+    fn = loaded.signatures[export.SERVING_DEFAULT]
+    for seq in (9, 64):  # short and the full max_position_embeddings
+        inputs = ids_batch(seq=seq)
+        got = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+        want = encoder(inputs, training=False)
+        for name in ("sequence_output", "pooled_output"):
+            assert got[name].dtype == tf.float32
+            np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), atol=1e-5)
+
+
+def test_signature_io_spec(exported):
+    _, path, _ = exported
+    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    args = fn.structured_input_signature[1]
+    assert sorted(args) == sorted(export.MODEL_INPUT_NAMES)
+    assert all(a.dtype == tf.int32 and a.shape.as_list() == [None, None] for a in args.values())
+    outs = fn.structured_outputs
+    assert outs["sequence_output"].shape.as_list() == [None, None, TINY.hidden_size]
+    assert outs["pooled_output"].shape.as_list() == [None, TINY.hidden_size]
+
+
+def test_ids_longer_than_positions_is_a_clear_error(exported):
+    _, path, _ = exported
+    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    inputs = ids_batch(seq=TINY.max_position_embeddings + 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+        fn(**{k: tf.constant(v) for k, v in inputs.items()})
+
+
+def test_clean_process_load_matches(exported, tmp_path):
+    _, path, encoder = exported
+    inputs = ids_batch(seed=3)
+    (got,) = run_clean(path, [(export.SERVING_DEFAULT, inputs)], tmp_path)
+    want = encoder(inputs, training=False)
+    np.testing.assert_allclose(got["pooled_output"], want["pooled_output"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(got["sequence_output"], want["sequence_output"].numpy(),
+                               atol=1e-5)
+
+
+def read_warmup(path):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    logs = []
+    for record in tf.data.TFRecordDataset(
+            os.path.join(path, "assets.extra", export.WARMUP_FILE)):
+        log = prediction_log_pb2.PredictionLog()
+        log.ParseFromString(record.numpy())
+        logs.append(log)
+    return logs
+
+
+def test_warmup_records_are_prediction_logs_that_run(exported):
+    _, path, _ = exported
+    logs = read_warmup(path)
+    assert logs and all(log.WhichOneof("log_type") == "predict_log" for log in logs)
+    loaded = tf.saved_model.load(path)
+    for log in logs:
+        request = log.predict_log.request
+        fn = loaded.signatures[request.model_spec.signature_name]
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        assert sorted(inputs) == sorted(fn.structured_input_signature[1])
+        out = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+        assert np.isfinite(out["pooled_output"].numpy()).all()
+
+
+def test_grpc_request_from_serving_api_matches_ours():
+    from tensorflow_serving.apis import predict_pb2
+
+    inputs = ids_batch()
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "bert"
+    request.model_spec.signature_name = export.SERVING_DEFAULT
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    ours = predict_pb2.PredictRequest()
+    ours.ParseFromString(export.predict_request_bytes(export.SERVING_DEFAULT, inputs, "bert"))
+    assert ours == request
+    assert tf.make_ndarray(ours.inputs["input_mask"]).tolist() == inputs["input_mask"].tolist()
+
+
+def test_saved_model_cli_show_and_run(exported, tmp_path):
+    _, path, encoder = exported
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    show = subprocess.run([cli, "show", "--dir", path, "--all"], env=env,
+                          capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr[-2000:]
+    assert "signature_def['serving_default']" in show.stdout
+    assert "outputs['pooled_output']" in show.stdout
+    inputs = ids_batch(batch=1, seq=5)
+    for name, value in inputs.items():
+        np.save(tmp_path / f"{name}.npy", value)
+    spec = ";".join(f"{name}={tmp_path / name}.npy" for name in inputs)
+    run = subprocess.run([cli, "run", "--dir", path, "--tag_set", "serve", "--signature_def",
+                          "serving_default", "--inputs", spec, "--outdir", str(tmp_path)],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = np.load(tmp_path / "pooled_output.npy")
+    want = encoder(inputs, training=False)["pooled_output"].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_cli_exports(encoder_dir, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
+                           f"--init_checkpoint={encoder_dir[0]}",
+                           f"--export_dir={tmp_path}", "--version=5"],
+                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == os.path.join(str(tmp_path), "5")
+    assert export.list_versions(str(tmp_path)) == [5]
