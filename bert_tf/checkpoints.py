@@ -544,7 +544,11 @@ def find_huggingface_weights(path: str) -> str:
                 return candidate
         raise FileNotFoundError(f"{path}: no Hugging Face weights (expected one of "
                                 f"{', '.join(_HF_WEIGHT_FILES)})")
-    return _require_file(path, "Hugging Face weights file")
+    _require_file(path, "Hugging Face weights file")
+    if not path.endswith((".safetensors", ".safetensors.index.json", ".bin")):
+        raise CheckpointFormatError(f"{path}: unknown weights format (expected .safetensors, "
+                                    f".safetensors.index.json or .bin)")
+    return path
 
 
 def _load_safetensors(path: str) -> Dict[str, np.ndarray]:

@@ -28,22 +28,40 @@ SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("source_format", None, SOURCE_FORMATS,
-                  "Format of --input: tf1 (original google-research/bert checkpoint), "
-                  "huggingface (model.safetensors / pytorch_model.bin), bert_tf (our model dir).")
-flags.DEFINE_enum("target_format", "bert_tf", TARGET_FORMATS,
-                  "Format to write: bert_tf (model dir for --init_checkpoint) or tf1 "
-                  "(original layout: bert_model.ckpt + bert_config.json + vocab.txt).")
-flags.DEFINE_string("input", None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its "
-                    "directory; huggingface: model directory or weights file; bert_tf: model dir.")
-flags.DEFINE_string("output_dir", None, "Directory to write (created; must be empty or absent "
-                    "unless --overwrite).")
-flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.")
-flags.DEFINE_string("bert_config_file", None, "Config to use instead of the one next to "
-                    "--input (tf1: bert_config.json; huggingface: config.json).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt to use instead of the one next to --input.")
-flags.DEFINE_bool("do_lower_case", None, "Record this casing instead of what the source says "
-                  "(tokenizer_config.json, or an `uncased_`/`cased_` directory name).")
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this command's flags; called only when run as a program (or by tests on
+    their own FlagValues), so importing `convert` never collides with other CLIs' flags.
+
+    >>> fv = flags.FlagValues()
+    >>> define_flags(fv)
+    >>> _ = fv(["convert_checkpoint", "--source_format=tf1", "--input=ckpt", "--output_dir=out"])
+    >>> fv.source_format, fv.target_format
+    ('tf1', 'bert_tf')
+    """
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_enum("source_format", None, SOURCE_FORMATS,
+                      "Format of --input: tf1 (original google-research/bert checkpoint), "
+                      "huggingface (model.safetensors / pytorch_model.bin), bert_tf (our "
+                      "model dir).", **fv)
+    flags.DEFINE_enum("target_format", "bert_tf", TARGET_FORMATS,
+                      "Format to write: bert_tf (model dir for --init_checkpoint) or tf1 "
+                      "(original layout: bert_model.ckpt + bert_config.json + vocab.txt).", **fv)
+    flags.DEFINE_string("input", None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its "
+                        "directory; huggingface: model directory or weights file; bert_tf: "
+                        "model dir.", **fv)
+    flags.DEFINE_string("output_dir", None, "Directory to write (created; must be empty or "
+                        "absent unless --overwrite).", **fv)
+    flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.", **fv)
+    flags.DEFINE_string("bert_config_file", None, "Config to use instead of the one next to "
+                        "--input (tf1: bert_config.json; huggingface: config.json).", **fv)
+    flags.DEFINE_string("vocab_file", None, "vocab.txt to use instead of the one next to "
+                        "--input.", **fv)
+    flags.DEFINE_bool("do_lower_case", None, "Record this casing instead of what the source "
+                      "says (tokenizer_config.json, or an `uncased_`/`cased_` directory name).",
+                      **fv)
+    flags.mark_flags_as_required(["source_format", "input", "output_dir"], **fv)
 
 
 class UsageError(ValueError):
@@ -141,19 +159,28 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     return prefix
 
 
+def run(flag_values: flags.FlagValues = FLAGS) -> str:
+    """Runs the conversion the parsed flags describe; exits with a message on bad input."""
+    try:
+        return convert(flag_values.source_format, flag_values.input, flag_values.output_dir,
+                       target_format=flag_values.target_format,
+                       overwrite=flag_values.overwrite,
+                       bert_config_file=flag_values.bert_config_file,
+                       vocab_file=flag_values.vocab_file,
+                       do_lower_case=flag_values.do_lower_case)
+    except UsageError as e:
+        raise app.UsageError(str(e)) from None
+    except (FileNotFoundError, ValueError) as e:
+        # A source that does not fit is the user's to fix, not a crash: no traceback.
+        raise SystemExit(f"convert_checkpoint: error: {e}") from None
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        prefix = convert(FLAGS.source_format, FLAGS.input, FLAGS.output_dir,
-                         target_format=FLAGS.target_format, overwrite=FLAGS.overwrite,
-                         bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-                         do_lower_case=FLAGS.do_lower_case)
-    except UsageError as e:
-        raise app.UsageError(str(e)) from None
-    print(f"wrote {prefix}")
+    print(f"wrote {run(FLAGS)}")
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["source_format", "input", "output_dir"])
+    define_flags()
     app.run(main)

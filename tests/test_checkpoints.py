@@ -362,3 +362,13 @@ def test_bert_tf_source_without_config_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no bert_config.json"):
         checkpoints.read_model_dir(str(tmp_path / "empty"))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from bert_tf import convert_checkpoint
+
+    for module in (checkpoints, convert_checkpoint):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

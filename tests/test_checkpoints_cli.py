@@ -1,0 +1,86 @@
+"""The convert_checkpoint command line: as a user runs it (subprocess) and its flags."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from absl import app, flags
+
+from bert_tf import checkpoints, convert_checkpoint, model_dir
+from bert_tf.config import BertConfig
+from bert_tf.models import BertPretrainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint", *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_bad_flag_values_fail_with_a_message(tmp_path):
+    result = run_cli("--source_format=onnx", "--input=x", f"--output_dir={tmp_path}/o")
+    assert result.returncode != 0
+    assert "source_format" in result.stderr and "tf1" in result.stderr
+    result = run_cli("--source_format=tf1", f"--output_dir={tmp_path}/o")
+    assert result.returncode != 0 and "--input" in result.stderr
+    result = run_cli("--source_format=tf1", "--target_format=tf1", "--input=x",
+                     f"--output_dir={tmp_path}/o")
+    assert result.returncode != 0 and "nothing to convert" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_tf1_to_bert_tf_and_back_through_the_cli(tmp_path):
+    cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=16,
+                     hidden_act="gelu_approximate")
+    model = BertPretrainer(cfg)
+    rng = np.random.default_rng(0)
+    for v in model.weights:
+        v.assign(rng.normal(0, 0.3, v.shape).astype(np.float32))
+    weights = checkpoints.weights_from_model(model)
+    prefix = checkpoints.write_tf1_checkpoint(weights, str(tmp_path / "uncased_tiny"))
+
+    out = tmp_path / "converted"
+    result = run_cli("--source_format=tf1", f"--input={prefix}", f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr
+    encoder = model_dir.load_encoder(str(out))
+    for name, variable in checkpoints.model_variables(encoder).items():
+        np.testing.assert_array_equal(variable.numpy(), weights.arrays[name], err_msg=name)
+    assert model_dir.find_do_lower_case(str(out)) is True
+
+    result = run_cli("--source_format=tf1", f"--input={prefix}", f"--output_dir={out}")
+    assert result.returncode != 0 and "not empty" in result.stderr  # refuses, keeps it
+    model_dir.load_encoder(str(out))
+
+
+
+def _parse(*args):
+    """Flags parsed as the program parses them, on a private FlagValues."""
+    fv = flags.FlagValues()
+    convert_checkpoint.define_flags(fv)
+    fv(["convert_checkpoint", *args])
+    return fv
+
+
+def test_flag_validation_in_process(tmp_path):
+    with pytest.raises(flags.IllegalFlagValueError, match="target_format"):
+        _parse("--source_format=tf1", "--target_format=onnx", "--input=x", "--output_dir=o")
+    with pytest.raises(flags.IllegalFlagValueError, match="output_dir"):
+        _parse("--source_format=tf1", "--input=x")
+    fv = _parse("--source_format=bert_tf", "--input=x", f"--output_dir={tmp_path}/o")
+    with pytest.raises(app.UsageError, match="nothing to convert"):
+        convert_checkpoint.run(fv)  # target_format defaults to bert_tf
+
+
+def test_source_errors_exit_without_traceback(tmp_path):
+    """run() turns a bad source into `convert_checkpoint: error: ...` (exit status 1)."""
+    (tmp_path / "model.onnx").write_text("x")
+    fv = _parse("--source_format=huggingface", f"--input={tmp_path}/model.onnx",
+                f"--output_dir={tmp_path}/out")
+    with pytest.raises(SystemExit, match="error: .*model.onnx: unknown weights format"):
+        convert_checkpoint.run(fv)
+    assert not (tmp_path / "out").exists()
