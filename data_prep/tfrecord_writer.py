@@ -1,0 +1,253 @@
+"""Fast `tf.train.Example` encoding of pretraining instances, and atomic output files.
+
+`ExampleEncoder.encode` writes the protobuf wire format by hand (precomputed varint bytes per
+id, constant field headers), about 10x faster than building a `tf.train.Example` message. Its
+bytes equal `tf.train.Example(...).SerializeToString(deterministic=True)` of the original
+tool's feature dict (DESIGN 2.2; the test checks byte for byte), so the records parse with the
+original reader's feature spec.
+
+    >>> enc = ExampleEncoder(max_seq_length=8, max_predictions_per_seq=2)
+    >>> rec = enc.encode([101, 103, 2003, 102, 2009, 102], [0, 0, 0, 0, 1, 1], True, [1], [7592])
+    >>> len(rec) > 0
+    True
+
+TensorFlow is imported only by the functions that write TFRecord files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import tempfile
+from array import array
+from typing import Iterable, Iterator, List, Sequence
+
+
+def varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int.
+
+        >>> varint(1), varint(300)
+        (b'\\x01', b'\\xac\\x02')
+    """
+    if value < 0:
+        raise ValueError(f"varint of a negative value {value}: the schema holds ids >= 0")
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _len_delimited(tag: int, payload: bytes) -> bytes:
+    return bytes((tag,)) + varint(len(payload)) + payload
+
+
+def _int64_feature(packed: bytes) -> bytes:
+    # Feature.int64_list (field 3) holding Int64List.value (field 1, packed); an empty list
+    # is an empty message, as protobuf writes it.
+    inner = _len_delimited(0x0A, packed) if packed else b""
+    return _len_delimited(0x1A, inner)
+
+
+def _float_feature(packed: bytes) -> bytes:
+    inner = _len_delimited(0x0A, packed) if packed else b""
+    return _len_delimited(0x12, inner)
+
+
+def _map_entry(key: str, feature: bytes) -> bytes:
+    # Features.feature (field 1) map entry: key (field 1), value (field 2).
+    return _len_delimited(0x0A, _len_delimited(0x0A, key.encode()) + _len_delimited(0x12, feature))
+
+
+# Map entries in sorted key order: what `SerializeToString(deterministic=True)` writes.
+# (Plain `SerializeToString()` under upb orders map entries by a per-process hash seed, so
+# the original tool's bytes differ from run to run; the deterministic form is the one
+# canonical encoding, and what makes our output byte-reproducible.)
+FEATURE_ORDER = ("input_ids", "input_mask", "masked_lm_ids", "masked_lm_positions",
+                 "masked_lm_weights", "next_sentence_labels", "segment_ids")
+
+
+class ExampleEncoder:
+    """Encodes instances as serialized `tf.train.Example` bytes (DESIGN 2.2 schema).
+
+    `input_ids`/`segment_ids` are the unpadded `[CLS] A [SEP] B [SEP]` sequence;
+    `masked_lm_positions`/`masked_lm_ids` the predictions (original ids); padding to
+    `max_seq_length` / `max_predictions_per_seq` happens here. Ids must be in
+    [0, id_limit), default 2**21 (3-byte varints).
+
+        >>> enc = ExampleEncoder(max_seq_length=4, max_predictions_per_seq=1)
+        >>> rec = enc.encode([101, 103, 102, 102], [0, 0, 0, 1], False, [1], [7])
+        >>> rec[:2]
+        b'\\n\\xbc'
+    """
+
+    def __init__(self, max_seq_length: int, max_predictions_per_seq: int,
+                 id_limit: int = 1 << 21):
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self._varints = [varint(v) for v in range(max(id_limit, max_seq_length + 1))]
+        self._weights = [_map_entry("masked_lm_weights", _float_feature(
+            struct.pack("<f", 1.0) * k + b"\x00\x00\x00\x00" * (max_predictions_per_seq - k)))
+            for k in range(max_predictions_per_seq + 1)]
+        self._nsp = [_map_entry("next_sentence_labels", _int64_feature(varint(v))) for v in (0, 1)]
+        self._mask = [_map_entry("input_mask", _int64_feature(
+            b"\x01" * n + b"\x00" * (max_seq_length - n))) for n in range(max_seq_length + 1)]
+
+    def _packed(self, ids: Sequence[int], length: int) -> bytes:
+        table = self._varints
+        try:
+            return b"".join([table[i] for i in ids]) + b"\x00" * (length - len(ids))
+        except IndexError:
+            bad = [i for i in ids if not 0 <= i < len(table)]
+            raise ValueError(f"id {bad[0]} outside [0, {len(table)}): is --vocab_file "
+                             f"the vocabulary the ids came from?") from None
+
+    def encode(self, input_ids: Sequence[int], segment_ids: Sequence[int], is_random_next: bool,
+               masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int]) -> bytes:
+        """Serialized `tf.train.Example` bytes for one instance (see class docstring)."""
+        n, k = len(input_ids), len(masked_lm_positions)
+        if n > self.max_seq_length or k > self.max_predictions_per_seq:
+            raise ValueError(f"instance of {n} tokens / {k} predictions exceeds "
+                             f"max_seq_length={self.max_seq_length} / "
+                             f"max_predictions_per_seq={self.max_predictions_per_seq}")
+        pad = self.max_seq_length - n
+        if min(segment_ids, default=0) < 0 or max(segment_ids, default=0) > 127:
+            raise ValueError("segment ids must be in [0, 127]")
+        # Segment ids and the mask are < 128, so their varints are the bytes themselves.
+        seg_packed = bytes(segment_ids) + b"\x00" * pad
+        body = b"".join((
+            _map_entry("input_ids", _int64_feature(self._packed(input_ids, self.max_seq_length))),
+            self._mask[n],
+            _map_entry("masked_lm_ids", _int64_feature(
+                self._packed(masked_lm_ids, self.max_predictions_per_seq))),
+            _map_entry("masked_lm_positions", _int64_feature(
+                self._packed(masked_lm_positions, self.max_predictions_per_seq))),
+            self._weights[k],
+            self._nsp[1 if is_random_next else 0],
+            _map_entry("segment_ids", _int64_feature(seg_packed)),
+        ))
+        return _len_delimited(0x0A, body)
+
+    def encode_instance(self, instance) -> bytes:
+        """`encode` of a `pretraining_instances.TrainingInstance`."""
+        return self.encode(instance.input_ids, instance.segment_ids, instance.is_random_next,
+                           instance.masked_lm_positions, instance.masked_lm_ids)
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int):
+    """The original run_pretraining reader's feature spec, for `tf.io.parse_single_example`.
+
+        >>> sorted(feature_spec(128, 20))[:2]
+        ['input_ids', 'input_mask']
+    """
+    import tensorflow as tf
+
+    i64 = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
+    return {
+        "input_ids": i64(max_seq_length),
+        "input_mask": i64(max_seq_length),
+        "segment_ids": i64(max_seq_length),
+        "masked_lm_positions": i64(max_predictions_per_seq),
+        "masked_lm_ids": i64(max_predictions_per_seq),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": i64(1),
+    }
+
+
+class RecordSpill:
+    """Append-only store of byte records on a temporary file, read back in any order.
+
+    Keeps a pool's serialized instances out of memory until the final shuffle (only offsets
+    stay resident), so a worker's memory does not grow with `dupe_factor` x pool size.
+
+        >>> with RecordSpill() as spill:
+        ...     spill.append(b"ab"); spill.append(b"cde")
+        ...     [spill[i] for i in (1, 0)]
+        [b'cde', b'ab']
+    """
+
+    def __init__(self, directory: str | None = None):
+        self._file = tempfile.TemporaryFile(dir=directory)
+        self._offsets = array("q", [0])
+        self._map = None
+
+    def append(self, record: bytes) -> None:
+        self._file.write(record)
+        self._offsets.append(self._offsets[-1] + len(record))
+
+    def __len__(self):
+        return len(self._offsets) - 1
+
+    def __getitem__(self, k: int) -> bytes:
+        if self._map is None:
+            self._file.flush()
+            if self._offsets[-1] == 0:
+                return b""
+            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._map[self._offsets[k]:self._offsets[k + 1]]
+
+    def close(self):
+        if self._map is not None:
+            self._map.close()
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def write_tfrecord_file(path: str, records: Iterable[bytes]) -> int:
+    """Writes `records` as a TFRecord file (no compression); returns how many."""
+    import tensorflow as tf
+
+    count = 0
+    with tf.io.TFRecordWriter(path) as writer:
+        for rec in records:
+            writer.write(rec)
+            count += 1
+    return count
+
+
+@contextlib.contextmanager
+def atomic_output(path: str) -> Iterator[str]:
+    """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds.
+
+    An interrupted or failed write leaves no file at `path` (and removes the temporary), so
+    a file at `path` is always complete.
+
+        >>> import os, tempfile
+        >>> p = os.path.join(tempfile.mkdtemp(), "out.txt")
+        >>> with atomic_output(p) as tmp:
+        ...     _ = open(tmp, "w").write("done")
+        >>> open(p).read()
+        'done'
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def concatenate_files(sources: List[str], destination) -> None:
+    """Appends the bytes of each source file to the open binary file `destination`.
+
+    TFRecord files are sequences of self-framed records, so concatenation is a valid file.
+    """
+    import shutil
+
+    for src in sources:
+        with open(src, "rb") as f:
+            shutil.copyfileobj(f, destination, 1 << 20)
