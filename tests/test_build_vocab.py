@@ -296,3 +296,47 @@ def test_cli(tmp_path):
     vocab = read_vocab(out)
     assert len(vocab) == 300 and vocab[6:10] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert "wrote" in done.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# The built-in demo data (demo/data/, written by demo/make_demo_data.py).
+
+DEMO_DATA = REPO_ROOT / "demo" / "data"
+
+
+def test_demo_data_is_what_the_generator_writes():
+    from demo import make_demo_data
+
+    for name, text in make_demo_data.render_files().items():
+        assert (DEMO_DATA / name).read_text(encoding="utf-8") == text, (
+            f"demo/data/{name} is stale: run python -m demo.make_demo_data")
+    total = sum(p.stat().st_size for p in DEMO_DATA.iterdir())
+    assert total < 1_000_000
+
+
+def test_demo_sentiment_files_have_glue_sst2_format():
+    for split, low, high in (("train", 300, 600), ("dev", 80, 150)):
+        rows = (DEMO_DATA / f"sentiment_{split}.tsv").read_text(encoding="utf-8").splitlines()
+        assert rows[0] == "sentence\tlabel"
+        labels = [r.split("\t")[1] for r in rows[1:]]
+        assert all(len(r.split("\t")) == 2 for r in rows[1:])
+        assert low <= len(labels) <= high and set(labels) == {"0", "1"}
+        assert 0.4 < labels.count("1") / len(labels) < 0.6
+    test_rows = (DEMO_DATA / "sentiment_test.tsv").read_text(encoding="utf-8").splitlines()
+    assert test_rows[0] == "index\tsentence"
+    assert [r.split("\t")[0] for r in test_rows[1:]] == [str(i) for i in range(len(test_rows) - 1)]
+    train = {r.split("\t")[0] for r in
+             (DEMO_DATA / "sentiment_train.tsv").read_text(encoding="utf-8").splitlines()}
+    assert not train & {r.split("\t")[1] for r in test_rows[1:]}
+
+
+def test_demo_corpus_vocab(tmp_path, pretokenizers):
+    text = (DEMO_DATA / "corpus.txt").read_text(encoding="utf-8")
+    docs = [d for d in text.split("\n\n") if d.strip()]
+    assert len(docs) >= 40 and all(len(d.splitlines()) >= 5 for d in docs)
+    out = str(tmp_path / "vocab.txt")
+    vocab, _ = bv.build_vocab(str(DEMO_DATA / "corpus.txt"), out, 2000, do_lower_case=True,
+                              pretokenize=pretokenizers[True])
+    reviews = [r.split("\t")[0] for r in
+               (DEMO_DATA / "sentiment_dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    assert unk_rate(out, reviews, do_lower_case=True) == 0
