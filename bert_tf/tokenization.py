@@ -1,0 +1,772 @@
+"""WordPiece tokenization inside the TensorFlow graph, exact to the original BERT.
+
+`BertTokenizer` gives exactly the ids of google-research/bert's `FullTokenizer` (cased and
+uncased), but runs as TensorFlow ops, so it works eagerly on batches, inside `tf.function`,
+`tf.data` and in an exported SavedModel that takes raw strings (the SavedModel needs only
+TensorFlow and tensorflow_text, never bert_tf).
+
+How it stays exact. The original's basic tokenizer is, apart from one rule, a function of
+each character on its own: text cleaning (drop NUL, U+FFFD and control characters; map
+whitespace to ' '), spaces around CJK ideographs, lower-casing + NFD + dropping "Mn"
+marks when uncased, and spaces around punctuation. So at construction we run Python's own
+`unicodedata` / `str.lower` over all 0x110000 code points once and store, per code
+point, the code points it becomes (a compact two-level page table over a list of
+"templates"; a template may say "the character itself", so the ~300k identity entries
+share one). In the graph: decode UTF-8 (invalid bytes dropped, as Python's "ignore"),
+look up each character's template, expand, re-encode, split on ' ', then WordPiece with
+tensorflow_text's `FastWordpieceTokenizer` (words over `max_input_chars_per_word`
+characters become [UNK] first, as the original does).
+
+The context-dependent rules of `str.lower()` + NFD are handled explicitly:
+  * final sigma: 'Σ' lowers to 'ς' when preceded by a cased character (skipping
+    case-ignorable ones) and not followed by one; the per-character classes come from
+    probing Python's `str.lower` itself and the check runs only when a 'Σ' is present;
+  * NFD canonical reordering: after dropping "Mn" marks, reordering only matters for the
+    25 non-"Mn" combining characters (some Mc musical symbols, Hangul tone marks, ...);
+    when one is present the affected rows are re-normalized exactly (stable sort by
+    combining class inside each run of non-starters).
+
+Example:
+
+>>> import os, tempfile
+>>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "!", "##s"]
+>>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+>>> _ = open(path, "w").write("\\n".join(vocab) + "\\n")
+>>> tok = BertTokenizer(path, do_lower_case=True)
+>>> tok.tokenize(["Hello, WORLDs!"]).to_list()
+[[5, 1, 6, 8, 7]]
+>>> tok.decode([[2, 5, 6, 8, 3, 0]])
+['hello worlds']
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import unicodedata
+from typing import Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+UNK_TOKEN = "[UNK]"
+
+_SPACE = 0x20
+_SELF = -1  # template value meaning "the input character itself"
+_SIGMA = 0x3A3
+_FINAL_SIGMA = 0x3C2
+_BLOCK_BITS = 7
+_BLOCK = 1 << _BLOCK_BITS
+_NUM_CODEPOINTS = 0x110000
+
+# Template ids fixed by construction.
+_T_SELF = 0        # (SELF,)
+_T_REMOVE = 1      # ()
+_T_SPACE = 2       # (' ',)
+_T_ISOLATE = 3     # (' ', SELF, ' ')
+_T_FINAL_SIGMA = 4  # ('ς',)
+
+# Final-sigma classes (uncased only).
+_C_SKIP, _C_CASED, _C_OTHER = 0, 1, 2
+
+
+class VocabError(ValueError):
+    """A vocabulary file that cannot serve BERT (e.g. special tokens missing)."""
+
+
+# --------------------------------------------------------------------------------------
+# Vocabulary helpers.
+
+
+def load_vocab(path) -> List[str]:
+    """Tokens of a vocab file, one per line, `line.strip()`ed; index = line number.
+
+    Like the original, an empty line is a (never matched) token and a file's final
+    newline does not start another one. A duplicated token keeps all its lines here;
+    tokenization uses its last index, as the original's dict does.
+    """
+    path = os.fspath(path)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"vocab file not found: {path}")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise VocabError(f"vocab file {path} is not UTF-8: {e}") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.strip() for line in lines]
+
+
+def _is_special(token: str) -> bool:
+    return len(token) >= 2 and ((token[0] == "[" and token[-1] == "]")
+                                or (token[0] == "<" and token[-1] == ">"))
+
+
+def infer_do_lower_case(vocab_file) -> bool:
+    """True for an uncased vocab: no token changes under lower() (special tokens aside)."""
+    for token in load_vocab(vocab_file):
+        if not _is_special(token) and token != token.lower():
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# The original's character predicates (google-research/bert tokenization.py).
+
+
+def _is_whitespace(char: str) -> bool:
+    if char in (" ", "\t", "\n", "\r"):
+        return True
+    return unicodedata.category(char) == "Zs"
+
+
+def _is_control(char: str) -> bool:
+    if char in ("\t", "\n", "\r"):
+        return False
+    return unicodedata.category(char).startswith("C")
+
+
+def _is_punctuation(char: str) -> bool:
+    cp = ord(char)
+    if (33 <= cp <= 47) or (58 <= cp <= 64) or (91 <= cp <= 96) or (123 <= cp <= 126):
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def _is_chinese_char(cp: int) -> bool:
+    return ((0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF)
+            or (0x20000 <= cp <= 0x2A6DF) or (0x2A700 <= cp <= 0x2B73F)
+            or (0x2B740 <= cp <= 0x2B81F) or (0x2B820 <= cp <= 0x2CEAF)
+            or (0xF900 <= cp <= 0xFAFF) or (0x2F800 <= cp <= 0x2FA1F))
+
+
+def _strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", text)
+                   if unicodedata.category(c) != "Mn")
+
+
+def _sigma_class(char: str) -> int:
+    """Class of `char` for Python's final-sigma rule, probed from str.lower itself."""
+    after_cased = ("A" + char + "Σ").lower()[-1] == "ς"   # ignorable or cased
+    before_end = ("AΣ" + char).lower()[1] == "ς"          # ignorable or not cased
+    if after_cased and before_end:
+        return _C_SKIP
+    if after_cased:
+        return _C_CASED
+    return _C_OTHER
+
+
+def _is_reorderable(char: str) -> bool:
+    """Non-"Mn" characters with a non-zero canonical combining class (kept by strip)."""
+    return unicodedata.combining(char) != 0 and unicodedata.category(char) != "Mn"
+
+
+class _TemplateSet:
+    """Interns templates (tuples of output code points, _SELF = the character itself)."""
+
+    def __init__(self):
+        self.templates = [(_SELF,), (), (_SPACE,), (_SPACE, _SELF, _SPACE), (_FINAL_SIGMA,)]
+        self.index = {t: i for i, t in enumerate(self.templates)}
+
+    def add(self, template) -> int:
+        template = tuple(template)
+        if template not in self.index:
+            self.index[template] = len(self.templates)
+            self.templates.append(template)
+        return self.index[template]
+
+    def arrays(self):
+        lengths = np.array([len(t) for t in self.templates], np.int32)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+        values = np.array([v for t in self.templates for v in t], np.int32)
+        return starts, lengths, values
+
+
+def _expand(cp: int, chars: str, self_ok) -> list:
+    """Output code points for `chars` (what character `cp` became): punctuation isolated
+    by spaces, whitespace -> ' ', CJK ideographs surrounded by spaces."""
+    out = []
+    for c in chars:
+        if _is_punctuation(c):
+            out.extend((_SPACE, ord(c), _SPACE))
+        elif c.isspace():
+            out.append(_SPACE)
+        else:
+            out.append(ord(c))
+    if _is_chinese_char(cp):
+        out = [_SPACE] + out + [_SPACE]
+    return [_SELF if v == cp and self_ok else v for v in out]
+
+
+_TABLE_FIELDS = ("first_reorder_template", "template_starts", "template_lengths",
+                 "template_values", "page", "blocks", "class_page", "class_blocks",
+                 "full_starts", "full_lengths", "full_values", "full_page", "full_blocks",
+                 "full_ccc", "full_mn")
+
+
+class _Tables:
+    """Per-code-point templates for one casing, built from Python's own unicodedata."""
+
+    def __init__(self, do_lower_case: bool):
+        self.do_lower_case = do_lower_case
+        main = _TemplateSet()
+        entry = np.zeros(_NUM_CODEPOINTS, np.int32)
+        sigma_class = np.full(_NUM_CODEPOINTS, _C_OTHER, np.int32)
+        # Uncased only: the full NFD (marks not yet dropped), for the reordering path.
+        full = _TemplateSet()
+        full_entry = np.zeros(_NUM_CODEPOINTS, np.int32)
+        reorder_cps = []
+        category = unicodedata.category
+        combining = unicodedata.combining
+        normalize = unicodedata.normalize
+        cats = list(map(category, map(chr, range(_NUM_CODEPOINTS))))
+        for cp, cat in enumerate(cats):
+            if cat[0] == "C" or cat == "Zs":
+                char = chr(cp)
+                if char in "\t\n\r" or cat == "Zs":
+                    entry[cp] = full_entry[cp] = _T_SPACE
+                else:  # NUL, U+FFFD (Cc, So) are handled below with the rest
+                    entry[cp] = full_entry[cp] = _T_REMOVE
+                    sigma_class[cp] = _C_SKIP  # removed before lower(): invisible to it
+                continue
+            if cp == 0xFFFD:
+                entry[cp] = full_entry[cp] = _T_REMOVE
+                sigma_class[cp] = _C_SKIP
+                continue
+            char = chr(cp)
+            chinese = _is_chinese_char(cp)
+            if not do_lower_case:
+                if chinese or cat[0] == "P" or _is_punctuation(char):
+                    entry[cp] = _T_ISOLATE
+                elif char.isspace():
+                    entry[cp] = _T_SPACE
+                continue
+            if not chinese:
+                sigma_class[cp] = _sigma_class(char)
+            lowered = char.lower()
+            nfd = normalize("NFD", lowered) if not lowered.isascii() else lowered
+            if nfd == char and cat != "Mn":
+                # The character stays itself (a common case: skip the general path).
+                if chinese or cat[0] == "P" or _is_punctuation(char):
+                    entry[cp] = full_entry[cp] = _T_ISOLATE
+                elif char.isspace():
+                    entry[cp] = full_entry[cp] = _T_SPACE
+                elif combining(char):  # a kept non-starter ("Mc"): full needs its ccc
+                    full_entry[cp] = full.add(_expand(cp, nfd, False))
+                    reorder_cps.append(cp)
+                continue
+            stripped = "".join(c for c in nfd if category(c) != "Mn")
+            entry[cp] = main.add(_expand(cp, stripped, True))
+            # In the full template _SELF may only stand for a starter that is not "Mn".
+            self_ok = combining(char) == 0 and cat != "Mn"
+            full_entry[cp] = full.add(_expand(cp, nfd, self_ok))
+            if any(_is_reorderable(c) for c in nfd):
+                reorder_cps.append(cp)
+        # Characters whose NFD may need canonical reordering get main templates of their
+        # own at the end, so one `max(template id)` tells whether a batch needs that path.
+        self.first_reorder_template = len(main.templates)
+        for cp in reorder_cps:
+            main.templates.append(main.templates[entry[cp]])
+            entry[cp] = len(main.templates) - 1
+        self.template_starts, self.template_lengths, self.template_values = main.arrays()
+        self.page, self.blocks = _page_table(entry)
+        if do_lower_case:
+            self.class_page, self.class_blocks = _page_table(sigma_class)
+            self.full_starts, self.full_lengths, self.full_values = full.arrays()
+            self.full_page, self.full_blocks = _page_table(full_entry)
+            # Per template value: canonical combining class, and whether "Mn" (dropped).
+            chars = [chr(v) if v >= 0 else "a" for v in self.full_values]
+            self.full_ccc = np.array([combining(c) for c in chars], np.int32)
+            self.full_mn = np.array([category(c) == "Mn" for c in chars], bool)
+
+    @classmethod
+    def load(cls, do_lower_case: bool) -> "_Tables":
+        """Built once per machine and cached (keyed by this file and the Unicode version)."""
+        import hashlib
+        import sys
+        import tempfile
+        with open(__file__, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        name = (f"bert_tf_tokenizer_{'uncased' if do_lower_case else 'cased'}_"
+                f"py{sys.version_info[0]}{sys.version_info[1]}_"
+                f"ucd{unicodedata.unidata_version}_{digest}.npz")
+        cache_dir = os.environ.get("BERT_TF_CACHE_DIR") or os.path.join(
+            os.path.expanduser("~"), ".cache", "bert_tf")
+        path = os.path.join(cache_dir, name)
+        try:
+            with np.load(path) as data:
+                tables = cls.__new__(cls)
+                tables.do_lower_case = do_lower_case
+                for field in _TABLE_FIELDS:
+                    if field in data:
+                        setattr(tables, field, data[field])
+                tables.first_reorder_template = int(tables.first_reorder_template)
+                return tables
+        except (OSError, ValueError, KeyError):
+            pass
+        tables = cls(do_lower_case)
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".npz")
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **{k: np.asarray(getattr(tables, k)) for k in _TABLE_FIELDS
+                               if hasattr(tables, k)})
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home: rebuild next time
+        return tables
+
+
+def _page_table(values: np.ndarray):
+    """Two-level table: page[cp >> 7] is the row of `blocks` holding cp's 128 entries."""
+    blocks = values.reshape(-1, _BLOCK)
+    seen, page, unique = {}, np.zeros(len(blocks), np.int32), []
+    for i, block in enumerate(blocks):
+        key = block.tobytes()
+        if key not in seen:
+            seen[key] = len(unique)
+            unique.append(block)
+        page[i] = seen[key]
+    return page, np.concatenate(unique).astype(values.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _tables(do_lower_case: bool) -> _Tables:
+    return _Tables.load(do_lower_case)
+
+
+def _utf8_length(cp):
+    """Bytes of each code point in UTF-8 (int32 tensor in, int32 out)."""
+    return (1 + tf.cast(cp >= 0x80, tf.int32) + tf.cast(cp >= 0x800, tf.int32)
+            + tf.cast(cp >= 0x10000, tf.int32))
+
+
+# --------------------------------------------------------------------------------------
+# The tokenizer.
+
+
+TextsLike = Union[str, bytes, Sequence[Union[str, bytes]], np.ndarray, tf.Tensor]
+
+
+class BertTokenizer(tf.Module):
+    """In-graph WordPiece tokenizer giving the original BERT `FullTokenizer`'s ids.
+
+    Args:
+      vocab_file: one token per line; must hold [PAD] [UNK] [CLS] [SEP] [MASK].
+      do_lower_case: uncased (lower + NFD + strip accents) as the original's flag.
+      max_input_chars_per_word: longer words (in code points) become [UNK].
+    """
+
+    def __init__(self, vocab_file, do_lower_case: bool = True,
+                 max_input_chars_per_word: int = 200, name: Optional[str] = None):
+        super().__init__(name=name)
+        import tensorflow_text as tf_text  # registers the ops; heavy, so imported here
+
+        self._vocab_file = os.fspath(vocab_file)
+        vocab = load_vocab(self._vocab_file)
+        token_to_id = {}
+        for i, token in enumerate(vocab):
+            token_to_id[token] = i  # the original's dict: a duplicate keeps its last index
+        missing = [t for t in SPECIAL_TOKENS if t not in token_to_id]
+        if missing:
+            raise VocabError(
+                f"vocab file {self._vocab_file} lacks the special token(s) "
+                f"{', '.join(missing)}; a BERT vocab needs all of {', '.join(SPECIAL_TOKENS)}")
+        self._vocab = vocab
+        self._token_to_id = token_to_id
+        self._do_lower_case = bool(do_lower_case)
+        self._max_chars = int(max_input_chars_per_word)
+        # The vocab travels with any SavedModel that holds this tokenizer (assets/).
+        self.vocab_asset = tf.saved_model.Asset(self._vocab_file)
+
+        t = _tables(self._do_lower_case)
+        self._first_reorder_template = t.first_reorder_template
+        self._page = tf.constant(t.page)
+        self._blocks = tf.constant(t.blocks)
+        self._template_starts = tf.constant(t.template_starts)
+        self._template_lengths = tf.constant(t.template_lengths)
+        self._template_values = tf.constant(t.template_values)
+        if self._do_lower_case:
+            self._class_page = tf.constant(t.class_page)
+            self._class_blocks = tf.constant(t.class_blocks)
+            self._full_page = tf.constant(t.full_page)
+            self._full_blocks = tf.constant(t.full_blocks)
+            self._full_starts = tf.constant(t.full_starts)
+            self._full_lengths = tf.constant(t.full_lengths)
+            self._full_values = tf.constant(t.full_values)
+            self._full_ccc = tf.constant(t.full_ccc)
+            self._full_mn = tf.constant(t.full_mn)
+
+        # WordPiece: only tokens the original could ever emit (each with its final id).
+        wp_tokens, wp_ids = [], []
+        for token, i in token_to_id.items():
+            if not token or any(c.isspace() for c in token) or token == "##":
+                continue
+            wp_tokens.append(token)
+            wp_ids.append(i)
+        self._wp_remap = (None if wp_ids == list(range(len(vocab)))
+                          else tf.constant(np.array(wp_ids, np.int64)))
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=wp_tokens, suffix_indicator="##", unknown_token=UNK_TOKEN,
+            max_bytes_per_word=4 * self._max_chars + 8, token_out_type=tf.int64,
+            no_pretokenization=True, support_detokenization=False)
+
+        spec = [tf.TensorSpec([None], tf.string)]
+        self._words_fn = tf.function(self._words_impl, input_signature=spec)
+        self._basic_fn = tf.function(self._basic_impl, input_signature=spec)
+        self._offsets_fn = tf.function(self._offsets_impl, input_signature=spec)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def vocab(self) -> List[str]:
+        return list(self._vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    @property
+    def do_lower_case(self) -> bool:
+        return self._do_lower_case
+
+    @property
+    def vocab_file(self) -> str:
+        return self._vocab_file
+
+    @property
+    def max_input_chars_per_word(self) -> int:
+        return self._max_chars
+
+    @property
+    def pad_id(self) -> int:
+        return self._token_to_id["[PAD]"]
+
+    @property
+    def unk_id(self) -> int:
+        return self._token_to_id["[UNK]"]
+
+    @property
+    def cls_id(self) -> int:
+        return self._token_to_id["[CLS]"]
+
+    @property
+    def sep_id(self) -> int:
+        return self._token_to_id["[SEP]"]
+
+    @property
+    def mask_id(self) -> int:
+        return self._token_to_id["[MASK]"]
+
+    def token_to_id(self, token: str) -> int:
+        """Id of `token` (its last line for a duplicate); KeyError when absent."""
+        try:
+            return self._token_to_id[token]
+        except KeyError:
+            raise KeyError(f"token {token!r} is not in vocab {self._vocab_file}") from None
+
+    def id_to_token(self, token_id: int) -> str:
+        token_id = int(token_id)
+        if not 0 <= token_id < len(self._vocab):
+            raise IndexError(f"id {token_id} out of range for vocab {self._vocab_file} "
+                             f"of size {len(self._vocab)}")
+        return self._vocab[token_id]
+
+    # ---------------------------------------------------------------- public ops
+    def tokenize(self, texts: TextsLike) -> tf.RaggedTensor:
+        """WordPiece ids, int64 RaggedTensor [batch, (pieces)], no [CLS]/[SEP]."""
+        return self.tokenize_words(texts).merge_dims(1, 2)
+
+    def tokenize_words(self, texts: TextsLike) -> tf.RaggedTensor:
+        """Ids per basic-tokenizer word: int64 RaggedTensor [batch, (words), (pieces)]."""
+        return self._words_fn(_as_batch(texts))
+
+    def basic_tokenize(self, texts: TextsLike) -> tf.RaggedTensor:
+        """Words after the original's BasicTokenizer: string RaggedTensor [batch, (words)]."""
+        return self._basic_fn(_as_batch(texts))
+
+    def tokenize_with_offsets(self, texts: TextsLike):
+        """(ids, start_bytes, end_bytes), each int64 RaggedTensor [batch, (pieces)].
+
+        Offsets are byte positions in the original input strings, [start, end), of the
+        characters each WordPiece came from (a word that became [UNK] spans the word).
+        """
+        return self._offsets_fn(_as_batch(texts))
+
+    def encode(self, texts_a: TextsLike, texts_b: Optional[TextsLike] = None,
+               max_seq_length: int = 128):
+        """[CLS] A [SEP] (B [SEP]) packed as int32 [batch, max_seq_length] tensors.
+
+        Returns {"input_word_ids", "input_mask", "input_type_ids"}. A pair longer than fits
+        is truncated as the original: repeatedly drop the last token of the currently
+        longer segment (B on ties); a single text is cut from the end. Zero padded.
+        """
+        max_seq_length = int(max_seq_length)
+        if max_seq_length < (3 if texts_b is not None else 2):
+            raise ValueError(f"max_seq_length={max_seq_length} cannot hold [CLS] and [SEP]")
+        a = self.tokenize(texts_a)
+        b = self.tokenize(texts_b) if texts_b is not None else None
+        return pack_inputs(a, b, max_seq_length, self.cls_id, self.sep_id)
+
+    def decode(self, ids) -> List[str]:
+        """Ids -> text per row, merging "##" pieces, dropping [PAD]/[CLS]/[SEP]."""
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_list()
+        elif isinstance(ids, (tf.Tensor, np.ndarray)):
+            ids = np.asarray(ids).tolist()
+        ids = list(ids)
+        if ids and not isinstance(ids[0], (list, tuple, np.ndarray)):
+            ids = [ids]  # one sequence
+        skip = {self.pad_id, self.cls_id, self.sep_id}
+        out = []
+        for row in ids:
+            tokens = [self.id_to_token(i) for i in row if int(i) not in skip]
+            out.append(" ".join(tokens).replace(" ##", "").strip())
+        return out
+
+    # ---------------------------------------------------------------- graph internals
+    def _lookup(self, page, blocks, cp):
+        return tf.gather(blocks, tf.gather(page, tf.bitwise.right_shift(cp, _BLOCK_BITS))
+                         * _BLOCK + tf.bitwise.bitwise_and(cp, _BLOCK - 1))
+
+    def _final_sigma(self, cp, tid, char_splits):
+        """Swaps in the 'ς' template for every capital sigma in final position."""
+        is_sigma = tf.equal(cp, _SIGMA)
+
+        def fix():
+            cls = self._lookup(self._class_page, self._class_blocks, cp)
+            visible = tf.where(tf.not_equal(cls, _C_SKIP))[:, 0]
+            sig = tf.where(is_sigma)[:, 0]
+            n = tf.size(visible, out_type=tf.int64)
+            k = tf.searchsorted(visible[None], sig[None], side="left", out_type=tf.int64)[0]
+            row = tf.searchsorted(char_splits[None], sig[None], side="right", out_type=tf.int64)[0] - 1
+            row_start = tf.gather(char_splits, row)
+            row_end = tf.gather(char_splits, row + 1)
+            prev = tf.gather(visible, tf.maximum(k - 1, 0))
+            nxt = tf.gather(visible, tf.minimum(k + 1, n - 1))
+            prev_cased = ((k > 0) & (prev >= row_start)
+                          & tf.equal(tf.gather(cls, prev), _C_CASED))
+            next_cased = ((k + 1 < n) & (nxt < row_end)
+                          & tf.equal(tf.gather(cls, nxt), _C_CASED))
+            final = tf.boolean_mask(sig, prev_cased & ~next_cased)
+            return tf.tensor_scatter_nd_update(
+                tid, final[:, None], tf.fill(tf.shape(final), _T_FINAL_SIGMA))
+
+        return tf.cond(tf.reduce_any(is_sigma), fix, lambda: tid)
+
+    @staticmethod
+    def _expand(cp, tid, char_splits, starts_table, lengths_table, values_table):
+        """Applies templates: (values index [M], src char [M], out codes [M], splits)."""
+        lengths = tf.gather(lengths_table, tid)
+        starts = tf.gather(starts_table, tid)
+        idx = tf.ragged.range(starts, starts + lengths)
+        src = idx.value_rowids()
+        value_index = idx.flat_values
+        values = tf.gather(values_table, value_index)
+        out = tf.where(values < 0, tf.gather(cp, src), values)
+        cum = tf.concat([[0], tf.cumsum(tf.cast(lengths, tf.int64))], 0)
+        return value_index, src, out, tf.gather(cum, char_splits)
+
+    def _map_chars(self, texts, with_offsets: bool):
+        """Basic tokenization as characters.
+
+        Returns (out [M] int32 code points with ' ' between words, out_splits [batch+1],
+        src [M] int64 index of the input character each came from, cp [N] input code
+        points, byte_starts [N] int64 or None).
+        """
+        if with_offsets:
+            decoded, byte_starts = tf.strings.unicode_decode_with_offsets(
+                texts, "UTF-8", errors="ignore")
+            byte_starts = byte_starts.flat_values
+        else:
+            decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
+            byte_starts = None
+        cp = decoded.flat_values
+        char_splits = decoded.row_splits
+        tid = self._lookup(self._page, self._blocks, cp)
+        if self._do_lower_case:
+            tid = self._final_sigma(cp, tid, char_splits)
+        _, src, out, out_splits = self._expand(
+            cp, tid, char_splits, self._template_starts, self._template_lengths,
+            self._template_values)
+        if self._do_lower_case:
+            out, out_splits, src = tf.cond(
+                tf.reduce_max(tf.concat([tid, [0]], 0)) >= self._first_reorder_template,
+                lambda: self._reordered(cp, tid, char_splits),
+                lambda: (out, out_splits, src))
+        return out, out_splits, src, cp, byte_starts
+
+    def _reordered(self, cp, tid, char_splits):
+        """The rare exact path for NFD canonical reordering (uncased).
+
+        Re-expands with the full NFD templates (marks kept, with their combining class),
+        stable-sorts every run of non-starters by combining class as NFD does (a run never
+        crosses a starter, a space or a row), then drops the "Mn" marks.
+        """
+        full_tid = tf.where(tf.equal(tid, _T_FINAL_SIGMA), _T_FINAL_SIGMA,
+                            self._lookup(self._full_page, self._full_blocks, cp))
+        value_index, src, out, out_splits = self._expand(
+            cp, full_tid, char_splits, self._full_starts, self._full_lengths,
+            self._full_values)
+        ccc = tf.cast(tf.gather(self._full_ccc, value_index), tf.int64)
+        n = tf.size(out, out_type=tf.int64)
+        row_first = tf.scatter_nd(out_splits[:-1, None],
+                                  tf.ones_like(out_splits[:-1]), [n + 1])[:n] > 0
+        run = tf.cumsum(tf.cast(tf.equal(ccc, 0) | row_first, tf.int64))
+        order = tf.argsort(run * 256 + ccc, stable=True)
+        keep = ~tf.gather(tf.gather(self._full_mn, value_index), order)
+        out = tf.boolean_mask(tf.gather(out, order), keep)
+        # Sources stay in input order (a reordered character is attributed to a position
+        # of its own run), so offsets stay monotone.
+        src = tf.boolean_mask(src, keep)
+        cum = tf.concat([[0], tf.cumsum(tf.cast(keep, tf.int64))], 0)
+        return out, tf.gather(cum, out_splits), src
+
+    def _words(self, texts):
+        out, out_splits, _, _, _ = self._map_chars(texts, with_offsets=False)
+        strings = tf.strings.unicode_encode(
+            tf.RaggedTensor.from_row_splits(out, out_splits, validate=False), "UTF-8")
+        return tf.strings.split(strings)
+
+    def _basic_impl(self, texts):
+        return self._words(texts)
+
+    def _wordpiece_ids(self, words):
+        """[num_words] strings -> int64 ragged [num_words, (pieces)] (long words -> [UNK])."""
+        n_chars = tf.strings.length(words, unit="UTF8_CHAR")
+        words = tf.where(n_chars > self._max_chars, UNK_TOKEN, words)
+        pieces = self._wordpiece.tokenize(words)
+        if self._wp_remap is not None:
+            pieces = pieces.with_flat_values(tf.gather(self._wp_remap, pieces.flat_values))
+        return pieces
+
+    def _words_impl(self, texts):
+        words = self._words(texts)
+        pieces = self._wordpiece_ids(words.flat_values)
+        return tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
+
+    def _offsets_impl(self, texts):
+        out, out_splits, src, cp, byte_starts = self._map_chars(texts, with_offsets=True)
+        strings = tf.strings.unicode_encode(
+            tf.RaggedTensor.from_row_splits(out, out_splits, validate=False), "UTF-8")
+        words = tf.strings.split(strings)
+        flat_words = words.flat_values
+        n_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
+        long_word = n_chars > self._max_chars
+        flat_words = tf.where(long_word, UNK_TOKEN, flat_words)
+        ids, piece_start, piece_end = self._wordpiece.tokenize_with_offsets(flat_words)
+        if self._wp_remap is not None:
+            ids = ids.with_flat_values(tf.gather(self._wp_remap, ids.flat_values))
+        # Word characters in order = the non-space output characters.
+        word_char = tf.not_equal(out, _SPACE)
+        char_src = tf.boolean_mask(src, word_char)                 # input char per word char
+        char_bytes = tf.cast(_utf8_length(tf.boolean_mask(out, word_char)), tf.int64)
+        char_byte_start = tf.cumsum(char_bytes, exclusive=True)    # in the words' concatenation
+        n_chars64 = tf.cast(n_chars, tf.int64)
+        word_char_start = tf.cumsum(n_chars64, exclusive=True)
+        word_char_end = word_char_start + n_chars64                # exclusive
+        total_bytes = tf.reduce_sum(char_bytes)
+        byte_start_ext = tf.concat([char_byte_start, [total_bytes]], 0)
+        word_byte_start = tf.gather(byte_start_ext, word_char_start)
+        piece_word = ids.value_rowids()
+        g_start = tf.gather(word_byte_start, piece_word) + piece_start.flat_values
+        g_end = tf.gather(word_byte_start, piece_word) + piece_end.flat_values
+        first_char = tf.searchsorted(char_byte_start[None], g_start[None], side="right",
+                                     out_type=tf.int64)[0] - 1
+        last_char = tf.searchsorted(char_byte_start[None], g_end[None], side="left",
+                                    out_type=tf.int64)[0] - 1
+        # A word with one piece (a full match or [UNK], also for long words) spans the word.
+        single = tf.gather(tf.equal(ids.row_lengths(), 1), piece_word)
+        first_char = tf.where(single, tf.gather(word_char_start, piece_word), first_char)
+        last_char = tf.where(single, tf.gather(word_char_end, piece_word) - 1, last_char)
+        first_src = tf.gather(char_src, first_char)
+        last_src = tf.gather(char_src, last_char)
+        start_bytes = tf.gather(byte_starts, first_src)
+        end_bytes = (tf.gather(byte_starts, last_src)
+                     + tf.cast(_utf8_length(tf.gather(cp, last_src)), tf.int64))
+        # (The decoder's byte offsets are already relative to each input string.)
+        word_splits = words.row_splits
+        piece_splits = tf.gather(ids.row_splits, word_splits)
+
+        def batch(values):
+            return tf.RaggedTensor.from_row_splits(values, piece_splits, validate=False)
+
+        return batch(ids.flat_values), batch(start_bytes), batch(end_bytes)
+
+
+# --------------------------------------------------------------------------------------
+# Packing (also used in-graph by the SavedModel raw-text signatures).
+
+
+def truncated_pair_lengths(len_a, len_b, budget):
+    """Lengths the original `_truncate_seq_pair` leaves (pop from the longer, B on ties)."""
+    len_a = tf.convert_to_tensor(len_a)
+    len_b = tf.convert_to_tensor(len_b, dtype=len_a.dtype)
+    budget = tf.cast(budget, len_a.dtype)
+    excess = tf.maximum(len_a + len_b - budget, 0)
+    diff = tf.abs(len_a - len_b)
+    shorter = tf.minimum(len_a, len_b)
+    # Phase 1: the longer loses min(diff, excess); then both alternate, B first.
+    rest = tf.maximum(excess - diff, 0)
+    a_long = len_a > len_b
+    a1 = tf.where(a_long, len_a - tf.minimum(diff, excess), len_a)
+    b1 = tf.where(a_long, len_b, len_b - tf.minimum(diff, excess))
+    even = rest > 0
+    a2 = tf.where(even, shorter - rest // 2, a1)
+    b2 = tf.where(even, shorter - (rest + 1) // 2, b1)
+    return a2, b2
+
+
+def _keep_first(rt: tf.RaggedTensor, keep):
+    """Keeps the first keep[i] items of row i of a 2-D ragged tensor."""
+    local = tf.ragged.range(rt.row_lengths())
+    mask = local < tf.expand_dims(tf.cast(keep, local.dtype), 1)
+    return tf.ragged.boolean_mask(rt, mask)
+
+
+def pack_inputs(a: tf.RaggedTensor, b: Optional[tf.RaggedTensor], max_seq_length: int,
+                cls_id: int, sep_id: int):
+    """[CLS] a [SEP] (b [SEP]) -> int32 dict of [batch, max_seq_length] (zero padded)."""
+    a = tf.cast(a, tf.int64) if a.dtype != tf.int64 else a
+    batch = a.nrows()
+    if b is None:
+        a = _keep_first(a, tf.fill([batch], tf.cast(max_seq_length - 2, tf.int64)))
+        segments = [a]
+    else:
+        la, lb = truncated_pair_lengths(a.row_lengths(), b.row_lengths(), max_seq_length - 3)
+        segments = [_keep_first(a, la), _keep_first(b, lb)]
+    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(cls_id, tf.int64)))
+    sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(sep_id, tf.int64)))
+    pieces, types = [cls], [tf.zeros_like(cls)]
+    for type_id, segment in enumerate(segments):
+        pieces += [segment, sep]
+        types += [segment * 0 + type_id, sep * 0 + type_id]
+    ids = tf.concat(pieces, axis=1)
+    type_ids = tf.concat(types, axis=1)
+    shape = [None, max_seq_length]
+    input_word_ids = tf.cast(ids.to_tensor(0, shape=shape), tf.int32)
+    input_type_ids = tf.cast(type_ids.to_tensor(0, shape=shape), tf.int32)
+    input_mask = tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32)
+    return {"input_word_ids": input_word_ids, "input_mask": input_mask,
+            "input_type_ids": input_type_ids}
+
+
+def _as_batch(texts) -> tf.Tensor:
+    """A [batch] string tensor from str/bytes, a list of them, numpy or tf strings."""
+    if isinstance(texts, (str, bytes)):
+        texts = [texts]
+    if isinstance(texts, tf.RaggedTensor):
+        raise TypeError("texts must be a dense [batch] string tensor, not ragged")
+    if isinstance(texts, (list, tuple)):
+        texts = [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
+        t = tf.constant(texts, tf.string) if texts else tf.zeros([0], tf.string)
+    else:
+        t = tf.convert_to_tensor(texts, tf.string)
+    if t.shape.rank == 0:
+        t = tf.reshape(t, [1])
+    elif t.shape.rank != 1:
+        raise ValueError(f"texts must be a [batch] vector of strings, got shape {t.shape}")
+    return t
