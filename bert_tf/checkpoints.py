@@ -191,6 +191,51 @@ class BertWeights:
         return self.sources.get(name, name)
 
 
+def expected_shapes(config: BertConfig, heads: Iterable[str] = HEADS) -> Dict[str, tuple]:
+    """Our variable name -> the shape `config` gives it (kernels [in, out]).
+
+    >>> expected_shapes(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...                            intermediate_size=16))["encoder/layer_0/output_dense/kernel"]
+    (16, 8)
+    """
+    h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+    shapes = {}
+    for m in mappings_for(config.num_hidden_layers, heads):
+        last = m.ours.split("/")[-1]
+        if re.search(r"^encoder/layer_\d+/intermediate/", m.ours):
+            kernel = (h, i)
+        elif re.search(r"^encoder/layer_\d+/output_dense/", m.ours):
+            kernel = (i, h)
+        else:
+            kernel = (h, h)
+        if m.ours.startswith("encoder/embeddings/") and last.endswith("_embeddings"):
+            rows = {"word_embeddings": v, "position_embeddings": config.max_position_embeddings,
+                    "token_type_embeddings": config.type_vocab_size}[last]
+            shapes[m.ours] = (rows, h)
+        elif m.ours == "masked_lm/output_bias":
+            shapes[m.ours] = (v,)
+        elif m.ours.startswith("next_sentence/"):
+            shapes[m.ours] = (h, 2) if last == "kernel" else (2,)
+        elif last == "kernel":
+            shapes[m.ours] = kernel
+        elif last == "bias":
+            shapes[m.ours] = (kernel[1],)
+        else:  # LayerNorm gamma / beta
+            shapes[m.ours] = (h,)
+    return shapes
+
+
+def check_shapes(weights: "BertWeights") -> None:
+    """Refuses an array whose shape does not fit the config (names source and both shapes)."""
+    for name, shape in expected_shapes(weights.config, weights.heads).items():
+        value = weights.arrays.get(name)
+        if value is not None and tuple(value.shape) != shape:
+            raise CheckpointMismatchError(
+                f"{weights.source_of(name)}: shape {list(value.shape)} does not fit the "
+                f"config, which needs {list(shape)} for `{name}`; check that the config "
+                f"belongs to this checkpoint")
+
+
 # --------------------------------------------------------------------------- our model
 def model_variables(model) -> Dict[str, tf.Variable]:
     """Our variable name -> Keras variable of a BertPretrainer (or a bare BertEncoder).
@@ -465,7 +510,19 @@ def read_tf1_checkpoint(path: str, config_file: Optional[str] = None,
     _log_unused(names, [m.tf1 for m in mappings], prefix)
     if do_lower_case is None:
         do_lower_case = _guess_tf1_lower_case(prefix)
-    return BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources)
+        if do_lower_case is not None:
+            logging.info("%s: do_lower_case=%s (from the directory name)", prefix, do_lower_case)
+    return _checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources))
+
+
+def _checked(weights: BertWeights) -> BertWeights:
+    """Shape-checks a reader's result and warns when the casing is unknown."""
+    check_shapes(weights)
+    if weights.do_lower_case is None:
+        logging.warning("the source does not say whether its vocab is cased; no "
+                        "tokenizer_config.json is written (pass --do_lower_case / "
+                        "--nodo_lower_case to record it)")
+    return weights
 
 
 def tf1_config_dict(config: BertConfig) -> dict:
@@ -507,6 +564,7 @@ def write_tf1_checkpoint(weights: BertWeights, output_dir: str) -> str:
     Returns the checkpoint prefix.
     """
     config_values = tf1_config_dict(weights.config)
+    check_shapes(weights)
     tf.io.gfile.makedirs(output_dir)
     mappings = mappings_for(weights.config.num_hidden_layers, weights.heads)
     names, tensors = [], []
@@ -689,7 +747,7 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     _log_unused(tensors, used, weights_file)
     if do_lower_case is None:
         do_lower_case = _huggingface_lower_case(directory)
-    return BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources)
+    return _checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources))
 
 
 def _hf_names(m: WeightMapping, prefix: str) -> List[str]:

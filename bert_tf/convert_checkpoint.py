@@ -127,7 +127,8 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     if os.path.abspath(input_path).rstrip("/") == output_dir:
         raise UsageError(f"--output_dir={output_dir} is the input itself; choose another one")
     check_output_dir(output_dir, overwrite)
-    if not os.path.exists(input_path) and not os.path.exists(input_path + ".index"):
+    if ("://" not in input_path and not os.path.exists(input_path)
+            and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
 
     from bert_tf import checkpoints  # late: flag errors are reported without loading TF

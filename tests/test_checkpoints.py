@@ -148,6 +148,9 @@ def test_mappings_cover_every_model_variable_once():
     ours = set(checkpoints.model_variables(BertPretrainer(cfg)))
     mapped = [m.ours for m in checkpoints.mappings_for(L, checkpoints.HEADS)]
     assert sorted(mapped) == sorted(ours)
+    shapes = checkpoints.expected_shapes(cfg)
+    for name, variable in checkpoints.model_variables(BertPretrainer(cfg)).items():
+        assert shapes[name] == tuple(variable.shape), name
     tf1 = [m.tf1 for m in checkpoints.mappings_for(L, checkpoints.HEADS)]
     assert sorted(tf1) == sorted(tf1_weights(np.random.default_rng(0)))
 

@@ -117,6 +117,42 @@ def test_wrong_shape_names_variable_and_both_shapes(hf_tensors, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_wrong_shape_refused_for_tf1_target_too(hf_tensors, tmp_path):
+    tensors, config = hf_tensors
+    src = _write_safetensors(tmp_path / "src", tensors, dict(config, vocab_size=V + 2))
+    with pytest.raises(CheckpointMismatchError, match=r"word_embeddings.weight.*\[40, 16\].*\[42, 16\]"):
+        convert("huggingface", str(src), str(tmp_path / "out"), target_format="tf1")
+    assert not (tmp_path / "out").exists()
+
+
+def test_sharded_and_bfloat16_safetensors(hf_tensors, tmp_path):
+    tensors, config = hf_tensors
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    for shard, keys in shards.items():
+        safetensors_numpy.save_file({k: tensors[k] for k in keys}, str(sharded / shard))
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {k: shard for shard, keys in shards.items() for k in keys}}))
+    (sharded / "config.json").write_text(json.dumps(config))
+    whole = checkpoints.read_huggingface(str(sharded))
+    assert whole.heads == ("masked_lm", "next_sentence")
+    np.testing.assert_array_equal(whole.arrays["encoder/layer_1/intermediate/kernel"],
+                                  tensors["bert.encoder.layer.1.intermediate.dense.weight"].T)
+
+    from safetensors.torch import save_file  # numpy cannot hold bfloat16; torch can
+    bf16 = tmp_path / "bf16"
+    bf16.mkdir()
+    save_file({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in tensors.items()},
+              str(bf16 / "model.safetensors"))
+    (bf16 / "config.json").write_text(json.dumps(config))
+    half = checkpoints.read_huggingface(str(bf16))
+    want = torch.from_numpy(tensors["bert.pooler.dense.weight"]).to(torch.bfloat16).float()
+    np.testing.assert_array_equal(half.arrays["encoder/pooler/dense/kernel"], want.numpy().T)
+
+
 def test_untied_decoder_refused(hf_tensors, tmp_path):
     tensors, config = hf_tensors
     tensors = dict(tensors)
