@@ -1,0 +1,7 @@
+"""Training: distribution strategies, optimizers + schedules, losses, the one training loop.
+
+    strategy.py      get_strategy(name, tpu=None)
+    optimization.py  AdamWeightDecay (the original's), LAMB, schedules, create_optimizer
+    losses.py        pretraining loss and metrics (masked LM + next sentence)
+    loop.py          Trainer: the train/eval loop shared by pretraining and fine-tuning
+"""

@@ -1,0 +1,448 @@
+"""The training loop shared by pretraining and fine-tuning: `Trainer`.
+
+What goes in: a Keras model, a loss function, a metrics function, an optimizer (from
+`optimization.create_optimizer`), a dataset function and a tf.distribute strategy. What
+comes out: checkpoints, TensorBoard summaries, a console line per loop and
+`eval_results.json`.
+
+Contracts:
+
+* Build the model and the optimizer inside `strategy.scope()`.
+* `dataset_fn(input_context) -> tf.data.Dataset` of `(features, labels)` dicts in
+  **per-replica** batches: `input_context.get_per_replica_batch_size(global_batch_size)`,
+  sharded with `input_context` (see `bert_tf.data.pretraining`). Use
+  `drop_remainder=True` for training: shapes must be static (TPU, XLA), and the loop
+  traces its step function once.
+* `loss_fn(labels, outputs) -> scalar`: the mean loss of this replica's (micro-)batch,
+  float32. The loop averages it over replicas and micro-batches (it divides the gradient
+  by their number and sums over replicas).
+* `metrics_fn(labels, outputs) -> {name: (numerator, denominator)}`: the loop sums both
+  over steps and replicas, then reports numerator / denominator. Optional
+  `metrics_finalizer(dict) -> dict` derives more values (e.g. perplexity).
+* `label_fn(labels) -> labels` (optional) runs in replica context on the whole
+  per-replica batch before the forward pass, outside XLA: the place for all-reduces
+  that a loss needs (the pretraining loss normalises by the global masked-LM weight).
+* `checkpoint_items`: the checkpoint's root children besides `optimizer` and `step`,
+  named as `bert_tf.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
+  `encoder`, `task_head`), so `output_dir` is a model dir any `--init_checkpoint`
+  accepts. Write `bert_config.json`/vocab into it with `model_dir.write_metadata`.
+
+Example (a fine-tuning task would look the same):
+
+    strategy = get_strategy("mirrored")
+    with strategy.scope():
+        model = BertPretrainer(config)
+        optimizer = create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=100)
+    trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
+                      output_dir="/tmp/run", metrics_fn=losses.pretraining_metrics,
+                      label_fn=losses.add_global_mlm_weight,
+                      checkpoint_items={"encoder": model.encoder,
+                                        "masked_lm": model.masked_lm,
+                                        "next_sentence": model.next_sentence},
+                      steps_per_loop=100, save_checkpoints_steps=500)
+    trainer.restore_or_initialize(init_checkpoint=None)   # logs "resumed from step N"
+    trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
+                  global_batch_size=256, num_steps=1000)
+    trainer.evaluate(eval_dataset_fn, global_batch_size=256, num_steps=100)
+
+Inside `train`, `steps_per_loop` steps run in one `tf.function` (`strategy.run` in a
+`tf.range` loop, no host round trip), which is what TPUs need. A non-finite loss stops
+the loop at that step and raises `NonFiniteLossError` without saving. SIGTERM makes
+the loop save a checkpoint after the current loop and return `"preempted"`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from typing import Callable, Dict, Mapping, Optional
+
+import keras
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from bert_tf import model_dir as model_dir_lib
+from bert_tf.training.strategy import is_chief
+
+EVAL_RESULTS_FILE = "eval_results.json"
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or Inf; the run stopped without saving."""
+
+
+def _inner_optimizer(optimizer):
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def _split(tree, parts: int):
+    """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...]."""
+    def reshape(t):
+        shape = t.shape.as_list()
+        return tf.reshape(t, [parts, shape[0] // parts] + shape[1:])
+    return tf.nest.map_structure(reshape, tree)
+
+
+class Trainer:
+    """Runs training and evaluation of one model under one strategy (see module doc)."""
+
+    def __init__(self, model: keras.Model, loss_fn: Callable, optimizer,
+                 strategy: Optional[tf.distribute.Strategy] = None, *, output_dir: str,
+                 metrics_fn: Optional[Callable] = None,
+                 metrics_finalizer: Optional[Callable] = None,
+                 label_fn: Optional[Callable] = None,
+                 checkpoint_items: Optional[Mapping[str, object]] = None,
+                 steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
+                 max_checkpoints_to_keep: int = 5, gradient_accumulation_steps: int = 1,
+                 jit_compile: bool = False, handle_sigterm: bool = True,
+                 write_summaries: bool = True, tokens_per_example: Optional[int] = None):
+        self.model = model
+        self.loss_fn = loss_fn
+        self.metrics_fn = metrics_fn
+        self.metrics_finalizer = metrics_finalizer
+        self.label_fn = label_fn
+        self.optimizer = optimizer
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.output_dir = output_dir
+        self.steps_per_loop = max(1, int(steps_per_loop))
+        self.save_checkpoints_steps = max(1, int(save_checkpoints_steps))
+        self.accumulation = max(1, int(gradient_accumulation_steps))
+        self.jit_compile = jit_compile
+        self.write_summaries = write_summaries
+        self.tokens_per_example = tokens_per_example
+        self.is_chief = is_chief(self.strategy)
+        self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
+        self.history = []  # one dict per loop: step + reported values
+        self._preempted = threading.Event()
+        self._check_scope()
+        with self.strategy.scope():
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.optimizer.build(self.model.trainable_variables)
+        self.checkpoint_items = dict(checkpoint_items or {"model": model})
+        self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
+                                              optimizer=self.optimizer, step=self.step)
+        tf.io.gfile.makedirs(output_dir)
+        # Non-chief workers must take part in saving but write to a scratch dir.
+        self._save_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="ckpt_worker_")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self._save_dir, max_to_keep=max_checkpoints_to_keep,
+            step_counter=self.step, checkpoint_name="ckpt")
+        self._train_loop = None
+        self._eval_step = None
+        self._writers = {}
+        if handle_sigterm and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self._preempted.set())
+
+    # ----------------------------------------------------------------- setup
+    def _check_scope(self):
+        variables = self.model.trainable_variables
+        if not variables:
+            raise ValueError("Trainer: the model has no trainable variables; build it first")
+        first = variables[0]
+        value = getattr(first, "value", first)
+        if not self.strategy.extended.variable_created_in_scope(value):
+            raise ValueError("Trainer: the model's variables were not created under "
+                             "`strategy.scope()`; build the model (and the optimizer) "
+                             "inside `with strategy.scope():`")
+        inner = _inner_optimizer(self.optimizer)
+        if (self.strategy.num_replicas_in_sync > 1
+                and not getattr(inner, "expects_reduced_gradients", False)):
+            raise ValueError("Trainer: with several replicas use an optimizer from "
+                             "bert_tf.training.optimization (it takes gradients summed "
+                             "over replicas, so clipping sees the global gradient)")
+
+    def restore_or_initialize(self, init_checkpoint: Optional[str] = None,
+                              init_required: Optional[Mapping[str, object]] = None,
+                              init_optional: Optional[Mapping[str, object]] = None) -> int:
+        """Resumes from the latest checkpoint in output_dir, else loads init_checkpoint.
+
+        `init_required` (default: all checkpoint items) must all be in init_checkpoint;
+        `init_optional` are loaded when present (e.g. the pretraining heads). Shape
+        mismatches raise model_dir.CheckpointMismatchError naming the variable.
+        Logs and returns the step training continues from.
+        """
+        latest = tf.train.latest_checkpoint(self.output_dir)
+        if latest:
+            status = self.checkpoint.read(latest)
+            status.assert_existing_objects_matched()
+            step = int(self.step.numpy())
+            logging.info("resumed from step %d (%s)", step, latest)
+            return step
+        if init_checkpoint:
+            required = dict(init_required or self.checkpoint_items)
+            prefix = model_dir_lib.restore(init_checkpoint, required, require_all=True)
+            if init_optional:
+                model_dir_lib.restore(prefix, dict(init_optional), require_all=False)
+            logging.info("started fresh at step 0 from init_checkpoint %s", prefix)
+        else:
+            logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
+        return int(self.step.numpy())
+
+    def save(self) -> Optional[str]:
+        """Saves model, optimizer and step; returns the path (chief) or None."""
+        path = self.manager.save(checkpoint_number=self.step)
+        if not self.is_chief:
+            tf.io.gfile.rmtree(self._save_dir)
+            tf.io.gfile.makedirs(self._save_dir)
+            return None
+        return path
+
+    # ------------------------------------------------------------ step logic
+    def _forward_backward(self, features, labels):
+        """Loss, gradients (this replica's share) and metric sums of one micro-batch."""
+        variables = self.model.trainable_variables
+        shards = self.strategy.num_replicas_in_sync * self.accumulation
+        with tf.GradientTape() as tape:
+            outputs = self.model(features, training=True)
+            loss = tf.cast(self.loss_fn(labels, outputs), tf.float32)
+            scaled = loss / shards
+            if hasattr(self.optimizer, "scale_loss"):
+                scaled = self.optimizer.scale_loss(scaled)
+        grads = tape.gradient(scaled, variables)
+        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                 for g, v in zip(grads, variables)]
+        metrics = self.metrics_fn(labels, outputs) if self.metrics_fn else {}
+        return loss, grads, metrics
+
+    def _accumulate(self, features, labels):
+        """Sums gradients over `accumulation` micro-batches, one after another."""
+        if self.accumulation == 1:
+            return self._forward_backward(features, labels)
+        parts = self.accumulation
+        f_split, l_split = _split(features, parts), _split(labels, parts)
+        take = lambda tree, i: tf.nest.map_structure(lambda t: t[i], tree)
+        loss, grads, metrics = self._forward_backward(take(f_split, 0), take(l_split, 0))
+
+        def body(i, loss, grads, metrics):
+            l, g, m = self._forward_backward(take(f_split, i), take(l_split, i))
+            return (i + 1, loss + l, [a + b for a, b in zip(grads, g)],
+                    tf.nest.map_structure(tf.add, metrics, m))
+
+        # A while_loop (not unrolled) with parallel_iterations=1 keeps one micro-batch's
+        # activations alive at a time.
+        _, loss, grads, metrics = tf.while_loop(
+            lambda i, *_: i < parts, body, (tf.constant(1), loss, grads, metrics),
+            parallel_iterations=1)
+        return loss / parts, grads, metrics
+
+    def _replica_train_step(self, features, labels):
+        if self.label_fn is not None:
+            labels = self.label_fn(labels)
+        accumulate = self._accumulate
+        if self.jit_compile:
+            accumulate = tf.function(accumulate, jit_compile=True)
+        loss, grads, metrics = accumulate(features, labels)
+        ctx = tf.distribute.get_replica_context()
+        if ctx.num_replicas_in_sync > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        self.optimizer.apply(grads, self.model.trainable_variables)
+        return loss, metrics
+
+    def _build_train_loop(self):
+        strategy = self.strategy
+
+        def one_step(iterator):
+            features, labels = next(iterator)
+            loss, metrics = strategy.run(self._replica_train_step, args=(features, labels))
+            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
+            metrics = tf.nest.map_structure(
+                lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), metrics)
+            self.step.assign_add(1)
+            return loss, metrics
+
+        def loop(iterator, num_steps):
+            self.train_loop_traces += 1
+            # The first step is peeled off so the metric totals get their structure.
+            loss, metrics = one_step(iterator)
+            loss_sum, last_loss, done = loss, loss, tf.constant(1)
+            bad_step = tf.where(tf.math.is_finite(loss), tf.constant(-1, tf.int64), self.step)
+            for _ in tf.range(num_steps - 1):
+                if bad_step >= 0:
+                    break
+                loss, step_metrics = one_step(iterator)
+                metrics = tf.nest.map_structure(tf.add, metrics, step_metrics)
+                loss_sum += loss
+                last_loss = loss
+                done += 1
+                bad_step = tf.where(tf.math.is_finite(loss), bad_step, self.step)
+            return {"loss_sum": loss_sum, "last_loss": last_loss, "steps": done,
+                    "bad_step": bad_step, "metrics": metrics}
+
+        return tf.function(loop)
+
+    # ------------------------------------------------------------------ train
+    def _distribute(self, dataset_fn, must_be_static: bool):
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        specs = tf.nest.flatten(dataset.element_spec, expand_composites=True)
+        if any(not s.shape.is_fully_defined() for s in specs if hasattr(s, "shape")):
+            message = ("the dataset's element shapes are not static "
+                       f"({[s.shape for s in specs]}); batch with drop_remainder=True")
+            if must_be_static:
+                raise ValueError(f"Trainer: {message}")
+            logging.warning("Trainer: %s", message)
+        return dataset
+
+    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+        """Trains until `step == num_steps`; returns the last loop's values.
+
+        Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
+        metrics of the last loop.
+        """
+        divisor = self.strategy.num_replicas_in_sync * self.accumulation
+        if global_batch_size % divisor:
+            raise ValueError(
+                f"train_batch_size {global_batch_size} must be a multiple of replicas x "
+                f"gradient_accumulation_steps = {divisor}")
+        step = int(self.step.numpy())
+        if step >= num_steps:
+            logging.info("step %d >= num_train_steps %d: nothing to train", step, num_steps)
+            return {"status": "finished", "step": step}
+        dataset = self._distribute(dataset_fn, must_be_static=True)
+        if self._train_loop is None:
+            self._train_loop = self._build_train_loop()
+        seq_length = self._sequence_length(dataset)
+        iterator = iter(dataset)
+        result = {}
+        while step < num_steps:
+            next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
+            n = min(self.steps_per_loop, num_steps - step, next_save - step)
+            start = time.time()
+            out = self._train_loop(iterator, tf.constant(n, tf.int32))
+            out = tf.nest.map_structure(lambda t: t.numpy(), out)
+            seconds = time.time() - start
+            if out["bad_step"] >= 0:
+                raise NonFiniteLossError(
+                    f"loss is {float(out['last_loss'])} at step {int(out['bad_step'])}; "
+                    f"stopped without saving a checkpoint (the last good one is "
+                    f"{self.manager.latest_checkpoint}). Lower --learning_rate, raise "
+                    f"--num_warmup_steps or check the input records")
+            step = int(self.step.numpy())
+            result = self._report(out, step, seconds, global_batch_size, seq_length)
+            if step % self.save_checkpoints_steps == 0 or step >= num_steps:
+                path = self.save()
+                if path:
+                    logging.info("saved checkpoint %s", path)
+            if self._preempted.is_set():
+                path = self.save()
+                logging.info("SIGTERM: saved checkpoint %s at step %d; rerun the same "
+                             "command to resume", path, step)
+                result.update(status="preempted", step=step)
+                return result
+        self._flush()
+        result.update(status="finished", step=step)
+        return result
+
+    @staticmethod
+    def _sequence_length(dataset):
+        features = dataset.element_spec[0]
+        for key in ("input_word_ids", "input_ids"):
+            if isinstance(features, dict) and key in features:
+                spec = tf.nest.flatten(features[key], expand_composites=True)[0]
+                return spec.shape[-1]
+        return None
+
+    def _report(self, out, step, seconds, global_batch_size, seq_length):
+        steps = int(out["steps"])
+        values = {"loss": float(out["loss_sum"]) / steps}
+        for name, (num, den) in out["metrics"].items():
+            values[name] = float(num) / max(float(den), 1e-12)
+        if self.metrics_finalizer:
+            values = self.metrics_finalizer(values)
+        lr = _inner_optimizer(self.optimizer).learning_rate
+        values["learning_rate"] = float(keras.ops.convert_to_numpy(lr))
+        values["examples_per_second"] = steps * global_batch_size / max(seconds, 1e-9)
+        tokens = self.tokens_per_example or seq_length
+        if tokens:
+            values["tokens_per_second"] = values["examples_per_second"] * tokens
+        line = " ".join(f"{k} {v:.4g}" for k, v in values.items())
+        logging.info("step %d: %s", step, line)
+        self._summaries("train", values, step)
+        self.history.append(dict(values, step=step))
+        return dict(values)
+
+    def _summaries(self, kind, values, step):
+        if not (self.write_summaries and self.is_chief):
+            return
+        if kind not in self._writers:
+            self._writers[kind] = tf.summary.create_file_writer(
+                os.path.join(self.output_dir, kind))
+        with self._writers[kind].as_default():
+            for name, value in values.items():
+                # tf.summary.write with the scalar plugin's metadata is what
+                # tf.summary.scalar writes, without needing the tensorboard package.
+                tf.summary.write(name, tf.constant(value, tf.float32), step=step,
+                                 metadata=_SCALAR_METADATA)
+
+    def _flush(self):
+        for writer in self._writers.values():
+            writer.flush()
+
+    # --------------------------------------------------------------- evaluate
+    def _replica_eval_step(self, features, labels):
+        outputs = self.model(features, training=False)
+        loss = tf.cast(self.loss_fn(labels, outputs), tf.float32)
+        metrics = self.metrics_fn(labels, outputs) if self.metrics_fn else {}
+        return loss, metrics
+
+    def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
+                 write_results: bool = True) -> Dict:
+        """Runs over the eval dataset (at most `num_steps` batches) and returns metrics.
+
+        Writes OUTPUT_DIR/eval_results.json (metric name -> number, plus `global_step`
+        and `eval_steps`) on the chief.
+        """
+        strategy = self.strategy
+        dataset = self._distribute(dataset_fn, must_be_static=False)
+        if self._eval_step is None:
+            def eval_step(features, labels):
+                loss, metrics = strategy.run(self._replica_eval_step, args=(features, labels))
+                return (strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None),
+                        tf.nest.map_structure(lambda t: strategy.reduce(
+                            tf.distribute.ReduceOp.SUM, t, axis=None), metrics))
+            self._eval_step = tf.function(eval_step)
+        loss_sum, totals, steps = 0.0, None, 0
+        for features, labels in dataset:
+            if num_steps is not None and steps >= num_steps:
+                break
+            loss, metrics = self._eval_step(features, labels)
+            metrics = tf.nest.map_structure(lambda t: float(t.numpy()), metrics)
+            totals = metrics if totals is None else tf.nest.map_structure(
+                lambda a, b: a + b, totals, metrics)
+            loss_sum += float(loss.numpy())
+            steps += 1
+        if steps == 0:
+            raise ValueError("evaluate: the eval dataset yielded no batch; is the eval "
+                             "batch size larger than the eval data?")
+        results = {"loss": loss_sum / steps}
+        for name, (num, den) in (totals or {}).items():
+            results[name] = num / max(den, 1e-12)
+        if self.metrics_finalizer:
+            results = self.metrics_finalizer(results)
+        step = int(self.step.numpy())
+        results.update(global_step=step, eval_steps=steps)
+        logging.info("eval at step %d: %s", step,
+                     " ".join(f"{k} {v:.4g}" for k, v in results.items()))
+        self._summaries("eval", {k: v for k, v in results.items()
+                                 if k not in ("global_step", "eval_steps")}, step)
+        self._flush()
+        if write_results and self.is_chief:
+            path = os.path.join(self.output_dir, EVAL_RESULTS_FILE)
+            with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+                json.dump(results, f, indent=2, sort_keys=True)
+            tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        return results
+
+    def close(self):
+        """Flushes summaries and removes a non-chief worker's scratch dir."""
+        self._flush()
+        if not self.is_chief and os.path.isdir(self._save_dir):
+            shutil.rmtree(self._save_dir, ignore_errors=True)

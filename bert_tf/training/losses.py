@@ -1,0 +1,138 @@
+"""Pretraining objective and metrics, as the original run_pretraining computes them.
+
+Loss = masked-LM loss + next-sentence loss, where
+
+    masked-LM loss     = sum(w * nll) / (sum(w) + 1e-5)     over the masked positions
+    next-sentence loss = mean cross-entropy over the batch
+
+Under a distribution strategy, `sum(w)` is summed over all replicas first, so the
+loss of the global batch is the one a single device would compute (the training loop
+averages per-replica losses; see `pretraining_loss`).
+
+Metrics are returned as (numerator, denominator) pairs that the training loop sums over
+steps and replicas before dividing: `masked_lm_accuracy` (weighted), `masked_lm_loss`,
+`next_sentence_accuracy`, `next_sentence_loss`; `finalize_pretraining_metrics` adds
+`perplexity = exp(masked_lm_loss)`.
+
+Example:
+
+>>> import numpy as np
+>>> labels = {"masked_lm_ids": np.array([[1, 0]]),
+...           "masked_lm_weights": np.array([[1.0, 0.0]], "float32"),
+...           "next_sentence_labels": np.array([0])}
+>>> outputs = {"mlm_logits": np.zeros((1, 2, 4), "float32"),
+...            "nsp_logits": np.zeros((1, 2), "float32")}
+>>> round(float(pretraining_loss(labels, outputs)), 4)    # ln 4 / (1 + 1e-5) + ln 2
+2.0794
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+MLM_EPSILON = 1e-5
+
+
+def _global_sum(value):
+    """Sum of `value` over the replicas when called inside strategy.run, else `value`."""
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return value
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def _num_replicas():
+    ctx = tf.distribute.get_replica_context()
+    return 1 if ctx is None else ctx.num_replicas_in_sync
+
+
+def masked_lm_nll(labels, outputs):
+    """Per-position negative log-likelihood [batch, P] (float32) and weights [batch, P]."""
+    logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    ids = tf.cast(labels["masked_lm_ids"], tf.int32)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
+    return nll, tf.cast(labels["masked_lm_weights"], tf.float32)
+
+
+def next_sentence_nll(labels, outputs):
+    """Per-example next-sentence negative log-likelihood [batch]."""
+    logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    ids = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
+
+
+# Keys `add_global_mlm_weight` adds to the labels (one value repeated per example, so
+# that they survive the training loop's split into micro-batches).
+GLOBAL_MLM_WEIGHT = "global_masked_lm_weight"
+GLOBAL_BATCH_SIZE = "global_batch_size"
+
+
+def add_global_mlm_weight(labels):
+    """Labels + the global batch's total masked-LM weight and size (the loop's `label_fn`).
+
+    Run in replica context on the whole per-replica batch, before the loop splits it
+    into micro-batches and before any XLA-compiled code (it all-reduces).
+    """
+    weights = tf.cast(labels["masked_lm_weights"], tf.float32)
+    batch = tf.shape(weights)[0]
+    total = _global_sum(tf.reduce_sum(weights))
+    examples = _global_sum(tf.cast(batch, tf.float32))
+    labels = dict(labels)
+    labels[GLOBAL_MLM_WEIGHT] = tf.fill([batch], total)
+    labels[GLOBAL_BATCH_SIZE] = tf.fill([batch], examples)
+    return labels
+
+
+def pretraining_loss(labels, outputs):
+    """The original's total loss for this (micro-)batch (a scalar, float32).
+
+    The masked-LM denominator is the global batch's `sum(w)` (from
+    `add_global_mlm_weight`, else summed over replicas here), and the numerator is
+    scaled by the number of shards (replicas x micro-batches), so that the mean of the
+    shards' losses, which the training loop optimises, is the global batch's loss.
+    """
+    nll, weights = masked_lm_nll(labels, outputs)
+    if GLOBAL_MLM_WEIGHT in labels:
+        total_weight = labels[GLOBAL_MLM_WEIGHT][0]
+        shards = labels[GLOBAL_BATCH_SIZE][0] / tf.cast(tf.shape(weights)[0], tf.float32)
+    else:
+        total_weight = _global_sum(tf.reduce_sum(weights))
+        shards = float(_num_replicas())
+    total_weight = tf.stop_gradient(total_weight)
+    mlm = shards * tf.reduce_sum(weights * nll) / (total_weight + MLM_EPSILON)
+    nsp = tf.reduce_mean(next_sentence_nll(labels, outputs))
+    return mlm + nsp
+
+
+def pretraining_metrics(labels, outputs):
+    """(numerator, denominator) pairs of the pretraining metrics for this batch."""
+    nll, weights = masked_lm_nll(labels, outputs)
+    ids = tf.cast(labels["masked_lm_ids"], tf.int32)
+    mlm_pred = tf.argmax(outputs["mlm_logits"], axis=-1, output_type=tf.int32)
+    nsp_ids = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
+    nsp_pred = tf.argmax(outputs["nsp_logits"], axis=-1, output_type=tf.int32)
+    nsp_nll = next_sentence_nll(labels, outputs)
+    sum_w = tf.reduce_sum(weights)
+    batch = tf.cast(tf.size(nsp_ids), tf.float32)
+    return {
+        "masked_lm_accuracy": (tf.reduce_sum(weights * tf.cast(tf.equal(mlm_pred, ids),
+                                                                tf.float32)), sum_w),
+        "masked_lm_loss": (tf.reduce_sum(weights * nll), sum_w),
+        "next_sentence_accuracy": (tf.reduce_sum(tf.cast(tf.equal(nsp_pred, nsp_ids),
+                                                         tf.float32)), batch),
+        "next_sentence_loss": (tf.reduce_sum(nsp_nll), batch),
+    }
+
+
+def finalize_pretraining_metrics(results: dict) -> dict:
+    """Adds `perplexity` (exp of the masked-LM loss) to aggregated metric values.
+
+    >>> finalize_pretraining_metrics({"masked_lm_loss": 0.0})["perplexity"]
+    1.0
+    """
+    results = dict(results)
+    if "masked_lm_loss" in results:
+        results["perplexity"] = float(math.exp(min(results["masked_lm_loss"], 700.0)))
+    return results
