@@ -1,7 +1,10 @@
 """SQuAD v1.1 / v2.0: reading, sliding-window features, answers mapped back, files."""
 
+import functools
 import json
 import logging
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -19,13 +22,21 @@ CTX1 = "Café  Müller opened\tin Paris (1895-1943). It closed later"
 CTX2 = "The cat sat\u202fon the mat ."
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
+@functools.lru_cache(maxsize=None)
+def shared_tokenizer():
+    """(vocab_file, BertTokenizer), built once for all SQuAD test modules (building and
+    tracing a tokenizer costs seconds)."""
     from bert_tf.tokenization import BertTokenizer
 
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return BertTokenizer(str(path), do_lower_case=True)
+    path = os.path.join(tempfile.mkdtemp(prefix="squad_vocab_"), "vocab.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(VOCAB) + "\n")
+    return path, BertTokenizer(path, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return shared_tokenizer()[1]
 
 
 def _qa(qid, question, text=None, start=None, impossible=False, answers=None):

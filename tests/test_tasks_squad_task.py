@@ -6,21 +6,18 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import squad
-from tests.test_tasks_squad import CTX1, VOCAB, _qa, v1_data, v2_data, write_json
+from tests.test_tasks_squad import (CTX1, VOCAB, _qa, shared_tokenizer, v1_data, v2_data,
+                                    write_json)
 
 
 @pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return str(path)
+def vocab_file():
+    return shared_tokenizer()[0]
 
 
 @pytest.fixture(scope="module")
-def tokenizer(vocab_file):
-    from bert_tf.tokenization import BertTokenizer
-
-    return BertTokenizer(vocab_file, do_lower_case=True)
+def tokenizer():
+    return shared_tokenizer()[1]
 
 
 def tiny_config():

@@ -1,0 +1,278 @@
+r"""Per-token feature vectors from chosen encoder layers (the paper's feature-based use).
+
+    python -m bert_tf.extract_features --input_file=in.txt --output_file=out.jsonl \
+        --init_checkpoint=DIR [--layers=-1,-2,-3,-4] [--concat_layers] \
+        [--max_seq_length=128] [--batch_size=32]
+
+Input as the original: one text per line, or a pair as `text_a ||| text_b`. Output as
+the original: one JSON object per input line,
+
+    {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [
+        {"index": -1, "values": [0.1234, ...]}, {"index": -2, "values": [...]}, ...]}, ...]}
+
+with one entry per WordPiece token of the packed input (`[CLS] a [SEP] (b [SEP])`, a
+pair truncated longest-first, a single text cut to max_seq_length - 2) and values
+rounded to 6 decimals. `--concat_layers` writes, per token, one entry whose `index` is
+the list of layers and whose `values` are those layers concatenated in that order: the
+paper's best feature-based setting with the default layers (last four, 4H values).
+
+`--init_checkpoint=DIR` supplies config, vocab and casing (from convert_checkpoint,
+pretrain or finetune); `--bert_config_file`, `--vocab_file`, `--do_lower_case` override.
+
+Library use (no flags):
+
+>>> import tempfile, os
+>>> d = tempfile.mkdtemp(); p = os.path.join(d, "in.txt")
+>>> _ = open(p, "w").write("hello world\nhi ||| there\n")
+>>> [(e.unique_id, e.text_a, e.text_b) for e in read_examples(p)]
+[(0, 'hello world', None), (1, 'hi', 'there')]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Iterable, Iterator, List, Optional, Sequence
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this command's flags; called only when run as a program (or by tests on
+    their own FlagValues), so importing this module never collides with other CLIs.
+
+    >>> fv = flags.FlagValues()
+    >>> define_flags(fv)
+    >>> _ = fv(["extract_features", "--input_file=a", "--output_file=b",
+    ...         "--init_checkpoint=c"])
+    >>> fv.layers, fv.max_seq_length, fv.batch_size, fv.concat_layers
+    ('-1,-2,-3,-4', 128, 32, False)
+    """
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("input_file", None, "Text file: one sentence, or `A ||| B`, per line.",
+                        **fv)
+    flags.DEFINE_string("output_file", None, "JSON lines to write (one object per input line).",
+                        **fv)
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layers to output "
+                        "(negative counts from the last).", **fv)
+    flags.DEFINE_bool("concat_layers", False, "Write one concatenation of --layers per token "
+                      "(the paper's best feature-based setting with the last four).", **fv)
+    flags.DEFINE_string("init_checkpoint", None, "Model dir (or checkpoint prefix) from "
+                        "convert_checkpoint, pretrain or finetune.", **fv)
+    flags.DEFINE_string("bert_config_file", None, "Config; default: the one in "
+                        "--init_checkpoint.", **fv)
+    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.",
+                        **fv)
+    flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
+                      "records it, else inferred from the vocab.", **fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Tokens per input after WordPiece, including "
+                         "[CLS]/[SEP]; longer inputs are truncated.", **fv)
+    flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", **fv)
+
+
+@dataclasses.dataclass(frozen=True)
+class InputExample:
+    unique_id: int
+    text_a: str
+    text_b: Optional[str] = None
+
+
+def read_examples(input_file: str) -> List[InputExample]:
+    """One example per line (UTF-8); `A ||| B` is a pair. Unique ids count lines from 0."""
+    import tensorflow as tf  # gfile: inputs may live on gs://
+
+    examples = []
+    with tf.io.gfile.GFile(input_file, "rb") as f:
+        text = f.read().decode("utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line is not an extra (empty) line
+    for unique_id, line in enumerate(lines):
+        line = line.strip()
+        match = _PAIR.match(line)
+        if match:
+            examples.append(InputExample(unique_id, match.group(1), match.group(2)))
+        else:
+            examples.append(InputExample(unique_id, line))
+    return examples
+
+
+def truncate_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
+    """Drops the last token of the longer list (b on ties) until both fit, in place.
+
+    >>> a, b = [1, 2, 3, 4], [5, 6]
+    >>> truncate_pair(a, b, 4); a, b
+    ([1, 2], [5, 6])
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def pack(ids_a: Sequence[int], ids_b: Optional[Sequence[int]], max_seq_length: int,
+         cls_id: int, sep_id: int):
+    """(input_word_ids, input_type_ids, length) of `[CLS] a [SEP] (b [SEP])`, unpadded.
+
+    >>> pack([7, 8, 9], [5], 5, 2, 3)
+    ([2, 7, 3, 5, 3], [0, 0, 0, 1, 1], 5)
+    >>> pack([7, 8, 9], None, 4, 2, 3)
+    ([2, 7, 8, 3], [0, 0, 0, 0], 4)
+    """
+    a, b = list(ids_a), (list(ids_b) if ids_b else None)
+    if b:
+        truncate_pair(a, b, max_seq_length - 3)
+    else:
+        a = a[:max_seq_length - 2]
+    ids = [cls_id] + a + [sep_id]
+    types = [0] * len(ids)
+    if b:
+        ids += b + [sep_id]
+        types += [1] * (len(b) + 1)
+    return ids, types, len(ids)
+
+
+def parse_layers(layers: str, num_hidden_layers: int) -> List[int]:
+    """`"-1,-2"` -> [-1, -2], checked against the model's depth.
+
+    >>> parse_layers("-1, 0", 2)
+    [-1, 0]
+    """
+    try:
+        indexes = [int(x) for x in layers.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--layers={layers!r}: expected comma-separated integers such as "
+                         f"-1,-2,-3,-4") from None
+    if not indexes:
+        raise ValueError("--layers is empty; name at least one layer (e.g. -1)")
+    for index in indexes:
+        if not -num_hidden_layers <= index < num_hidden_layers:
+            raise ValueError(f"--layers: layer {index} does not exist in a model with "
+                             f"{num_hidden_layers} layers (use {-num_hidden_layers}..."
+                             f"{num_hidden_layers - 1})")
+    return indexes
+
+
+def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes: Sequence[int],
+            max_seq_length: int = 128, batch_size: int = 32,
+            concat_layers: bool = False) -> Iterator[dict]:
+    """Yields one output object (as the JSON lines hold them) per example, in order."""
+    import numpy as np
+    import tensorflow as tf
+
+    if max_seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's "
+                         f"max_position_embeddings={encoder.config.max_position_embeddings}")
+    if max_seq_length < 3:
+        raise ValueError(f"--max_seq_length={max_seq_length} cannot hold [CLS] and [SEP]")
+    layer_indexes = list(layer_indexes)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, max_seq_length], tf.int32)] * 3)
+    def layer_outputs(word_ids, mask, type_ids):
+        outputs = encoder({"input_word_ids": word_ids, "input_mask": mask,
+                           "input_type_ids": type_ids}, training=False)["encoder_outputs"]
+        return [tf.cast(outputs[i], tf.float32) for i in layer_indexes]
+
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start:start + batch_size]
+        ids_a = tokenizer.tokenize([e.text_a for e in chunk]).to_list()
+        pairs = [i for i, e in enumerate(chunk) if e.text_b]
+        ids_b = [None] * len(chunk)
+        if pairs:
+            for i, ids in zip(pairs, tokenizer.tokenize([chunk[i].text_b for i in pairs]).to_list()):
+                ids_b[i] = ids
+        word_ids = np.zeros((len(chunk), max_seq_length), np.int32)
+        type_ids = np.zeros_like(word_ids)
+        mask = np.zeros_like(word_ids)
+        lengths = []
+        for row, (a, b) in enumerate(zip(ids_a, ids_b)):
+            ids, types, length = pack(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+            word_ids[row, :length], type_ids[row, :length], mask[row, :length] = ids, types, 1
+            lengths.append(length)
+        values = [np.asarray(v) for v in layer_outputs(word_ids, mask, type_ids)]
+        for row, example in enumerate(chunk):
+            tokens = []
+            for i in range(lengths[row]):
+                if concat_layers:
+                    vector = np.concatenate([v[row, i] for v in values])
+                    layers = [{"index": layer_indexes, "values": _rounded(vector)}]
+                else:
+                    layers = [{"index": index, "values": _rounded(v[row, i])}
+                              for index, v in zip(layer_indexes, values)]
+                tokens.append({"token": tokenizer.id_to_token(int(word_ids[row, i])),
+                               "layers": layers})
+            yield {"linex_index": example.unique_id, "features": tokens}
+
+
+def _rounded(vector) -> List[float]:
+    return [round(float(x), 6) for x in vector]
+
+
+def write_jsonl(path: str, records: Iterable[dict]) -> int:
+    """Writes one JSON object per line; returns how many."""
+    import tensorflow as tf
+
+    count = 0
+    with tf.io.gfile.GFile(path, "w") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+            count += 1
+    return count
+
+
+def run(flag_values: flags.FlagValues = FLAGS) -> int:
+    """Runs the extraction the parsed flags describe; returns the number of lines written."""
+    from bert_tf import model_dir as md
+    from bert_tf.config import BertConfig
+    from bert_tf.tokenization import BertTokenizer, infer_do_lower_case
+
+    fv = flag_values
+    missing = [n for n in ("input_file", "output_file", "init_checkpoint") if not fv[n].value]
+    if missing:
+        raise app.UsageError(f"missing --{', --'.join(missing)}")
+    config = (BertConfig.from_file(fv.bert_config_file) if fv.bert_config_file
+              else md.find_config(fv.init_checkpoint))
+    if config is None:
+        raise FileNotFoundError(f"{fv.init_checkpoint}: no bert_config.json next to the "
+                                f"checkpoint; pass --bert_config_file")
+    vocab = fv.vocab_file or md.find_vocab(fv.init_checkpoint)
+    if not vocab:
+        raise FileNotFoundError(f"{fv.init_checkpoint}: no vocab.txt next to the checkpoint; "
+                                f"pass --vocab_file")
+    lower = fv.do_lower_case
+    if lower is None:
+        lower = md.find_do_lower_case(fv.init_checkpoint)
+    if lower is None:
+        lower = infer_do_lower_case(vocab)
+    layer_indexes = parse_layers(fv.layers, config.num_hidden_layers)
+    encoder = md.load_encoder(fv.init_checkpoint, config)
+    tokenizer = BertTokenizer(vocab, do_lower_case=lower)
+    examples = read_examples(fv.input_file)
+    count = write_jsonl(fv.output_file, extract(
+        encoder, tokenizer, examples, layer_indexes, max_seq_length=fv.max_seq_length,
+        batch_size=fv.batch_size, concat_layers=fv.concat_layers))
+    logging.info("wrote %d lines of features (layers %s%s) to %s", count, layer_indexes,
+                 ", concatenated" if fv.concat_layers else "", fv.output_file)
+    return count
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from bert_tf.config import ConfigError
+    from bert_tf.model_dir import CheckpointMismatchError
+    from bert_tf.tokenization import VocabError
+
+    try:
+        run(FLAGS)
+    except (ValueError, FileNotFoundError, ConfigError, CheckpointMismatchError,
+            VocabError) as e:
+        raise SystemExit(f"extract_features: error: {e}") from None
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
