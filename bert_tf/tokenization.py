@@ -761,7 +761,8 @@ def _as_batch(texts) -> tf.Tensor:
     if isinstance(texts, tf.RaggedTensor):
         raise TypeError("texts must be a dense [batch] string tensor, not ragged")
     if isinstance(texts, (list, tuple)):
-        texts = [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
+        texts = [t.encode("utf-8", "surrogatepass") if isinstance(t, str) else t
+                 for t in texts]
         t = tf.constant(texts, tf.string) if texts else tf.zeros([0], tf.string)
     else:
         t = tf.convert_to_tensor(texts, tf.string)

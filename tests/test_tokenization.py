@@ -410,3 +410,8 @@ def test_public_name():
     import bert_tf
     assert bert_tf.BertTokenizer is BertTokenizer
     assert REPO_ROOT.exists()
+
+
+def test_lone_surrogates_in_str_are_dropped(uncased, ref_uncased):
+    text = "ab\ud800cd \udfff e"  # a Python str can hold them; the original drops them (Cs)
+    assert uncased.tokenize([text]).to_list()[0] == ref_uncased.tokenize_to_ids(text)
