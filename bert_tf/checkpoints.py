@@ -385,8 +385,11 @@ def _collect(mappings: List[WeightMapping], names: Iterable[str], get, *, source
 
 def _check_complete(mappings: List[WeightMapping], arrays: Mapping[str, np.ndarray],
                     name_of, source: str) -> None:
-    """Every encoder variable but the pooler must be there."""
-    missing = [name_of(m) for m in mappings if m.ours not in arrays and m.ours not in _POOLER]
+    """Every encoder variable must be there; the pooler may be absent (BertForMaskedLM
+    has none) but not half there."""
+    pooler = [m for m in mappings if m.ours in _POOLER]
+    optional = _POOLER if not any(m.ours in arrays for m in pooler) else ()
+    missing = [name_of(m) for m in mappings if m.ours not in arrays and m.ours not in optional]
     if missing:
         raise CheckpointMismatchError(
             f"{source}: lacks {len(missing)} variable(s) the encoder needs, e.g. "
@@ -569,6 +572,10 @@ def write_tf1_checkpoint(weights: BertWeights, output_dir: str) -> str:
     mappings = mappings_for(weights.config.num_hidden_layers, weights.heads)
     names, tensors = [], []
     for m in mappings:
+        if m.ours not in weights.arrays and m.ours in _POOLER:
+            # init_from_checkpoint leaves variables the checkpoint lacks as initialized.
+            logging.warning("no pooler to export: `%s` is left out", m.tf1)
+            continue
         if m.ours not in weights.arrays:
             raise CheckpointMismatchError(f"no value for `{m.ours}` to export as `{m.tf1}`")
         value = weights.arrays[m.ours]

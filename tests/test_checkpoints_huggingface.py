@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -170,6 +171,14 @@ def test_missing_pooler_warns_and_converts(hf_tensors, tmp_path, caplog):
         convert("huggingface", str(src), str(tmp_path / "out"))
     assert "no pooler" in caplog.text
     model_dir.load_encoder(str(tmp_path / "out"))
+    prefix = convert("huggingface", str(src), str(tmp_path / "tf1"), target_format="tf1")
+    names = {n for n, _ in tf.train.list_variables(prefix)}
+    assert "bert/embeddings/word_embeddings" in names
+    assert not any(n.startswith("bert/pooler") for n in names)
+    half = {k: v for k, v in hf_tensors[0].items() if k != "bert.pooler.dense.bias"}
+    src = _write_safetensors(tmp_path / "half", half, config)
+    with pytest.raises(CheckpointMismatchError, match="bert.pooler.dense.bias"):
+        checkpoints.read_huggingface(str(src))
 
 
 def test_unrecognised_and_missing_files_refused(hf_tensors, tmp_path):

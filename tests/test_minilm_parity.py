@@ -29,14 +29,14 @@ PAIRS = [
 
 @pytest.fixture(scope="module")
 def models(minilm_dir, tmp_path_factory):
-    """(our encoder from the converted dir, transformers BertModel, tokenizer), built once."""
+    """(our encoder, transformers BertModel, tokenizer, converted dir), built once."""
     out = tmp_path_factory.mktemp("minilm") / "converted"
     convert("huggingface", str(minilm_dir), str(out))
     encoder = bert_tf.load_encoder(str(out))
     reference = transformers.BertModel.from_pretrained(
         str(minilm_dir), attn_implementation="eager", torch_dtype=torch.float32).eval()
     tokenizer = transformers.BertTokenizer(str(minilm_dir / "vocab.txt"), do_lower_case=True)
-    return encoder, reference, tokenizer
+    return encoder, reference, tokenizer, out
 
 
 def _batch(tokenizer, pad_to):
@@ -50,7 +50,7 @@ def _batch(tokenizer, pad_to):
 
 @pytest.mark.parametrize("pad_to", [None, 64])
 def test_minilm_matches_transformers(models, pad_to):
-    encoder, reference, tokenizer = models
+    encoder, reference, tokenizer, _ = models
     ids, mask, types = _batch(tokenizer, pad_to)
     # Varied: several lengths, padding in every row but the longest, both segment types.
     assert len(set(mask.sum(1))) == len(PAIRS) and types.max() == 1 and mask.min() == 0
@@ -71,3 +71,16 @@ def test_minilm_matches_transformers(models, pad_to):
     print(f"MiniLM parity (batch {ids.shape}): "
           + ", ".join(f"{k} {v:.2e}" for k, v in diffs.items()))
     assert max(diffs.values()) < TOLERANCE, diffs
+
+
+def test_minilm_round_trip_through_tf1_is_identical(models, tmp_path):
+    """Real-size export: ours -> original TF1 layout -> ours changes no bit."""
+    encoder, _, tokenizer, source = models
+    convert("bert_tf", str(source), str(tmp_path / "tf1"), target_format="tf1")
+    convert("tf1", str(tmp_path / "tf1"), str(tmp_path / "back"))
+    back = bert_tf.load_encoder(str(tmp_path / "back"))
+    assert back.config == encoder.config  # exact GELU survives (bert_tf_hidden_act)
+    ids, mask, types = _batch(tokenizer, None)
+    inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+    np.testing.assert_array_equal(back(inputs)["sequence_output"].numpy(),
+                                  encoder(inputs)["sequence_output"].numpy())
