@@ -65,6 +65,7 @@ class JobConfig:
     num_output_shards: int = 1
     pool_size: int = 2000
     strict: bool = False
+    tokenizer: str = "python"  # or "tensorflow" (bert_tf.tokenization); same ids
     num_workers: int = 1  # 0: in this process (tests); never changes the output
     progress: bool = True
 
@@ -152,21 +153,32 @@ class UnitProcessor:
     Holds the tokenizer (TensorFlow), the encoder and the vocab ids; build one per process.
     """
 
-    def __init__(self, cfg: JobConfig, tokenizer=None):
-        if tokenizer is None:
+    def __init__(self, cfg: JobConfig):
+        self.cfg = cfg
+        if cfg.tokenizer == "python":
+            tok = corpus.WordPieceTokenizer.from_vocab_file(cfg.vocab_file, cfg.do_lower_case)
+            self.tokenizer = tok
+            vocab_tokens = [None] * (max(tok.vocab.values()) + 1)
+            for token, i in tok.vocab.items():
+                vocab_tokens[i] = token
+            vocab_tokens = [t if t is not None else "" for t in vocab_tokens]
+            token_to_id = tok.vocab
+        elif cfg.tokenizer == "tensorflow":
             from bert_tf.tokenization import BertTokenizer
 
-            tokenizer = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case)
-        self.cfg = cfg
-        self.tokenizer = corpus.LineTokenizer(tokenizer)
-        vocab_tokens = tokenizer.vocab
+            tf_tok = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case)
+            self.tokenizer = corpus.LineTokenizer(tf_tok)
+            vocab_tokens = tf_tok.vocab
+            token_to_id = {t: tf_tok.token_to_id(t) for t in SPECIAL_TOKENS}
+        else:
+            raise ValueError(f"--tokenizer={cfg.tokenizer}: use python or tensorflow")
         self.vocab = pi.VocabIds(
-            cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, mask_id=tokenizer.mask_id,
-            vocab_size=tokenizer.vocab_size,
+            cls_id=token_to_id["[CLS]"], sep_id=token_to_id["[SEP]"],
+            mask_id=token_to_id["[MASK]"], vocab_size=len(vocab_tokens),
             is_continuation=pi.continuation_table(vocab_tokens))
         self.encoder = tfrecord_writer.ExampleEncoder(
             cfg.max_seq_length, cfg.max_predictions_per_seq,
-            id_limit=max(tokenizer.vocab_size, cfg.max_seq_length + 1))
+            id_limit=max(len(vocab_tokens), cfg.max_seq_length + 1))
 
     def documents(self, unit: corpus.WorkUnit, invalid: List[corpus.InvalidLine]):
         """The unit's documents as lists of id segments (the original reader's rules)."""
@@ -226,7 +238,7 @@ _WORKER: Optional[UnitProcessor] = None
 
 def _init_worker(cfg: JobConfig, single_threaded: bool):
     global _WORKER
-    if single_threaded:
+    if single_threaded and cfg.tokenizer == "tensorflow":
         # One TF thread per worker: the workers are the parallelism.
         import tensorflow as tf
 
@@ -254,7 +266,7 @@ STAT_KEYS = ("documents", "instances", "tokens", "masked_tokens", "masked_as_mas
 def fingerprint(cfg: JobConfig, paths: Sequence[str]) -> str:
     """Hash of everything that decides the output, so a rerun never mixes two configurations."""
     fields = dataclasses.asdict(cfg)
-    for k in ("num_workers", "progress", "input_file"):
+    for k in ("num_workers", "progress", "input_file", "strict", "tokenizer"):
         fields.pop(k)
     fields["inputs"] = [(os.path.abspath(p), os.path.getsize(p), int(os.path.getmtime(p)))
                         for p in paths]
@@ -301,7 +313,7 @@ def _finish_summary(total: Dict, cfg: JobConfig, shards, seconds: float) -> Dict
     summary = dict(total)
     summary.update(
         output_files=shards, seconds=round(seconds, 3),
-        masked_fraction=masked / max(1, total["tokens"] - 3 * n),
+        masked_fraction=masked / max(1, total["tokens"]),
         masked_as_mask_fraction=total["masked_as_mask"] / max(1, masked),
         masked_random_fraction=total["masked_random"] / max(1, masked),
         masked_kept_fraction=total["masked_kept"] / max(1, masked),
@@ -320,15 +332,21 @@ def run(cfg: JobConfig) -> Dict:
     fp = fingerprint(cfg, paths)
     summary_file = summary_path(cfg)
     previous = _read_json(summary_file)
+    done_stats: Dict[int, Dict] = {}
     if previous is not None:
-        if previous.get("fingerprint") == fp and all(os.path.exists(s) for s in shards):
+        if previous.get("fingerprint") != fp:
+            raise CorpusError(f"{summary_file} exists from a run with other inputs or settings: "
+                              f"delete it and its shards, or choose another --output_file")
+        if all(os.path.exists(s) for s in shards):
             log.info("%s: already complete, nothing to do", summary_file)
             return previous
-        raise CorpusError(f"{summary_file} exists from a run with other inputs or settings: "
-                          f"delete it and its shards, or choose another --output_file")
+        # Some shards were deleted since: redo those, keep the others' counts.
+        done_stats = {s: st for s, st in enumerate(previous.get("shard_stats", []))
+                      if os.path.exists(shards[s])}
+        os.remove(summary_file)
 
     # Workers start (and import TensorFlow) while this process plans the units.
-    pool = None
+    pool = parts = None
     if cfg.num_workers > 0:
         ctx = multiprocessing.get_context("spawn")
         pool = ctx.Pool(cfg.num_workers, initializer=_init_worker, initargs=(cfg, True))
@@ -347,17 +365,16 @@ def run(cfg: JobConfig) -> Dict:
         parts = os.path.join(out_dir, f".{os.path.basename(summary_file)[:-13]}.parts")
         os.makedirs(parts, exist_ok=True)
 
-        total: Dict = {}
         todo: List[int] = []
         for s, shard in enumerate(shards):
-            stats = _read_json(os.path.join(parts, f"shard-{s:05d}.json"))
-            done = stats is not None and stats.get("fingerprint") == fp
-            if os.path.exists(shard) and done:
-                _merge(total, stats)
+            stats = _read_json(os.path.join(parts, f"shard-{s:05d}.json")) or done_stats.get(s)
+            if os.path.exists(shard) and stats is not None and stats.get("fingerprint") == fp:
+                done_stats[s] = stats
                 continue
             if os.path.exists(shard):
                 raise CorpusError(f"{shard} exists but was not written by this job's "
                                   f"configuration: delete it or choose another --output_file")
+            done_stats.pop(s, None)
             todo.append(s)
         skipped_docs = sum(units[u].num_docs for s in range(len(shards)) if s not in todo
                            for u in ranges[s])
@@ -403,7 +420,10 @@ def run(cfg: JobConfig) -> Dict:
                 written.append(shards[s])
                 for f in unit_files:
                     os.remove(f)
-                _merge(total, shard_stats)
+                done_stats[s] = shard_stats
+        total: Dict = {}
+        for s in sorted(done_stats):
+            _merge(total, done_stats[s])
         if total.get("instances", 0) == 0:
             for f in written:
                 os.remove(f)
@@ -411,6 +431,7 @@ def run(cfg: JobConfig) -> Dict:
                               f"WordPiece token; is it a text corpus in the vocab's language?")
         summary = _finish_summary(total, cfg, shards, time.time() - start)
         summary["fingerprint"] = fp
+        summary["shard_stats"] = [done_stats[s] for s in range(len(shards))]
         _write_json(summary_file, summary)
         shutil.rmtree(parts, ignore_errors=True)
         return summary
@@ -418,6 +439,13 @@ def run(cfg: JobConfig) -> Dict:
         if pool is not None:
             pool.terminate()
             pool.join()
+        if parts is not None and os.path.isdir(parts):
+            # Unit files of an interrupted run are never reused; completed shards' stats are.
+            for name in os.listdir(parts):
+                if name.startswith("unit-") or ".tmp-" in name:
+                    os.remove(os.path.join(parts, name))
+            if not os.listdir(parts):
+                os.rmdir(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,6 +479,10 @@ def _define_flags():
                          "worker's own input (not the whole corpus); its instances are shuffled "
                          "within the unit. Bounds memory; a pool at least the corpus size "
                          "reproduces the original tool exactly.")
+    flags.DEFINE_enum("tokenizer", "python", ["python", "tensorflow"], "WordPiece "
+                      "implementation: 'python' (the original's rules with a word cache; fast, "
+                      "no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
+                      "in-graph). Both give the original FullTokenizer's ids.")
     flags.DEFINE_bool("strict", False, "Stop at a line that is not valid UTF-8 instead of "
                       "reporting FILE:LINE and skipping it.")
     for name in ("input_file", "output_file", "vocab_file"):
@@ -470,7 +502,7 @@ def main(argv):
         masked_lm_prob=F.masked_lm_prob, dupe_factor=F.dupe_factor,
         short_seq_prob=F.short_seq_prob, random_seed=F.random_seed,
         num_output_shards=F.num_output_shards, pool_size=F.pool_size, strict=F.strict,
-        num_workers=F.num_workers, progress=True)
+        tokenizer=F.tokenizer, num_workers=F.num_workers, progress=True)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         summary = run(cfg)

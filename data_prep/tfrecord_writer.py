@@ -11,7 +11,7 @@ original reader's feature spec.
     >>> len(rec) > 0
     True
 
-TensorFlow is imported only by the functions that write TFRecord files.
+TFRecord files are framed here too (numpy CRC-32C), so writing needs no TensorFlow.
 """
 
 from __future__ import annotations
@@ -91,22 +91,34 @@ class ExampleEncoder:
                  id_limit: int = 1 << 21):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
-        self._varints = [varint(v) for v in range(max(id_limit, max_seq_length + 1))]
+        # Also covers the length prefixes (a record is far below 2**21 bytes).
+        self._varints = [varint(v) for v in range(max(id_limit, 1 << 16, max_seq_length + 1))]
         self._weights = [_map_entry("masked_lm_weights", _float_feature(
             struct.pack("<f", 1.0) * k + b"\x00\x00\x00\x00" * (max_predictions_per_seq - k)))
             for k in range(max_predictions_per_seq + 1)]
         self._nsp = [_map_entry("next_sentence_labels", _int64_feature(varint(v))) for v in (0, 1)]
+        self._keys = [_len_delimited(0x0A, key.encode()) for key in
+                      ("input_ids", "masked_lm_ids", "masked_lm_positions", "segment_ids")]
         self._mask = [_map_entry("input_mask", _int64_feature(
             b"\x01" * n + b"\x00" * (max_seq_length - n))) for n in range(max_seq_length + 1)]
 
     def _packed(self, ids: Sequence[int], length: int) -> bytes:
         table = self._varints
         try:
-            return b"".join([table[i] for i in ids]) + b"\x00" * (length - len(ids))
+            return b"".join(map(table.__getitem__, ids)) + b"\x00" * (length - len(ids))
         except IndexError:
             bad = [i for i in ids if not 0 <= i < len(table)]
             raise ValueError(f"id {bad[0]} outside [0, {len(table)}): is --vocab_file "
                              f"the vocabulary the ids came from?") from None
+
+    def _int64_entry(self, key_field: bytes, packed: bytes) -> bytes:
+        # Same bytes as _map_entry(key, _int64_feature(packed)), with table lookups for the
+        # length varints instead of function calls (this runs 4 times per instance).
+        v = self._varints
+        inner = b"\x0a" + v[len(packed)] + packed if packed else b""
+        feature = b"\x1a" + v[len(inner)] + inner
+        entry = key_field + b"\x12" + v[len(feature)] + feature
+        return b"\x0a" + v[len(entry)] + entry
 
     def encode(self, input_ids: Sequence[int], segment_ids: Sequence[int], is_random_next: bool,
                masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int]) -> bytes:
@@ -117,22 +129,22 @@ class ExampleEncoder:
                              f"max_seq_length={self.max_seq_length} / "
                              f"max_predictions_per_seq={self.max_predictions_per_seq}")
         pad = self.max_seq_length - n
-        if min(segment_ids, default=0) < 0 or max(segment_ids, default=0) > 127:
-            raise ValueError("segment ids must be in [0, 127]")
-        # Segment ids and the mask are < 128, so their varints are the bytes themselves.
+        # Segment ids are < 128, so their varints are the bytes themselves (bytes() raises
+        # for anything outside [0, 255]; 128..255 would need two bytes).
         seg_packed = bytes(segment_ids) + b"\x00" * pad
+        if max(seg_packed, default=0) > 127:
+            raise ValueError("segment ids must be in [0, 127]")
+        keys, p = self._keys, self.max_predictions_per_seq
         body = b"".join((
-            _map_entry("input_ids", _int64_feature(self._packed(input_ids, self.max_seq_length))),
+            self._int64_entry(keys[0], self._packed(input_ids, self.max_seq_length)),
             self._mask[n],
-            _map_entry("masked_lm_ids", _int64_feature(
-                self._packed(masked_lm_ids, self.max_predictions_per_seq))),
-            _map_entry("masked_lm_positions", _int64_feature(
-                self._packed(masked_lm_positions, self.max_predictions_per_seq))),
+            self._int64_entry(keys[1], self._packed(masked_lm_ids, p)),
+            self._int64_entry(keys[2], self._packed(masked_lm_positions, p)),
             self._weights[k],
             self._nsp[1 if is_random_next else 0],
-            _map_entry("segment_ids", _int64_feature(seg_packed)),
+            self._int64_entry(keys[3], seg_packed),
         ))
-        return _len_delimited(0x0A, body)
+        return b"\x0a" + self._varints[len(body)] + body
 
     def encode_instance(self, instance) -> bytes:
         """`encode` of a `pretraining_instances.TrainingInstance`."""
@@ -205,11 +217,9 @@ class RecordSpill:
 
 
 def write_tfrecord_file(path: str, records: Iterable[bytes]) -> int:
-    """Writes `records` as a TFRecord file (no compression); returns how many."""
-    import tensorflow as tf
-
+    """Writes `records` as an uncompressed TFRecord file; returns how many."""
     count = 0
-    with tf.io.TFRecordWriter(path) as writer:
+    with TFRecordFileWriter(path) as writer:
         for rec in records:
             writer.write(rec)
             count += 1
@@ -251,3 +261,124 @@ def concatenate_files(sources: List[str], destination) -> None:
     for src in sources:
         with open(src, "rb") as f:
             shutil.copyfileobj(f, destination, 1 << 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# TFRecord framing without TensorFlow: each record is
+#   uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+# (little-endian). CRC-32C is computed with numpy over a batch of records at once (one table
+# step per byte position, across all records still that long), so the worker processes never
+# need to import TensorFlow.
+
+
+def _crc32c_table():
+    import numpy as np
+
+    table = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table[i] = c
+    return table
+
+
+_CRC_TABLE = None
+
+
+def crc32c_batch(records: Sequence[bytes]):
+    """CRC-32C (Castagnoli) of each record, as a numpy uint32 array.
+
+        >>> hex(int(crc32c_batch([b"123456789"])[0]))  # the standard check value
+        '0xe3069283'
+    """
+    import numpy as np
+
+    global _CRC_TABLE
+    if _CRC_TABLE is None:
+        _CRC_TABLE = _crc32c_table()
+    table = _CRC_TABLE
+    n = len(records)
+    lengths = np.fromiter((len(r) for r in records), np.int64, n)
+    order = np.argsort(-lengths, kind="stable")  # longest first: active rows are a prefix
+    sorted_lengths = lengths[order]
+    width = int(sorted_lengths[0]) if n else 0
+    data = np.zeros((n, width), np.uint8)
+    for row, k in enumerate(order):
+        rec = records[k]
+        data[row, :len(rec)] = np.frombuffer(rec, np.uint8)
+    crc = np.full(n, 0xFFFFFFFF, np.uint32)
+    # active[j] = number of records longer than j
+    active = np.searchsorted(-sorted_lengths, -np.arange(width), side="left")
+    shift = np.uint32(8)
+    for j in range(width):
+        m = int(active[j])
+        c = crc[:m]
+        crc[:m] = table[(c ^ data[:m, j]) & 0xFF] ^ (c >> shift)
+    out = np.empty(n, np.uint32)
+    out[order] = crc ^ np.uint32(0xFFFFFFFF)
+    return out
+
+
+def _mask(crc):
+    import numpy as np
+
+    crc = crc.astype(np.uint64)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame_records(records: Sequence[bytes]) -> bytes:
+    """The TFRecord file bytes of `records` (what `tf.io.TFRecordWriter` writes).
+
+        >>> len(frame_records([b"ab", b"c"])) == (8 + 4 + 2 + 4) + (8 + 4 + 1 + 4)
+        True
+    """
+    if not records:
+        return b""
+    headers = [struct.pack("<Q", len(r)) for r in records]
+    header_crc = _mask(crc32c_batch(headers))
+    data_crc = _mask(crc32c_batch(records))
+    parts = []
+    for h, hc, r, dc in zip(headers, header_crc.tolist(), records, data_crc.tolist()):
+        parts += (h, struct.pack("<I", hc), r, struct.pack("<I", dc))
+    return b"".join(parts)
+
+
+class TFRecordFileWriter:
+    """Writes records to a TFRecord file in batches, without TensorFlow.
+
+        >>> import os, tempfile
+        >>> p = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+        >>> with TFRecordFileWriter(p) as w:
+        ...     w.write(b"ab")
+        >>> os.path.getsize(p)
+        18
+    """
+
+    def __init__(self, path: str, batch_size: int = 2048):
+        self._file = open(path, "wb")
+        self._batch: List[bytes] = []
+        self._batch_size = batch_size
+
+    def write(self, record: bytes) -> None:
+        self._batch.append(record)
+        if len(self._batch) >= self._batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._batch:
+            self._file.write(frame_records(self._batch))
+            self._batch = []
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:
+            self._file.close()
