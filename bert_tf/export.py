@@ -20,9 +20,9 @@ Signatures are plain `tf.function`s (not Keras attributes), so the SavedModel lo
 
 Raw-text signatures run the WordPiece tokenizer inside the graph, so a serving binary
 needs the TF Text ops (tensorflow_model_server has them linked in; a Python process must
-`import tensorflow_text` before loading). Strings that are not valid UTF-8 have each bad
-byte replaced by U+FFFD first (the original tokenizer then drops it), so bad bytes never
-fail a request.
+`import tensorflow_text` before loading). Bytes that are not valid UTF-8 are dropped by
+the tokenizer (as the original's `decode("utf-8", "ignore")`), so they never fail a
+request; offsets still index the input as sent.
 
 Example:
 
@@ -196,17 +196,6 @@ def write_warmup_file(path: str, requests: Sequence[tuple]) -> str:
 
 # ---------------------------------------------------------------------------- graph pieces
 
-def sanitize_utf8(texts: tf.Tensor) -> tf.Tensor:
-    """Replaces every byte sequence that is not valid UTF-8 with U+FFFD (no error).
-
-    >>> sanitize_utf8(tf.constant([b"ok", b"bad\\xff"])).numpy().tolist()
-    [b'ok', b'bad\\xef\\xbf\\xbd']
-    """
-    return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
-                                        replacement_char=0xFFFD,
-                                        replace_control_characters=False)
-
-
 def _ids_spec() -> List[tf.TensorSpec]:
     return [tf.TensorSpec([None, None], tf.int32, name=n) for n in MODEL_INPUT_NAMES]
 
@@ -242,9 +231,10 @@ class EncoderServing(tf.Module):
         self.tokenizer = tokenizer
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(encoder.config.max_position_embeddings)
-        self.serve_ids = tf.function(self._serve_ids, input_signature=_ids_spec())
+        self.serve_ids = tf.function(self._serve_ids, autograph=False,
+                                     input_signature=_ids_spec())
         if tokenizer is not None:
-            self.serve_text = tf.function(self._serve_text,
+            self.serve_text = tf.function(self._serve_text, autograph=False,
                                           input_signature=[_text_spec("text")])
 
     def _run(self, word_ids, mask, type_ids):
@@ -258,7 +248,7 @@ class EncoderServing(tf.Module):
         return self._run(input_word_ids, input_mask, input_type_ids)
 
     def _serve_text(self, text):
-        inputs = encode_text(self.tokenizer, text, None, self.max_seq_length)
+        inputs = _trim_padding(encode_text(self.tokenizer, text, None, self.max_seq_length))
         out = self._run(inputs["input_word_ids"], inputs["input_mask"],
                         inputs["input_type_ids"])
         out.update(inputs)
@@ -278,17 +268,13 @@ class EncoderServing(tf.Module):
                           "input_type_ids": np.zeros_like(ids)}
             return [(SERVING_DEFAULT, ids_inputs)]
         text = np.array([t.encode() for t in WARMUP_TEXTS], dtype=object)
-        ids_inputs = {k: v.numpy() for k, v in
-                      encode_text(self.tokenizer, tf.constant(text), None,
-                                  self.max_seq_length).items()}
+        ids_inputs = {k: v.numpy() for k, v in _trim_padding(encode_text(
+            self.tokenizer, tf.constant(text), None, self.max_seq_length)).items()}
         return [(SERVING_DEFAULT, ids_inputs), (TEXT_SIGNATURE, {"text": text})]
 
 
 def encode_text(tokenizer, text, text_b, max_seq_length: int) -> Dict[str, tf.Tensor]:
-    """Raw strings -> int32 model inputs, in the graph (sanitized UTF-8, packed, truncated)."""
-    text = sanitize_utf8(text)
-    if text_b is not None:
-        text_b = sanitize_utf8(text_b)
+    """Raw strings -> int32 model inputs in the graph, packed and truncated (not trimmed)."""
     out = tokenizer.encode(text, text_b, max_seq_length=max_seq_length)
     return {k: tf.cast(out[k], tf.int32) for k in MODEL_INPUT_NAMES}
 
@@ -307,7 +293,10 @@ def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool]):
         return None
     from bert_tf.tokenization import BertTokenizer
 
-    return BertTokenizer(vocab_file, do_lower_case=True if do_lower_case is None
+    # The tokenizer's vocab asset keeps its file name: make it assets/vocab.txt always.
+    copy = os.path.join(_scratch_dir(), "vocab.txt")
+    tf.io.gfile.copy(vocab_file, copy, overwrite=True)
+    return BertTokenizer(copy, do_lower_case=True if do_lower_case is None
                          else bool(do_lower_case))
 
 
@@ -382,5 +371,379 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
 
 def export_task_dir(init_checkpoint, export_dir, *, config, task_config, vocab_file,
                     do_lower_case, max_seq_length=None, version=None) -> str:
-    """Rebuilds a fine-tuned task model from its task_config.json, restores and exports it."""
-    raise ExportError(f"{init_checkpoint}: task exports are not implemented yet")
+    """Rebuilds a fine-tuned model from task_config.json with the task's own
+    `build_model`, restores `encoder` + `task_head` and exports it."""
+    from bert_tf import model_dir
+    from bert_tf.encoder import BertEncoder
+    from bert_tf.tasks import task_from_config
+
+    if not vocab_file:
+        raise ExportError(f"{model_dir.model_dir_of(init_checkpoint)}: no {model_dir.VOCAB_FILE}; "
+                          f"a task export tokenizes raw text in the graph, pass --vocab_file")
+    tokenizer = make_tokenizer(vocab_file, do_lower_case)
+    task = task_from_config(task_config, tokenizer)
+    model = task.build_model(BertEncoder(config, name="encoder"))
+    model_dir.restore(init_checkpoint, model.checkpoint_items())
+    length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
+    module = task_serving_module(task, model, tokenizer, length)
+    return export_module(module, export_dir, version)
+
+
+def task_serving_module(task, model, tokenizer, max_seq_length: int) -> tf.Module:
+    """The serving module for a task: classifier/regressor, tagger or span extractor."""
+    from bert_tf.tasks.glue import GlueTask
+
+    kind = type(task).__name__
+    if isinstance(task, GlueTask):
+        return ClassifierServing(model, tokenizer, max_seq_length, task.label_list,
+                                 pair=len(task.text_input_names) == 2)
+    if "Ner" in kind:
+        return TaggerServing(model, tokenizer, max_seq_length, task.label_list)
+    if "Squad" in kind:
+        return SpanServing(model, tokenizer, max_seq_length, task)
+    raise ExportError(f"task {task.name!r}: no serving export for {kind} (classification, "
+                      f"regression, NER and SQuAD have one); export its encoder instead")
+
+
+def _write_labels(labels: Sequence[str]) -> str:
+    path = os.path.join(_scratch_dir(), LABELS_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{label}\n" for label in labels))
+    return path
+
+
+def _scratch_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="bert_tf_export_")
+
+
+def _trim_padding(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    # Raw text is packed to max_seq_length; cutting the columns no row uses keeps short
+    # requests cheap. Padded keys get -10000 in attention, so outputs are unchanged.
+    used = tf.maximum(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)), 0)
+    return {k: v[:, :used] for k, v in inputs.items()}
+
+
+def _bytes_to_chars(texts, byte_offsets):
+    """Byte offsets [batch, n] into each text -> code point offsets (Python str indices).
+
+    Bytes that are not valid UTF-8 count as one character each (U+FFFD, as Python's
+    `bytes.decode("utf-8", "replace")` does for single bad bytes).
+    """
+    _, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")
+    starts = tf.cast(starts, tf.int64).to_tensor(default_value=np.iinfo(np.int64).max)
+    starts = tf.concat([starts, tf.fill([tf.shape(starts)[0], 1], np.iinfo(np.int64).max)], 1)
+    return tf.cast(tf.searchsorted(starts, tf.cast(byte_offsets, tf.int64), side="left"),
+                   tf.int32)
+
+
+class TaskServing(tf.Module):
+    """Common part of the task modules: the model on ids, the tokenizer, the signatures."""
+
+    text_inputs: Sequence[str] = ("text",)
+
+    def __init__(self, model, tokenizer, max_seq_length: int, name: str):
+        super().__init__(name=name)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_seq_length = int(max_seq_length)
+        self.max_positions = int(model.encoder.config.max_position_embeddings)
+        self.serve_ids = tf.function(self._serve_ids, autograph=False,
+                                     input_signature=_ids_spec())
+        text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
+        self.serve_text = tf.function(
+            text_fn, autograph=False, input_signature=[_text_spec(n) for n in self.text_inputs])
+
+    def _model(self, inputs):
+        _check_length(inputs["input_word_ids"], self.max_positions)
+        return self.model({k: inputs[k] for k in MODEL_INPUT_NAMES}, training=False)
+
+    def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self.from_ids({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                              "input_type_ids": input_type_ids})
+
+    def _serve_text_1(self, a):
+        return self.from_text(a)
+
+    def _serve_text_2(self, a, b):
+        return self.from_text(a, b)
+
+    def signatures(self) -> Dict[str, Callable]:
+        return {SERVING_DEFAULT: self.serve_text, IDS_SIGNATURE: self.serve_ids}
+
+    def warmup_texts(self) -> Dict[str, np.ndarray]:
+        texts = [WARMUP_TEXTS, WARMUP_TEXTS_B]
+        return {name: np.array([t.encode() for t in texts[i]], dtype=object)
+                for i, name in enumerate(self.text_inputs)}
+
+    def warmup_requests(self) -> List[tuple]:
+        """A real raw-text request and the ids it tokenizes to."""
+        text = self.warmup_texts()
+        args = [tf.constant(text[n]) for n in self.text_inputs]
+        ids = {k: v.numpy() for k, v in self.encode(*args).items()}
+        return [(SERVING_DEFAULT, text), (IDS_SIGNATURE, ids)]
+
+    def encode(self, a, b=None):
+        return _trim_padding(encode_text(self.tokenizer, a, b, self.max_seq_length))
+
+
+class ClassifierServing(TaskServing):
+    """GLUE-style classifier / regressor.
+
+    Text signature: `text` (+ `text_b`) -> `logits` [b, C], `probabilities` [b, C],
+    `label_id` [b] int32, `label` [b] string (regression: `logits` [b, 1], `score` [b]).
+    The ids signature gives the same outputs on ids.
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length, labels, pair=False):
+        self.text_inputs = ("text", "text_b") if pair else ("text",)
+        super().__init__(model, tokenizer, max_seq_length, name="bert_classifier_serving")
+        self.labels = list(labels) if labels is not None else None
+        if self.labels is not None:
+            self.labels_asset = tf.saved_model.Asset(_write_labels(self.labels))
+            self._label_names = tf.constant(self.labels)
+
+    def from_ids(self, inputs):
+        logits = tf.cast(self._model(inputs)["logits"], tf.float32)
+        if self.labels is None:
+            return {"logits": logits, "score": logits[:, 0]}
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label_id": label_id, "label": tf.gather(self._label_names, label_id)}
+
+    def from_text(self, a, b=None):
+        return self.from_ids(self.encode(a, b))
+
+
+def _pieces_in_windows(ids: tf.RaggedTensor, size: int):
+    """Cuts each row of pieces into consecutive windows of at most `size` (>= 1 per row).
+
+    Returns (windows [num_windows, (pieces)], window_row [num_windows], piece_window
+    [num_pieces] global window index, piece_position [num_pieces] index inside it).
+    """
+    n = ids.row_lengths()
+    per_row = tf.maximum((n + size - 1) // size, 1)
+    first_window = tf.cumsum(per_row, exclusive=True)
+    local = tf.ragged.range(n).flat_values
+    piece_row = ids.value_rowids()
+    piece_window = tf.gather(first_window, piece_row) + local // size
+    total = tf.reduce_sum(per_row)
+    windows = tf.RaggedTensor.from_value_rowids(ids.flat_values, piece_window, nrows=total)
+    window_row = tf.repeat(tf.range(ids.nrows()), per_row)
+    return windows, window_row, piece_window, local % size
+
+
+class TaggerServing(TaskServing):
+    """NER: per-word tags from each word's first sub-token (as the task trains).
+
+    Text signature: `text` -> `words`, `tags` [b, max_words] strings ("" = padding),
+    `tag_ids` [b, max_words] int32, `start_char` / `end_char` [b, max_words] int32 code
+    point offsets into the input (end exclusive, -1 = padding), `num_words` [b].
+    A word is a whitespace-separated token of the input (as CoNLL words are); texts
+    longer than a window are cut into consecutive windows, so every word gets a tag.
+    The ids signature returns `logits` [b, seq, C] and `tag_ids` [b, seq].
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length, labels):
+        super().__init__(model, tokenizer, max_seq_length, name="bert_tagger_serving")
+        self.labels = list(labels)
+        self.labels_asset = tf.saved_model.Asset(_write_labels(self.labels))
+        self._label_names = tf.constant(self.labels)
+
+    def from_ids(self, inputs):
+        logits = tf.cast(self._model(inputs)["logits"], tf.float32)
+        return {"logits": logits, "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    def encode(self, a, b=None):
+        ids, _, _ = self.tokenizer.tokenize_with_offsets(a)
+        windows, _, _, _ = _pieces_in_windows(ids, self.max_seq_length - 2)
+        return self._pack(windows)
+
+    def _pack(self, windows):
+        from bert_tf.tokenization import pack_inputs
+
+        return _trim_padding(pack_inputs(windows, None, self.max_seq_length,
+                                         self.tokenizer.cls_id, self.tokenizer.sep_id))
+
+    def from_text(self, text, b=None):
+        ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)
+        windows, _, piece_window, piece_pos = _pieces_in_windows(ids, self.max_seq_length - 2)
+        logits = self.from_ids(self._pack(windows))["logits"]
+        piece_logits = tf.gather_nd(logits, tf.stack(
+            [tf.cast(piece_window, tf.int32), tf.cast(piece_pos, tf.int32) + 1], axis=1))
+        # A piece starts a new word when it is first in its row or a gap (whitespace)
+        # separates it from the previous piece; pieces of "U.S." or "don't" touch.
+        flat_start, flat_end = starts.flat_values, ends.flat_values
+        first_in_row = tf.equal(tf.ragged.range(ids.row_lengths()).flat_values, 0)
+        previous_end = tf.concat([[-1], flat_end[:-1]], 0)
+        new_word = first_in_row | (flat_start > previous_end)
+        word_of_piece = tf.cumsum(tf.cast(new_word, tf.int64)) - 1
+        num_words_total = tf.reduce_sum(tf.cast(new_word, tf.int64))
+        word_row = tf.boolean_mask(ids.value_rowids(), new_word)
+        word_start = tf.boolean_mask(flat_start, new_word)
+        word_end = tf.math.unsorted_segment_max(flat_end, word_of_piece, num_words_total)
+        tag_ids = tf.argmax(tf.boolean_mask(piece_logits, new_word), axis=-1,
+                            output_type=tf.int32)
+        text_of_word = tf.gather(text, word_row)
+        words = tf.strings.substr(text_of_word, word_start, word_end - word_start)
+        nrows = ids.nrows()
+
+        def dense(values, default):
+            return tf.RaggedTensor.from_value_rowids(values, word_row, nrows=nrows).to_tensor(
+                default_value=default)
+
+        start_b, end_b = dense(word_start, 0), dense(word_end, 0)
+        valid = dense(tf.ones_like(word_start, tf.bool), False)
+        start_char = tf.where(valid, _bytes_to_chars(text, start_b), -1)
+        end_char = tf.where(valid, _bytes_to_chars(text, end_b), -1)
+        return {"words": dense(words, ""),
+                "tags": dense(tf.gather(self._label_names, tag_ids), ""),
+                "tag_ids": dense(tag_ids, -1), "start_char": start_char,
+                "end_char": end_char,
+                "num_words": tf.cast(tf.math.bincount(tf.cast(word_row, tf.int32),
+                                                      minlength=tf.cast(nrows, tf.int32),
+                                                      maxlength=tf.cast(nrows, tf.int32)),
+                                     tf.int32)}
+
+
+class SpanServing(TaskServing):
+    """SQuAD: `question`, `context` -> the best answer span, as the original postprocess.
+
+    Outputs: `answer_text` [b] (a substring of the context; "" for no answer),
+    `start_char` / `end_char` [b] code point offsets into the context (end exclusive, -1
+    when no answer), `score` [b] (start + end logit of the best span), `null_score` [b]
+    (the [CLS] score, min over windows; v2.0 answers "" when null_score - score exceeds
+    the threshold). Contexts longer than a window are cut into windows with `doc_stride`
+    and each token counts only in the window where it has the most context (the
+    original's rule). The ids signature returns `start_logits`, `end_logits`.
+    """
+
+    text_inputs = ("question", "context")
+
+    def __init__(self, model, tokenizer, max_seq_length, task):
+        super().__init__(model, tokenizer, max_seq_length, name="bert_squad_serving")
+        self.doc_stride = int(task.doc_stride)
+        self.max_query_length = int(task.max_query_length)
+        self.n_best_size = int(task.n_best_size)
+        self.max_answer_length = int(task.max_answer_length)
+        self.version_2 = bool(task.version_2_with_negative)
+        self.threshold = float(task.null_score_diff_threshold)
+
+    def from_ids(self, inputs):
+        out = self._model(inputs)
+        return {"start_logits": tf.cast(out["start_logits"], tf.float32),
+                "end_logits": tf.cast(out["end_logits"], tf.float32)}
+
+    def warmup_texts(self):
+        return {"question": np.array([b"What jumps over the dog?", b"Where is Seoul?"],
+                                     dtype=object),
+                "context": np.array([WARMUP_TEXTS[0].encode(), WARMUP_TEXTS_B[2].encode()],
+                                    dtype=object)}
+
+    def encode(self, question, context):
+        return self._windows(question, context)[0]
+
+    def _windows(self, question, context):
+        """Packed windows and the bookkeeping to map them back to the context."""
+        from bert_tf.tokenization import _keep_first, pack_inputs
+
+        q = self.tokenizer.tokenize(question)
+        q = _keep_first(q, tf.fill([q.nrows()], tf.cast(self.max_query_length, tf.int64)))
+        ids, starts, ends = self.tokenizer.tokenize_with_offsets(context)
+        n = ids.row_lengths()
+        q_len = q.row_lengths()
+        room = tf.maximum(self.max_seq_length - q_len - 3, 1)     # context tokens per window
+        step = tf.minimum(room, self.doc_stride)
+        count = tf.where(n <= room, tf.ones_like(n), (n - room + step - 1) // step + 1)
+        window_row = tf.repeat(tf.range(ids.nrows()), count)
+        local_start = tf.ragged.range(count).flat_values * tf.gather(step, window_row)
+        length = tf.minimum(tf.gather(room, window_row), tf.gather(n, window_row) - local_start)
+        length = tf.maximum(length, 0)
+        global_start = tf.gather(ids.row_starts(), window_row) + local_start
+        index = tf.ragged.range(global_start, global_start + length)
+        context_windows = tf.gather(ids.flat_values, index)
+        inputs = pack_inputs(tf.gather(q, window_row), context_windows, self.max_seq_length,
+                             self.tokenizer.cls_id, self.tokenizer.sep_id)
+        return (_trim_padding(inputs), window_row, index, tf.gather(q_len, window_row),
+                local_start, length, starts, ends)
+
+    def from_text(self, question, context):
+        (inputs, window_row, index, q_len, local_start, length, starts,
+         ends) = self._windows(question, context)
+        logits = self.from_ids(inputs)
+        start_logits, end_logits = logits["start_logits"], logits["end_logits"]
+        seq = tf.shape(start_logits)[1]
+        num_windows = tf.shape(start_logits)[0]
+        # Max-context rule: score = min(left, right context) + 0.01 * window length; each
+        # context token counts only in its best window (the first one on ties).
+        token = index.flat_values                                  # global context token
+        token_window = tf.cast(index.value_rowids(), tf.int32)
+        pos_in_window = tf.ragged.range(length).flat_values
+        win_len = tf.gather(length, token_window)
+        score = (tf.cast(tf.minimum(pos_in_window, win_len - 1 - pos_in_window), tf.float32)
+                 + 0.01 * tf.cast(win_len, tf.float32))
+        total = tf.size(starts.flat_values)
+        best = tf.math.unsorted_segment_max(score, token, total)
+        first_best = tf.math.unsorted_segment_min(
+            tf.where(score >= tf.gather(best, token), token_window, np.iinfo(np.int32).max),
+            token, total)
+        max_context = tf.equal(tf.gather(first_best, token), token_window)
+        # Per window: which positions may start / end an answer.
+        position = tf.cast(tf.gather(q_len, token_window) + 2 + pos_in_window, tf.int32)
+        scatter_at = tf.stack([token_window, position], axis=1)
+        shape = tf.stack([num_windows, seq])
+        can_end = tf.scatter_nd(scatter_at, tf.ones_like(position, tf.bool), shape)
+        can_start = tf.scatter_nd(scatter_at, max_context, shape)
+        k = tf.minimum(self.n_best_size, seq)
+        mask = tf.cast(inputs["input_mask"], tf.bool)
+        neg = tf.constant(-1e30, tf.float32)
+        start_masked = tf.where(mask, start_logits, neg)
+        end_masked = tf.where(mask, end_logits, neg)
+        # The original searches only the n_best_size highest start and end logits.
+        can_start &= start_masked >= tf.math.top_k(start_masked, k).values[:, -1:]
+        can_end &= end_masked >= tf.math.top_k(end_masked, k).values[:, -1:]
+        i = tf.range(seq)[:, None]
+        j = tf.range(seq)[None, :]
+        band = (j >= i) & (j - i < self.max_answer_length)
+        valid = band[None] & can_start[:, :, None] & can_end[:, None, :]
+        pair = tf.where(valid, start_logits[:, :, None] + end_logits[:, None, :], neg)
+        flat = tf.reshape(pair, [num_windows, -1])
+        best_pair = tf.argmax(flat, axis=1, output_type=tf.int32)
+        best_score = tf.reduce_max(flat, axis=1)
+        null = start_logits[:, 0] + end_logits[:, 0]
+        # Per example: the best window, and the smallest null score over windows.
+        nrows = tf.cast(starts.nrows(), tf.int32)
+        row = tf.cast(window_row, tf.int32)
+        example_best = tf.math.unsorted_segment_max(best_score, row, nrows)
+        example_null = tf.math.unsorted_segment_min(null, row, nrows)
+        window_ids = tf.range(num_windows)
+        chosen = tf.math.unsorted_segment_min(
+            tf.where(best_score >= tf.gather(example_best, row), window_ids,
+                     np.iinfo(np.int32).max), row, nrows)
+        chosen = tf.minimum(chosen, num_windows - 1)
+        pair_of = tf.gather(best_pair, chosen)
+        start_pos, end_pos = pair_of // seq, pair_of % seq
+        offset = tf.cast(tf.gather(q_len, chosen), tf.int32) + 2
+        first_token = (tf.cast(tf.gather(starts.row_starts(), tf.gather(window_row, chosen)),
+                               tf.int32)
+                       + tf.cast(tf.gather(local_start, chosen), tf.int32))
+        start_token = tf.maximum(first_token + start_pos - offset, 0)
+        end_token = tf.maximum(first_token + end_pos - offset, 0)
+        flat_start, flat_end = starts.flat_values, ends.flat_values
+        safe = tf.maximum(tf.size(flat_start) - 1, 0)
+        has_span = example_best > neg / 2
+        if self.version_2:
+            has_span &= ~(example_null - example_best > self.threshold)
+        start_byte = tf.where(has_span, tf.gather(
+            tf.concat([flat_start, [0]], 0), tf.minimum(start_token, safe)), 0)
+        end_byte = tf.where(has_span, tf.gather(
+            tf.concat([flat_end, [0]], 0), tf.minimum(end_token, safe)), 0)
+        answer = tf.strings.substr(context, start_byte, end_byte - start_byte)
+        start_char = _bytes_to_chars(context, start_byte[:, None])[:, 0]
+        end_char = _bytes_to_chars(context, end_byte[:, None])[:, 0]
+        return {"answer_text": tf.where(has_span, answer, ""),
+                "start_char": tf.where(has_span, start_char, -1),
+                "end_char": tf.where(has_span, end_char, -1),
+                "score": tf.where(example_best > neg / 2, example_best, 0.0),
+                "null_score": example_null}

@@ -1,0 +1,271 @@
+"""Task exports (classifier, regressor, NER, SQuAD): raw-text and ids signatures, parity
+with the Keras model, bad inputs, assets, warmup and a clean-process load."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.model_dir import TASK_CONFIG_FILE, write_model_dir
+from bert_tf.tasks import make_task
+from bert_tf.tokenization import BertTokenizer
+from tests.test_export import read_warmup, run_clean
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jumps",
+         "over", "lazy", "dog", ".", ",", "?", "!", "where", "is", "seoul", "capital", "of",
+         "korea", "##s", "##ing", "u", "s", "a", "서", "##울", "北", "京", "what", "in", "jump"]
+CFG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1,
+                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+BAD_TEXTS = ["The quick brown fox jumps.", "", "   \t ", "the lazy dog " * 40,
+             "서울 is the capital of korea", "北京 fox", b"bad \xff\xfe fox\xc3"]
+
+
+def as_bytes(texts):
+    return np.array([t if isinstance(t, bytes) else t.encode() for t in texts], dtype=object)
+
+
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "my_vocab.txt"  # not vocab.txt on purpose
+    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(vocab_file):
+    return BertTokenizer(vocab_file, do_lower_case=True)
+
+
+def fine_tuned_dir(root, task_name, vocab_file, tokenizer, **options):
+    """A model dir as finetune writes it: config, vocab, task_config.json, encoder+head."""
+    task = make_task(task_name, tokenizer=tokenizer, **options)
+    model = task.build_model(BertEncoder(CFG, name="encoder"))
+    # Non-zero head weights so that every output depends on the text.
+    for v in model.task_head.weights:
+        v.assign(np.random.default_rng(0).normal(0, 0.5, v.shape).astype("float32"))
+    write_model_dir(str(root), CFG, model.checkpoint_items(), vocab_file=vocab_file,
+                    do_lower_case=True)
+    (root / TASK_CONFIG_FILE).write_text(json.dumps(task.task_config()))
+    return task, model
+
+
+def call(fn, **inputs):
+    return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+
+
+def packed(tokenizer, a, b=None, length=16):
+    out = tokenizer.encode(list(a), None if b is None else list(b), max_seq_length=length)
+    used = int(tf.reduce_max(tf.reduce_sum(out["input_mask"], 1)))
+    return {k: v.numpy()[:, :used] for k, v in out.items()}
+
+
+# ------------------------------------------------------------------ classifier
+
+@pytest.fixture(scope="module")
+def mrpc(tmp_path_factory, vocab_file, tokenizer):
+    root = tmp_path_factory.mktemp("mrpc_model")
+    task, model = fine_tuned_dir(root, "mrpc", vocab_file, tokenizer, max_seq_length=16)
+    path = export.export_model_dir(str(root), str(tmp_path_factory.mktemp("mrpc_export")))
+    return task, model, path, tf.saved_model.load(path)
+
+
+def test_classifier_layout_and_assets(mrpc):
+    _, _, path, loaded = mrpc
+    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    assert open(os.path.join(path, "assets", "vocab.txt")).read().split("\n")[:len(VOCAB)] == VOCAB
+    assert open(os.path.join(path, "assets", "labels.txt")).read().split() == ["0", "1"]
+    text_fn = loaded.signatures[export.SERVING_DEFAULT]
+    assert sorted(text_fn.structured_input_signature[1]) == ["text", "text_b"]
+    assert sorted(text_fn.structured_outputs) == ["label", "label_id", "logits", "probabilities"]
+
+
+def test_classifier_text_and_ids_match_keras(mrpc, tokenizer):
+    _, model, _, loaded = mrpc
+    a = BAD_TEXTS
+    b = list(reversed(BAD_TEXTS))
+    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(a), text_b=as_bytes(b))
+    ids = packed(tokenizer, a, b)
+    assert ids["input_word_ids"].shape[1] == 16  # the long pair is truncated, not an error
+    want = model(ids, training=False)["logits"].numpy()
+    np.testing.assert_allclose(got["logits"], want, atol=1e-5)
+    np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(want).numpy(), atol=1e-5)
+    assert got["label_id"].tolist() == want.argmax(-1).tolist()
+    assert [x.decode() for x in got["label"]] == [["0", "1"][i] for i in want.argmax(-1)]
+    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
+
+
+def test_invalid_utf8_bytes_are_dropped_as_the_original(mrpc):
+    _, _, _, loaded = mrpc
+    fn = loaded.signatures[export.SERVING_DEFAULT]
+    bad = call(fn, text=as_bytes([b"bad \xff\xfe fox\xc3"]), text_b=as_bytes(["dog"]))
+    clean = call(fn, text=as_bytes(["bad  fox"]), text_b=as_bytes(["dog"]))
+    np.testing.assert_allclose(bad["logits"], clean["logits"], atol=1e-6)
+
+
+def test_classifier_clean_process_and_warmup(mrpc, tmp_path):
+    _, _, path, loaded = mrpc
+    inputs = {"text": as_bytes(BAD_TEXTS[:4]), "text_b": as_bytes(BAD_TEXTS[3:7])}
+    (got,) = run_clean(path, [(export.SERVING_DEFAULT, inputs)], tmp_path)
+    want = call(loaded.signatures[export.SERVING_DEFAULT], **inputs)
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
+    assert got["label"].tolist() == want["label"].tolist()
+    logs = read_warmup(path)
+    assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == \
+        [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    for log in logs:
+        request = log.predict_log.request
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        out = call(loaded.signatures[request.model_spec.signature_name], **inputs)
+        assert np.isfinite(out["logits"]).all()
+
+
+def test_regression_export(tmp_path, vocab_file, tokenizer):
+    (tmp_path / "m").mkdir()
+    _, model = fine_tuned_dir(tmp_path / "m", "sts-b", vocab_file, tokenizer, max_seq_length=16)
+    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    got = call(fn, text=as_bytes(BAD_TEXTS), text_b=as_bytes(BAD_TEXTS))
+    want = model(packed(tokenizer, BAD_TEXTS, BAD_TEXTS), training=False)["logits"].numpy()
+    np.testing.assert_allclose(got["score"], want[:, 0], atol=1e-5)
+    assert not os.path.exists(os.path.join(path, "assets", "labels.txt"))
+
+
+# ------------------------------------------------------------------ NER
+
+def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
+    (tmp_path / "m").mkdir()
+    task, model = fine_tuned_dir(tmp_path / "m", "conll2003", vocab_file, tokenizer,
+                                 max_seq_length=8)  # 6 pieces per window: long texts split
+    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    loaded = tf.saved_model.load(path)
+    texts = ["The quick brown foxes jumping.", "", "  ", "서울 北京  is U.S.A. capital",
+             "the lazy dog " * 5]
+    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(texts))
+    for row, text in enumerate(texts):
+        words = text.split()
+        n = int(got["num_words"][row])
+        assert n == len(words)
+        spans = list(zip(got["start_char"][row][:n].tolist(), got["end_char"][row][:n].tolist()))
+        assert [text[s:e] for s, e in spans] == words
+        assert [w.decode() for w in got["words"][row][:n]] == words
+        assert (got["start_char"][row][n:] == -1).all() and (got["tags"][row][n:] == b"").all()
+    # Tags: argmax of the Keras logits at each word's first piece, windows of 6 pieces.
+    words = texts[0].split()
+    pieces = [tokenizer.tokenize([w]).to_list()[0] for w in words]
+    first, ids = [], [tokenizer.cls_id]
+    for p in pieces:
+        first.append(len(ids))
+        ids += p
+    assert len(ids) - 1 > 6  # this row spans two windows
+    window = 6
+    flat = ids[1:]
+    logits = []
+    for start in range(0, len(flat), window):
+        chunk = [tokenizer.cls_id] + flat[start:start + window] + [tokenizer.sep_id]
+        x = np.array([chunk], np.int32)
+        logits.append(model({"input_word_ids": x, "input_mask": np.ones_like(x),
+                             "input_type_ids": np.zeros_like(x)}, training=False)["logits"]
+                      .numpy()[0, 1:-1])
+    piece_logits = np.concatenate(logits)
+    want = [task.label_list[int(piece_logits[f - 1].argmax())] for f in first]
+    assert [t.decode() for t in got["tags"][0][:len(words)]] == want
+
+
+# ------------------------------------------------------------------ SQuAD
+
+def reference_span(tokenizer, model, question, context, length, stride, max_query, n_best,
+                   max_answer):
+    """The original run_squad windows, max-context rule and n-best search, in numpy."""
+    q = tokenizer.tokenize([question]).to_list()[0][:max_query]
+    ids, starts, ends = (t.to_list()[0] for t in tokenizer.tokenize_with_offsets([context]))
+    room = length - len(q) - 3
+    spans, start = [], 0
+    while True:
+        span_len = min(room, len(ids) - start)
+        spans.append((start, span_len))
+        if start + span_len >= len(ids):
+            break
+        start += min(span_len, stride)
+    best = (-np.inf, None)
+    for index, (s, n) in enumerate(spans):
+        x = np.array([[tokenizer.cls_id] + q + [tokenizer.sep_id] + ids[s:s + n] +
+                      [tokenizer.sep_id]], np.int32)
+        types = np.array([[0] * (len(q) + 2) + [1] * (n + 1)], np.int32)
+        out = model({"input_word_ids": x, "input_mask": np.ones_like(x),
+                     "input_type_ids": types}, training=False)
+        sl, el = out["start_logits"].numpy()[0], out["end_logits"].numpy()[0]
+        offset = len(q) + 2
+
+        def max_context(p):
+            scores = [min(p - s2, s2 + n2 - 1 - p) + 0.01 * n2 for s2, n2 in spans
+                      if s2 <= p < s2 + n2]
+            own = min(p - s, s + n - 1 - p) + 0.01 * n
+            first = [i for i, (s2, n2) in enumerate(spans) if s2 <= p < s2 + n2 and
+                     min(p - s2, s2 + n2 - 1 - p) + 0.01 * n2 == max(scores)][0]
+            return own == max(scores) and first == index
+
+        top_s = np.argsort(-sl)[:n_best]
+        top_e = np.argsort(-el)[:n_best]
+        for i in top_s:
+            for j in top_e:
+                if not (offset <= i < offset + n and offset <= j < offset + n):
+                    continue
+                if j < i or j - i + 1 > max_answer or not max_context(s + i - offset):
+                    continue
+                if sl[i] + el[j] > best[0]:
+                    best = (sl[i] + el[j], (s + i - offset, s + j - offset))
+    if best[1] is None:
+        return "", -np.inf
+    a, b = best[1]
+    raw = context.encode()
+    return raw[starts[a]:ends[b]].decode(), best[0]
+
+
+def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
+    (tmp_path / "m").mkdir()
+    opts = dict(max_seq_length=16, doc_stride=3, max_query_length=4, n_best_size=5,
+                max_answer_length=4)
+    _, model = fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, **opts)
+    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    loaded = tf.saved_model.load(path)
+    fn = loaded.signatures[export.SERVING_DEFAULT]
+    assert sorted(fn.structured_input_signature[1]) == ["context", "question"]
+    questions = ["where is seoul?", "what jumps over the lazy dog in korea?", "서울", "fox"]
+    contexts = ["seoul is the capital of korea.",
+                "the quick brown fox jumps over the lazy dog in seoul, korea, " * 3,
+                "서울 北京 capital", ""]
+    got = call(fn, question=as_bytes(questions), context=as_bytes(contexts))
+    for row, (q, c) in enumerate(zip(questions, contexts)):
+        answer = got["answer_text"][row].decode()
+        s, e = int(got["start_char"][row]), int(got["end_char"][row])
+        if not c:
+            assert (answer, s, e) == ("", -1, -1)
+            continue
+        assert c[s:e] == answer
+        want_text, want_score = reference_span(tokenizer, model, q, c, 16, 3, 4, 5, 4)
+        assert answer == want_text, row
+        np.testing.assert_allclose(got["score"][row], want_score, atol=1e-5)
+    ids = packed(tokenizer, ["where is seoul?"], ["seoul is the capital of korea."])
+    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    want = model(ids, training=False)
+    np.testing.assert_allclose(by_ids["start_logits"], want["start_logits"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(by_ids["end_logits"], want["end_logits"].numpy(), atol=1e-5)
+
+
+def test_squad_v2_null_answer(tmp_path, vocab_file, tokenizer):
+    (tmp_path / "m").mkdir()
+    fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, max_seq_length=16,
+                   version_2_with_negative=True, null_score_diff_threshold=-1e6)
+    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    got = call(fn, question=as_bytes(["where is seoul?"]),
+               context=as_bytes(["seoul is the capital of korea."]))
+    # A threshold far below any score difference: every question is unanswerable.
+    assert got["answer_text"].tolist() == [b""] and got["start_char"].tolist() == [-1]
+    assert np.isfinite(got["null_score"]).all()
