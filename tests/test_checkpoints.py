@@ -120,7 +120,8 @@ def numpy_bert(w, ids, mask, types, positions):
     g = norm(_gelu_tanh(dense(g, "cls/predictions/transform/dense")),
              "cls/predictions/transform/LayerNorm")
     mlm = g @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
-    nsp = pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
+    nsp = (pooled @ w["cls/seq_relationship/output_weights"].T
+           + w["cls/seq_relationship/output_bias"])
     return x, pooled, mlm, nsp
 
 
@@ -210,8 +211,9 @@ def test_tf1_round_trip_is_identical(tmp_path):
                               vocab_file=str(vocab), do_lower_case=False)
     exported = tmp_path / "tf1"
     prefix = convert("bert_tf", str(src), str(exported), target_format="tf1")
-    assert sorted(os.listdir(exported)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
-                                            "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
+    assert sorted(os.listdir(exported)) == [
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "checkpoint", "vocab.txt"]
     config = json.loads((exported / "bert_config.json").read_text())
     assert config["hidden_act"] == "gelu" and "bert_tf_hidden_act" not in config
     assert tf.train.latest_checkpoint(str(exported)) == prefix
@@ -284,7 +286,8 @@ def test_wrong_shape_names_variable_and_both_shapes(tmp_path):
 def test_more_layers_than_config_refused(tmp_path):
     prefix = save_tf1(str(tmp_path), tf1_weights(np.random.default_rng(5), num_layers=3),
                       slots=False)
-    with pytest.raises(CheckpointMismatchError, match="holds 3 encoder layers.*num_hidden_layers=2"):
+    with pytest.raises(CheckpointMismatchError,
+                       match="holds 3 encoder layers.*num_hidden_layers=2"):
         checkpoints.read_tf1_checkpoint(prefix)
 
 
@@ -300,7 +303,8 @@ def test_partial_head_refused(tmp_path):
     weights = tf1_weights(np.random.default_rng(7))
     del weights["cls/predictions/output_bias"]
     prefix = save_tf1(str(tmp_path), weights, slots=False)
-    with pytest.raises(CheckpointMismatchError, match="masked_lm head.*cls/predictions/output_bias"):
+    with pytest.raises(CheckpointMismatchError,
+                       match="masked_lm head.*cls/predictions/output_bias"):
         checkpoints.read_tf1_checkpoint(prefix)
 
 

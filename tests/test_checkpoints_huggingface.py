@@ -121,7 +121,8 @@ def test_wrong_shape_names_variable_and_both_shapes(hf_tensors, tmp_path):
 def test_wrong_shape_refused_for_tf1_target_too(hf_tensors, tmp_path):
     tensors, config = hf_tensors
     src = _write_safetensors(tmp_path / "src", tensors, dict(config, vocab_size=V + 2))
-    with pytest.raises(CheckpointMismatchError, match=r"word_embeddings.weight.*\[40, 16\].*\[42, 16\]"):
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"word_embeddings.weight.*\[40, 16\].*\[42, 16\]"):
         convert("huggingface", str(src), str(tmp_path / "out"), target_format="tf1")
     assert not (tmp_path / "out").exists()
 
