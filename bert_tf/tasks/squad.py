@@ -182,8 +182,9 @@ def _locate_answer(example: SquadExample, answer: Mapping, char_to_word_offset) 
         logging.warning("SQuAD: question %s: answer %r with answer_start %r lies outside "
                         "the context; skipping the question", example.qas_id, text, offset)
         return False
-    start, end = char_to_word_offset[offset], char_to_word_offset[last]
-    actual = " ".join(example.doc_tokens[max(start, 0):end + 1])
+    # An answer_start on whitespace before the first word maps to word -1: use word 0.
+    start, end = max(char_to_word_offset[offset], 0), char_to_word_offset[last]
+    actual = " ".join(example.doc_tokens[start:end + 1])
     # Compare whitespace-normalized: answers may differ from the context in spacing only.
     cleaned = " ".join(text.split())
     if actual.find(cleaned) == -1:
@@ -726,8 +727,8 @@ class SquadTask(Task):
                     "version_2_with_negative", "null_score_diff_threshold")
     label_names = ("start_positions", "end_positions")
     primary_metric = "f1"
-    # A single-window raw-text signature packs question (A) and context (B).
-    text_input_names = ("text", "text_b")
+    # The raw-text serving inputs (bert_tf.export's span signature).
+    text_input_names = ("question", "context")
 
     def __init__(self, tokenizer=None, max_seq_length: int = 384, data_dir=None, files=None,
                  doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
