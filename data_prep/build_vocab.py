@@ -98,9 +98,16 @@ def expand_input_globs(input_file: str) -> List[str]:
     for pattern in (p.strip() for p in input_file.split(",")):
         if not pattern:
             continue
-        matches = sorted(tf.io.gfile.glob(pattern))
+        try:
+            matches = sorted(tf.io.gfile.glob(pattern))
+        except tf.errors.OpError:
+            matches = []  # e.g. a directory in the pattern that does not exist
         if not matches:
             raise CorpusError(f"--input_file: no file matches {pattern!r}; check the path.")
+        for match in matches:
+            if tf.io.gfile.isdir(match):
+                raise CorpusError(f"--input_file: {match} is a directory; give the files, "
+                                  f"e.g. {os.path.join(match, '*.txt')}.")
         paths.extend(m for m in matches if m not in paths)
     if not paths:
         raise CorpusError("--input_file is empty; give one or more comma-separated globs.")
@@ -418,6 +425,8 @@ def build_vocab_from_counts(word_counts: Mapping[str, int], vocab_size: int, *,
         raise ValueError(f"vocab_size={vocab_size} leaves no room after {len(reserved)} "
                          f"reserved tokens; raise --vocab_size or lower --num_unused.")
     chars = character_tokens(word_counts, isolated_chars, max_tokens=budget)
+    if progress is not None:
+        progress(len(reserved) + len(chars))
     pieces = learn_wordpieces(word_counts, budget - len(chars), alphabet=chars,
                               min_frequency=min_frequency, progress=progress)
     vocab, seen = [], set()
@@ -491,7 +500,7 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
         f"words from {stats.files} file(s)")
 
     isolated = isolated_characters({c for w in word_counts for c in w}, pretokenize)
-    bar = _progress(show_progress, total=vocab_size, desc="learning pieces")
+    bar = _progress(show_progress, total=vocab_size, desc="building vocab")
     vocab = build_vocab_from_counts(word_counts, vocab_size, num_unused=num_unused,
                                     isolated_chars=isolated, min_frequency=min_frequency,
                                     progress=bar.update if bar else None)

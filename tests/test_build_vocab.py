@@ -241,9 +241,16 @@ def split_words(texts):
 
 
 def test_no_glob_match_names_the_glob(tmp_path):
+    (tmp_path / "a.txt").write_text("Some text.\n")
     with pytest.raises(bv.CorpusError, match="no file matches .*nothing_here"):
-        bv.build_vocab(str(tmp_path / "nothing_here*.txt"), str(tmp_path / "v.txt"), 100,
-                       do_lower_case=True, pretokenize=split_words)
+        bv.build_vocab(f"{tmp_path}/a.txt,{tmp_path}/nothing_here*.txt",
+                       str(tmp_path / "v.txt"), 100, do_lower_case=True,
+                       pretokenize=split_words)
+    with pytest.raises(bv.CorpusError, match="no file matches .*no_such_dir"):
+        bv.expand_input_globs(str(tmp_path / "no_such_dir" / "*.txt"))
+    with pytest.raises(bv.CorpusError, match="is a directory"):
+        bv.expand_input_globs(str(tmp_path))
+    assert not (tmp_path / "v.txt").exists()
 
 
 @pytest.mark.parametrize("kind", ["gzip", "binary", "latin1", "empty", "blank"])
