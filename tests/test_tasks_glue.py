@@ -194,3 +194,27 @@ def test_head_outputs_and_loss(name):
     assert len(predictions) == 2
     names = sorted(v.path for v in model.task_head.weights)
     assert names == ["task_head/dense/bias", "task_head/dense/kernel"]
+
+
+def test_features_with_the_real_tokenizer(shared_data):
+    from bert_tf.tokenization import BertTokenizer
+
+    tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
+                              do_lower_case=True)
+    task = make_task("mrpc", data_dir=str(shared_data / "glue" / "MRPC"), tokenizer=tokenizer,
+                     max_seq_length=32)
+    examples = task.get_examples("dev")[:6]
+    features = task.convert_examples(examples, "dev", batch_size=4)  # two chunks
+    expected = tokenizer.encode([e.text_a for e in examples], [e.text_b for e in examples],
+                                max_seq_length=32)
+    for key in ("input_word_ids", "input_mask", "input_type_ids"):
+        assert features[key].dtype == np.int32 and features[key].shape == (6, 32)
+        np.testing.assert_array_equal(features[key], np.asarray(expected[key]))
+    assert features["label_ids"].tolist() == [int(e.label) for e in examples]
+    test = task.convert_examples(task.get_examples("test")[:2], "test")
+    assert "label_ids" not in test
+    stsb = make_task("sts-b", tokenizer=tokenizer, max_seq_length=16)
+    from bert_tf.tasks.glue import GlueExample
+
+    labels = stsb.convert_examples([GlueExample("0", "a", "b", 3.8)], "dev")["label_ids"]
+    assert labels.dtype == np.float32 and labels.tolist() == [pytest.approx(3.8)]

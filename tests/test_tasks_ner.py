@@ -126,3 +126,30 @@ def test_token_head_and_masked_loss():
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     expected = -(log_probs[0, 1, 1] + log_probs[0, 3, 0]) / 2  # ignored positions do not count
     assert float(task.loss(batch, outputs)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_real_tokenizer_on_real_dev_sentences(shared_data):
+    from bert_tf.tokenization import BertTokenizer
+
+    tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
+                              do_lower_case=True)
+    task = make_task("conll2003", data_dir=str(shared_data / "conll2003"),
+                     tokenizer=tokenizer, max_seq_length=32)
+    examples = task.get_examples("dev")[:40]
+    features = task.convert_examples(examples, "dev")
+    pieces = tokenizer.tokenize([w for e in examples for w in e.words]).to_list()
+    first_piece = iter(p[0] for p in pieces)
+    # row by row, the labelled positions hold each word's first WordPiece, in order
+    for n, example in enumerate(examples):
+        rows = np.nonzero(features["example_index"] == n)[0]
+        ids = np.concatenate([features["input_word_ids"][r][features["word_index"][r] >= 0]
+                              for r in rows])
+        assert ids.tolist() == [next(first_piece) for _ in example.words]
+        labels = np.concatenate([features["label_ids"][r][features["label_ids"][r] >= 0]
+                                 for r in rows])
+        assert [CONLL2003_LABELS[i] for i in labels] == example.tags
+    assert features["input_word_ids"][0, 0] == tokenizer.cls_id
+    lengths = features["input_mask"].sum(1)
+    assert (features["input_word_ids"][np.arange(len(lengths)), lengths - 1]
+            == tokenizer.sep_id).all()
+    assert len(features["example_index"]) > len(examples)  # some sentences were split

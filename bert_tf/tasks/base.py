@@ -218,6 +218,40 @@ class Task:
         return "".join(c if c.isalnum() else "_" for c in self.name.lower())
 
 
+def predict_outputs(model, strategy, features: Mapping[str, np.ndarray], batch_size: int
+                    ) -> Dict[str, np.ndarray]:
+    """Runs `model` over every row of `features` under `strategy`; numpy outputs in order.
+
+    Batches have a static size (a multiple of the replica count; TPUs need it): the last
+    one is padded with zero rows whose outputs are dropped.
+    """
+    import tensorflow as tf
+
+    replicas = strategy.num_replicas_in_sync
+    batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
+    inputs = {k: np.asarray(features[k], np.int32) for k in MODEL_INPUT_NAMES}
+    n = len(inputs["input_word_ids"])
+    extra = (-n) % batch_size
+    if extra:
+        inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
+                  for k, v in inputs.items()}
+    dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size, drop_remainder=True)
+    dataset = strategy.experimental_distribute_dataset(dataset)
+
+    @tf.function
+    def step(batch):
+        return strategy.run(lambda x: model(x, training=False), args=(batch,))
+
+    parts: Dict[str, list] = {}
+    for batch in dataset:
+        for key, value in step(batch).items():
+            # Replica i holds the i-th slice of the global batch: concatenating the
+            # local results in replica order keeps the rows in order.
+            local = strategy.experimental_local_results(value)
+            parts.setdefault(key, []).append(np.concatenate([np.asarray(t) for t in local]))
+    return {k: np.concatenate(v)[:n] for k, v in parts.items()}
+
+
 def write_json(path: str, obj) -> str:
     import tensorflow as tf  # gfile: output dirs may be gs://
 

@@ -1,0 +1,124 @@
+"""tf.data for fine-tuning: task TFRecords (TPU runs) and in-memory features (small runs).
+
+Both yield `(features, labels)` as the training loop wants them: features are the
+model inputs `input_word_ids`, `input_mask`, `input_type_ids` (int32), labels the task's
+`label_names` (int32, or float32 for regression).
+
+Records are written by `data_prep.create_finetuning_data` with the original
+run_classifier's feature names (`input_ids`, `input_mask`, `segment_ids`, `label_ids`),
+so its GLUE records read here too; shapes and dtypes come from `Task.feature_spec()`
+(multiple choice records hold [choices * max_seq_length] flat, reshaped on read).
+
+>>> import numpy as np, os, tempfile
+>>> spec = {"input_word_ids": ([4], "int64"), "input_mask": ([4], "int64"),
+...         "input_type_ids": ([4], "int64"), "label_ids": ([], "int64")}
+>>> feats = {"input_word_ids": np.array([[101, 7, 102, 0]] * 3, "int32"),
+...          "input_mask": np.array([[1, 1, 1, 0]] * 3, "int32"),
+...          "input_type_ids": np.zeros((3, 4), "int32"), "label_ids": np.array([0, 1, 1])}
+>>> path = os.path.join(tempfile.mkdtemp(), "train.tf_record")
+>>> write_records(path, feats, spec)
+3
+>>> x, y = next(iter(record_dataset(path, spec, batch_size=2, is_training=False)))
+>>> x["input_word_ids"].numpy().tolist(), y["label_ids"].numpy().tolist()
+([[101, 7, 102, 0], [101, 7, 102, 0]], [0, 1])
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.data.pretraining import list_record_files
+
+MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+# model name -> record name (the original run_classifier's)
+RECORD_NAMES = {"input_word_ids": "input_ids", "input_mask": "input_mask",
+                "input_type_ids": "segment_ids"}
+
+Spec = Mapping[str, Tuple[Sequence[int], str]]
+
+
+def _record_name(name: str) -> str:
+    return RECORD_NAMES.get(name, name)
+
+
+def write_records(path: str, features: Mapping[str, np.ndarray], spec: Spec) -> int:
+    """Writes one tf.train.Example per row of `features` (only the keys in `spec`)."""
+    missing = [k for k in spec if k not in features]
+    if missing:
+        raise ValueError(f"{path}: features lack {missing} (spec {sorted(spec)}); test "
+                         f"splits without labels are not written as training records")
+    count = len(features[next(iter(spec))])
+    with tf.io.TFRecordWriter(path) as writer:
+        for i in range(count):
+            record = {}
+            for name, (_, dtype) in spec.items():
+                values = np.asarray(features[name][i]).reshape(-1)
+                if dtype.startswith("float"):
+                    record[_record_name(name)] = tf.train.Feature(
+                        float_list=tf.train.FloatList(value=values.astype(np.float32)))
+                else:
+                    record[_record_name(name)] = tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=values.astype(np.int64)))
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=record)).SerializeToString())
+    return count
+
+
+def _parse_fn(spec: Spec):
+    description = {}
+    for name, (shape, dtype) in spec.items():
+        size = int(np.prod(shape)) if len(shape) else 1
+        description[_record_name(name)] = tf.io.FixedLenFeature(
+            [size], tf.float32 if dtype.startswith("float") else tf.int64)
+
+    def parse(serialized):
+        parsed = tf.io.parse_single_example(serialized, description)
+        features, labels = {}, {}
+        for name, (shape, dtype) in spec.items():
+            value = tf.reshape(parsed[_record_name(name)], list(shape))
+            # int64 -> int32: TPUs have no int64 gathers
+            value = tf.cast(value, tf.float32 if dtype.startswith("float") else tf.int32)
+            (features if name in MODEL_INPUTS else labels)[name] = value
+        return features, labels
+
+    return parse
+
+
+def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool,
+                   input_context: Optional[tf.distribute.InputContext] = None,
+                   seed: Optional[int] = None, shuffle_buffer: int = 10000) -> tf.data.Dataset:
+    """Task records -> batches of `(features, labels)`; static shapes (drop_remainder)
+    when training, every record once otherwise."""
+    files = list_record_files(file_patterns)
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if input_context and input_context.num_input_pipelines > 1:
+        dataset = dataset.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8))
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed).repeat()
+    dataset = dataset.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+
+
+def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str],
+                  batch_size: int, is_training: bool,
+                  input_context: Optional[tf.distribute.InputContext] = None,
+                  seed: Optional[int] = None) -> tf.data.Dataset:
+    """In-memory features (Task.convert_examples) -> batches of `(features, labels)`.
+
+    Training shuffles all rows each epoch (seeded) and repeats; evaluation keeps order.
+    """
+    inputs = {k: np.asarray(features[k], np.int32) for k in MODEL_INPUTS}
+    labels = {k: features[k] for k in label_names if k in features}
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels))
+    if input_context and input_context.num_input_pipelines > 1:
+        dataset = dataset.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+    if is_training:
+        size = len(inputs["input_word_ids"])
+        dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True).repeat()
+    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)

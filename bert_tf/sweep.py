@@ -1,0 +1,141 @@
+r"""The paper's fine-tuning grid: one finetune run per point, the best dev score wins.
+
+BERT's paper picks, per task, the best of learning rate {5e-5, 3e-5, 2e-5} x epochs
+{2, 3, 4} x batch {16, 32} on dev, because small datasets are sensitive to them:
+
+    python -m bert_tf.sweep --task_name=MRPC --data_dir=glue/MRPC \
+        --init_checkpoint=converted_base/ --output_dir=out/mrpc_sweep \
+        --learning_rates=5e-5,3e-5,2e-5 --epochs=2,3,4 --batch_sizes=16,32 \
+        --finetune_flags="--max_seq_length=128"
+
+Each point runs `python -m bert_tf.finetune --do_train --do_eval` in its own process and
+output dir (OUTPUT_DIR/lr2e-05_ep3_bs32/); a point whose eval_results.json exists is not
+run again, so an interrupted sweep continues where it stopped. The summary goes to
+OUTPUT_DIR/sweep_results.json (every point + the best) and sweep_results.tsv, ranked by
+the task's primary metric (MRPC f1, CoLA matthews_corr, STS-B pearson, SQuAD f1, ...)
+unless --metric names another.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+from absl import app, flags, logging
+
+PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
+PAPER_EPOCHS = (2, 3, 4)
+PAPER_BATCH_SIZES = (16, 32)
+
+
+def grid(learning_rates: Sequence[float] = PAPER_LEARNING_RATES,
+         epochs: Sequence[float] = PAPER_EPOCHS,
+         batch_sizes: Sequence[int] = PAPER_BATCH_SIZES) -> List[Dict]:
+    """Every combination, in a fixed order (learning rate, then epochs, then batch).
+
+    >>> len(grid()), grid()[0]
+    (18, {'learning_rate': 5e-05, 'num_train_epochs': 2, 'train_batch_size': 16})
+    """
+    return [{"learning_rate": lr, "num_train_epochs": ep, "train_batch_size": bs}
+            for lr, ep, bs in itertools.product(learning_rates, epochs, batch_sizes)]
+
+
+def point_name(point: Dict) -> str:
+    """>>> point_name({"learning_rate": 2e-5, "num_train_epochs": 3, "train_batch_size": 32})
+    'lr2e-05_ep3_bs32'
+    """
+    return (f"lr{point['learning_rate']:g}_ep{point['num_train_epochs']:g}"
+            f"_bs{point['train_batch_size']}")
+
+
+def finetune_command(point: Dict, output_dir: str, common: Sequence[str],
+                     python: str = sys.executable) -> List[str]:
+    return ([python, "-m", "bert_tf.finetune", "--do_train", "--do_eval",
+             f"--output_dir={output_dir}"] + list(common)
+            + [f"--{k}={v}" for k, v in point.items()])
+
+
+def pick_best(results: Sequence[Dict], metric: str) -> Optional[Dict]:
+    """The result with the highest `metric` (the first of equals); None if none has it."""
+    scored = [r for r in results if isinstance(r.get("metrics", {}).get(metric), (int, float))]
+    return max(scored, key=lambda r: r["metrics"][metric]) if scored else None
+
+
+def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], metric: str,
+              runner=subprocess.run) -> Dict:
+    """Runs (or reuses) every point and writes the summary; returns it."""
+    results = []
+    os.makedirs(output_dir, exist_ok=True)
+    for point in points:
+        directory = os.path.join(output_dir, point_name(point))
+        results_file = os.path.join(directory, "eval_results.json")
+        if not os.path.exists(results_file):
+            command = finetune_command(point, directory, common)
+            logging.info("sweep point %s: %s", point_name(point), shlex.join(command))
+            completed = runner(command)
+            if completed.returncode != 0:
+                logging.error("point %s failed (exit %d)", point_name(point),
+                              completed.returncode)
+                results.append({"point": point, "name": point_name(point),
+                                "error": f"exit {completed.returncode}"})
+                continue
+        with open(results_file) as f:
+            results.append({"point": point, "name": point_name(point),
+                            "metrics": json.load(f)})
+    best = pick_best(results, metric)
+    summary = {"metric": metric, "best": best, "results": results}
+    with open(os.path.join(output_dir, "sweep_results.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    with open(os.path.join(output_dir, "sweep_results.tsv"), "w") as f:
+        f.write(f"point\tlearning_rate\tnum_train_epochs\ttrain_batch_size\t{metric}\n")
+        ranked = sorted(results, key=lambda r: -r.get("metrics", {}).get(metric, float("-inf")))
+        for r in ranked:
+            value = r.get("metrics", {}).get(metric, r.get("error", ""))
+            p = r["point"]
+            f.write(f"{r['name']}\t{p['learning_rate']:g}\t{p['num_train_epochs']:g}\t"
+                    f"{p['train_batch_size']}\t{value}\n")
+    if best:
+        logging.info("best %s = %.4f at %s", metric, best["metrics"][metric], best["name"])
+    return summary
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune).")
+flags.DEFINE_string("output_dir", None, "One subdirectory per point, plus the summary.")
+flags.DEFINE_list("learning_rates", [str(v) for v in PAPER_LEARNING_RATES], "Learning rates.")
+flags.DEFINE_list("epochs", [str(v) for v in PAPER_EPOCHS], "Numbers of epochs.")
+flags.DEFINE_list("batch_sizes", [str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.")
+flags.DEFINE_string("metric", None, "Metric to rank by; default the task's primary metric.")
+flags.DEFINE_string("data_dir", None, "Passed to finetune.")
+flags.DEFINE_string("init_checkpoint", None, "Passed to finetune.")
+flags.DEFINE_string("finetune_flags", "", "More finetune flags, e.g. \"--max_seq_length=128 "
+                    "--vocab_file=...\".")
+
+
+def main(argv):
+    del argv
+    from bert_tf import tasks
+
+    if not FLAGS.task_name or not FLAGS.output_dir:
+        raise app.UsageError("pass --task_name and --output_dir")
+    metric = FLAGS.metric or tasks.get_task_class(FLAGS.task_name).primary_metric
+    common = [f"--task_name={FLAGS.task_name}"]
+    common += [f"--{k}={FLAGS[k].value}" for k in ("data_dir", "init_checkpoint")
+               if FLAGS[k].value]
+    common += shlex.split(FLAGS.finetune_flags)
+    points = grid([float(v) for v in FLAGS.learning_rates], [float(v) for v in FLAGS.epochs],
+                  [int(v) for v in FLAGS.batch_sizes])
+    summary = run_sweep(points, FLAGS.output_dir, common, metric)
+    if summary["best"] is None:
+        raise SystemExit("sweep: no point finished; see the logs above")
+    print(json.dumps({"best": summary["best"]["name"],
+                      metric: summary["best"]["metrics"][metric]}))
+
+
+if __name__ == "__main__":
+    app.run(main)
