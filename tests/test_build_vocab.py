@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -162,12 +163,13 @@ def test_count_words_prunes_deterministically():
 # End to end with the real tokenizer
 
 
-def test_mixed_korean_chinese_english(tmp_path, pretokenizers):
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_mixed_korean_chinese_english(tmp_path, pretokenizers, do_lower_case):
     corpus = write_corpus(tmp_path / "mixed.txt", mixed_lines(seed=1, n=600))
     held_out = mixed_lines(seed=2, n=90)
     out = str(tmp_path / "vocab.txt")
-    vocab, stats = bv.build_vocab(corpus, out, 700, do_lower_case=False, num_unused=10,
-                                  pretokenize=pretokenizers[False])
+    vocab, stats = bv.build_vocab(corpus, out, 700, do_lower_case=do_lower_case,
+                                  num_unused=10, pretokenize=pretokenizers[do_lower_case])
     assert stats.lines == 600
     assert read_vocab(out) == vocab and len(vocab) == 700
     assert vocab[:16] == (["[PAD]"] + [f"[unused{i}]" for i in range(10)]
@@ -175,15 +177,17 @@ def test_mixed_korean_chinese_english(tmp_path, pretokenizers):
     assert len(set(vocab)) == len(vocab)
     # Every script's characters are kept; Hangul also as "##" (it continues words), CJK
     # ideographs only bare (the tokenizer always splits them off).
-    for ch in "학생읽습니다":
+    # Uncased means NFD, which splits Hangul syllables into jamo (as the original does).
+    hangul = unicodedata.normalize("NFD", "학생읽습니다") if do_lower_case else "학생읽습니다"
+    for ch in hangul:
         assert ch in vocab and "##" + ch in vocab
     for ch in "我们图书馆看":
         assert ch in vocab and "##" + ch not in vocab
-    assert "T" in vocab  # cased
-    rate = unk_rate(out, held_out, do_lower_case=False)
+    assert ("T" in vocab) != do_lower_case
+    rate = unk_rate(out, held_out, do_lower_case=do_lower_case)
     assert rate < 0.01, rate
-    # Held-out words are split into learned multi-character pieces, not only characters.
-    assert any(len(t) > 1 and "\uac00" <= t[0] <= "\ud7a3" for t in vocab)
+    # Korean words get learned multi-character pieces, not only characters.
+    assert any(len(t) > 1 and unicodedata.name(t[0], "").startswith("HANGUL") for t in vocab)
 
 
 def test_uncased_vs_cased(tmp_path, pretokenizers):
