@@ -427,6 +427,7 @@ def run(cfg: JobConfig) -> Dict:
         if total.get("instances", 0) == 0:
             for f in written:
                 os.remove(f)
+            shutil.rmtree(parts, ignore_errors=True)
             raise CorpusError(f"no instances from {', '.join(paths)}: no line gave any "
                               f"WordPiece token; is it a text corpus in the vocab's language?")
         summary = _finish_summary(total, cfg, shards, time.time() - start)

@@ -1,0 +1,371 @@
+"""The create_pretraining_data job: tokenizer, record bytes, determinism, resume, bad input."""
+
+import gzip
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep import corpus
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_instances as pi
+from data_prep import tfrecord_writer as tw
+from data_prep.corpus import CorpusError
+from tests.test_pretraining_instances import oracle_create_training_instances
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def vocab_file(shared_data):
+    return str(shared_data / "vocab" / "bert-base-uncased-vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def enwiki_lines(shared_data):
+    """The first 150 documents of the enwiki corpus, as lines (blank = boundary)."""
+    out, docs = [], 0
+    with open(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            out.append(line)
+            if not line.strip():
+                docs += 1
+                if docs == 150:
+                    break
+    return out
+
+
+def write_corpus(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def first_docs(lines, n):
+    out, docs = [], 0
+    for line in lines:
+        out.append(line)
+        if not line.strip():
+            docs += 1
+            if docs == n:
+                break
+    return out
+
+
+def job(tmp_path, input_file, vocab_file, name="out/p.tfrecord", **kw):
+    kw.setdefault("num_workers", 0)
+    kw.setdefault("progress", False)
+    kw.setdefault("dupe_factor", 2)
+    return cpd.JobConfig(input_file=input_file, output_file=str(tmp_path / name),
+                         vocab_file=vocab_file, **kw)
+
+
+def read_records(paths):
+    return [r.numpy() for r in tf.data.TFRecordDataset(list(paths))]
+
+
+def parse(record, max_seq_length=128, max_pred=20):
+    ex = tf.io.parse_single_example(record, tw.feature_spec(max_seq_length, max_pred))
+    return {k: v.numpy() for k, v in ex.items()}
+
+
+# ------------------------------------------------------------------------------------ tokenizer
+
+
+def test_python_wordpiece_equals_bert_tokenizer_on_real_text(shared_data, vocab_file):
+    from bert_tf.tokenization import BertTokenizer
+
+    lines = []
+    for name in ("enwiki_2015_bert_format.txt", "wikitext2_bert_format.txt"):
+        with open(shared_data / "pretrain" / name, encoding="utf-8") as f:
+            text = [line.strip() for line in f if line.strip()]
+        lines += [t for t in text if not t.isascii()][:300] + text[:100]
+    lines += ["a\x0bb c\x00d\ufffde", "İstanbul ΣΑΣ Straße ﬁ", "中文字符测试 日本語 한국어",
+              "\u2028x\u2029y\u3000z\xa0w", "e\u0301 n\u0303", "x" * 250, "tab\there", "\u200bzw"]
+    for lower in (True, False):
+        ref = BertTokenizer(vocab_file, do_lower_case=lower).tokenize(lines).to_list()
+        ours = corpus.WordPieceTokenizer.from_vocab_file(vocab_file, lower)
+        assert [ours.tokenize_line(t) for t in lines] == ref
+
+
+def test_python_wordpiece_follows_the_original_rules_by_hand():
+    tok = corpus.WordPieceTokenizer(["[PAD]", "[UNK]", "un", "##aff", "##able", ",", "x", "中",
+                                     "cafe"], do_lower_case=True)
+    assert tok.tokenize_line("UnAffable,x") == [2, 3, 4, 5, 6]
+    assert tok.tokenize_line("x中x") == [6, 7, 6]          # CJK split off
+    assert tok.tokenize_line("Café\x00 \ufffd") == [8]     # accents stripped, NUL/FFFD dropped
+    assert tok.tokenize_line("unx") == [1]                 # no piece for "x" after "un": [UNK]
+    # The original's _is_control is Cc/Cf only: a private-use character stays in the word.
+    assert tok.tokenize_line("\ue000x") == [1]
+
+
+# -------------------------------------------------------------------------------- record bytes
+
+
+def test_record_bytes_equal_tf_example_and_tf_writer(tmp_path):
+    rng = random.Random(0)
+    enc = tw.ExampleEncoder(128, 20)
+    records = []
+    for _ in range(100):
+        n = rng.randint(5, 128)
+        ids = [rng.randint(0, 30521) for _ in range(n)]
+        la = rng.randint(1, n - 4)
+        seg = [0] * (la + 2) + [1] * (n - la - 2)
+        k = rng.randint(1, 20)
+        pos = sorted(rng.sample(range(1, n), min(k, n - 1)))
+        lab = [rng.randint(0, 30521) for _ in pos]
+        rnext = rng.random() < 0.5
+        feats = {
+            "input_ids": ids + [0] * (128 - n), "input_mask": [1] * n + [0] * (128 - n),
+            "segment_ids": seg + [0] * (128 - n),
+            "masked_lm_positions": pos + [0] * (20 - len(pos)),
+            "masked_lm_ids": lab + [0] * (20 - len(lab)),
+            "next_sentence_labels": [int(rnext)]}
+        ex = tf.train.Example(features=tf.train.Features(feature={
+            **{k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+               for k, v in feats.items()},
+            "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+                value=[1.0] * len(pos) + [0.0] * (20 - len(pos))))}))
+        ours = enc.encode(ids, seg, rnext, pos, lab)
+        assert ours == ex.SerializeToString(deterministic=True)
+        records.append(ours)
+    ref = tmp_path / "ref.tfrecord"
+    with tf.io.TFRecordWriter(str(ref)) as w:
+        for r in records:
+            w.write(r)
+    assert tw.frame_records(records) == ref.read_bytes()
+    back = parse(read_records([ref])[0])
+    assert back["input_ids"].shape == (128,) and back["masked_lm_weights"].dtype == np.float32
+
+
+# ----------------------------------------------------------------------------- job vs. oracle
+
+
+def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab_file,
+                                                    enwiki_lines):
+    lines = first_docs(enwiki_lines, 6)
+    src = write_corpus(tmp_path / "c.txt", lines)
+    summary = cpd.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42))
+
+    tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
+    vocab = [line.strip() for line in open(vocab_file, encoding="utf-8")]
+    docs = [[]]
+    for line in lines:  # the original reader, on token strings
+        line = line.strip()
+        if not line:
+            docs.append([])
+        ids = tok.tokenize_line(line)
+        if ids:
+            docs[-1].append([vocab[i] for i in ids])
+    expected = oracle_create_training_instances(docs, vocab, random.Random(42), 128, 2, 0.1,
+                                                0.15, 20, False)
+    records = [parse(r) for r in read_records(summary["output_files"])]
+    assert len(records) == len(expected) == summary["instances"] > 100
+    for rec, (tokens, seg, rnext, positions, labels) in zip(records, expected):
+        n = len(tokens)
+        assert [vocab[i] for i in rec["input_ids"][:n]] == tokens
+        assert not rec["input_ids"][n:].any() and rec["input_mask"].sum() == n
+        assert list(rec["segment_ids"][:n]) == seg
+        assert rec["next_sentence_labels"][0] == int(rnext)
+        k = len(positions)
+        assert list(rec["masked_lm_positions"][:k]) == positions
+        assert [vocab[i] for i in rec["masked_lm_ids"][:k]] == labels
+        assert list(rec["masked_lm_weights"]) == [1.0] * k + [0.0] * (20 - k)
+
+
+def test_bounded_pools_keep_the_statistics(tmp_path, vocab_file, enwiki_lines):
+    """Pools of 10 documents vs one pool: the only differences are the pool-local shuffles and
+    random-next draws, so counts and fractions agree within sampling noise. (The instance
+    count per document does not depend on the pool at all, only on the draws: a few percent
+    of noise from the per-document target lengths.)"""
+    src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 60))
+    whole = cpd.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000, dupe_factor=1))
+    pooled = cpd.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
+    assert abs(pooled["instances"] / whole["instances"] - 1) < 0.05
+    for key, tol in (("masked_fraction", 0.002), ("random_next_fraction", 0.02),
+                     ("masked_as_mask_fraction", 0.01), ("masked_kept_fraction", 0.01)):
+        assert abs(pooled[key] - whole[key]) < tol, key
+    assert abs(whole["masked_fraction"] - 0.15) < 0.005
+    assert abs(whole["masked_as_mask_fraction"] - 0.8) < 0.01
+    assert abs(whole["masked_random_fraction"] - 0.1) < 0.01
+    assert 0.5 < whole["random_next_fraction"] < 0.6
+
+
+def test_output_independent_of_num_workers(tmp_path, vocab_file, enwiki_lines):
+    src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 30))
+    a = cpd.run(job(tmp_path, src, vocab_file, "w0/p", pool_size=4, num_output_shards=3,
+                    num_workers=0))
+    b = cpd.run(job(tmp_path, src, vocab_file, "w2/p", pool_size=4, num_output_shards=3,
+                    num_workers=2))
+    assert [os.path.basename(p) for p in a["output_files"]] == \
+        ["p-00000-of-00003", "p-00001-of-00003", "p-00002-of-00003"]
+    for pa, pb in zip(a["output_files"], b["output_files"]):
+        assert open(pa, "rb").read() == open(pb, "rb").read()
+    assert a["instances"] == b["instances"] == len(read_records(b["output_files"]))
+    assert sorted(os.listdir(tmp_path / "w2")) == sorted(
+        os.path.basename(p) for p in b["output_files"] + [cpd.summary_path(
+            job(tmp_path, src, vocab_file, "w2/p", num_output_shards=3))])
+
+
+def test_resume_skips_complete_shards_and_never_leaves_partial_ones(tmp_path, vocab_file,
+                                                                   enwiki_lines):
+    lines = first_docs(enwiki_lines, 12)
+    bad_at = len(lines) - 2  # a bad line in the last document: only the last shard fails
+    raw = ("\n".join(lines) + "\n").encode().split(b"\n")
+    raw[bad_at] = b"caf\xe9 latin-1 line"
+    src = tmp_path / "c.txt"
+    src.write_bytes(b"\n".join(raw))
+    cfg = job(tmp_path, str(src), vocab_file, pool_size=4, num_output_shards=3)
+    with pytest.raises(CorpusError, match=rf"c\.txt:{bad_at + 1}: not valid UTF-8"):
+        cpd.run(dataclasses_replace(cfg, strict=True))
+    shards = cpd.output_paths(cfg.output_file, 3)
+    assert [os.path.exists(s) for s in shards] == [True, True, False]
+    out_dir = tmp_path / "out"
+    leftovers = [n for n in os.listdir(out_dir) if "tmp" in n or n.startswith("unit-")]
+    assert leftovers == []
+    before = [os.stat(s) for s in shards[:2]]
+
+    summary = cpd.run(cfg)  # not strict: skips the line, reports FILE:LINE
+    after = [os.stat(s) for s in shards[:2]]
+    assert [(s.st_ino, s.st_mtime_ns) for s in before] == [(s.st_ino, s.st_mtime_ns)
+                                                           for s in after]
+    assert summary["invalid_lines"] == 1
+    assert summary["invalid_examples"] == [f"{src}:{bad_at + 1}: not valid UTF-8 "
+                                           f"(byte 3: invalid continuation byte)"]
+    fresh = cpd.run(job(tmp_path, str(src), vocab_file, "fresh/p.tfrecord", pool_size=4,
+                        num_output_shards=3))
+    assert [open(p, "rb").read() for p in summary["output_files"]] == \
+        [open(p, "rb").read() for p in fresh["output_files"]]
+    assert summary["instances"] == fresh["instances"]
+    assert not any(n.endswith(".parts") for n in os.listdir(out_dir))
+
+    # Complete: a rerun does nothing; a deleted shard is redone alone.
+    assert cpd.run(cfg)["instances"] == summary["instances"]
+    os.remove(shards[1])
+    again = cpd.run(cfg)
+    assert open(shards[1], "rb").read() == open(fresh["output_files"][1], "rb").read()
+    assert os.stat(shards[0]).st_mtime_ns == after[0].st_mtime_ns
+    assert again["instances"] == summary["instances"]
+
+    # Other settings over the same output: refused, nothing touched.
+    with pytest.raises(CorpusError, match="other inputs or settings"):
+        cpd.run(dataclasses_replace(cfg, random_seed=1))
+
+
+def dataclasses_replace(cfg, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cfg, **kw)
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+
+def assert_no_output(tmp_path):
+    out = tmp_path / "out"
+    assert not out.exists() or os.listdir(out) == []
+
+
+@pytest.mark.parametrize("content,message", [
+    (gzip.compress(b"a sentence.\n\nanother.\n"), "gzip-compressed"),
+    (bytes(range(256)) * 8, "NUL byte at offset 0"),
+    ("text\n".encode("utf-16"), "NUL byte"),
+])
+def test_non_text_input_stops_naming_the_file(tmp_path, vocab_file, content, message):
+    src = tmp_path / "corpus.bin"
+    src.write_bytes(content)
+    good = write_corpus(tmp_path / "good.txt", ["One sentence.", "Two.", "", "Other doc."])
+    with pytest.raises(CorpusError, match=message) as e:
+        cpd.run(job(tmp_path, f"{good},{src}", vocab_file))
+    assert str(src) in str(e.value)
+    assert_no_output(tmp_path)
+
+
+def test_corpus_without_documents_stops(tmp_path, vocab_file):
+    src = write_corpus(tmp_path / "empty.txt", ["", "   ", "\t", ""])
+    with pytest.raises(CorpusError, match="no documents in .*empty.txt"):
+        cpd.run(job(tmp_path, src, vocab_file))
+    assert_no_output(tmp_path)
+    src = write_corpus(tmp_path / "controls.txt", ["\x01\x02", "\x03", "", "\x7f"])
+    with pytest.raises(CorpusError, match="no instances from .*controls.txt"):
+        cpd.run(job(tmp_path, src, vocab_file))
+    assert_no_output(tmp_path)
+
+
+def test_invalid_utf8_line_is_reported_skipped_or_strict(tmp_path, vocab_file):
+    src = tmp_path / "c.txt"
+    src.write_bytes(b"Good first sentence.\nbad \xff\xfe line\nGood third.\n\nDoc two.\nMore.\n")
+    summary = cpd.run(job(tmp_path, str(src), vocab_file))
+    assert summary["invalid_lines"] == 1
+    assert summary["invalid_examples"][0].startswith(f"{src}:2: not valid UTF-8")
+    assert summary["instances"] > 0
+    with pytest.raises(CorpusError, match=rf"c\.txt:2: not valid UTF-8.*--strict"):
+        cpd.run(job(tmp_path, str(src), vocab_file, "strict/p", strict=True))
+    assert not (tmp_path / "strict").exists() or os.listdir(tmp_path / "strict") == []
+
+
+def test_vocab_without_special_tokens_is_refused(tmp_path, vocab_file):
+    vocab = tmp_path / "vocab.txt"
+    tokens = [t for t in open(vocab_file, encoding="utf-8").read().split("\n")
+              if t not in ("[MASK]", "[SEP]")]
+    vocab.write_text("\n".join(tokens), encoding="utf-8")
+    src = write_corpus(tmp_path / "c.txt", ["A b.", "C d.", "", "E."])
+    with pytest.raises(CorpusError, match=r"lacks the special token\(s\) \[SEP\] \[MASK\]"):
+        cpd.run(job(tmp_path, src, str(vocab)))
+    assert_no_output(tmp_path)
+
+
+def test_unmatched_glob_is_named(tmp_path, vocab_file):
+    src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C."])
+    with pytest.raises(CorpusError, match=r"no file matches '.*nothing-\*\.txt'"):
+        cpd.run(job(tmp_path, f"{src},{tmp_path}/nothing-*.txt", vocab_file))
+    assert_no_output(tmp_path)
+
+
+def test_fewer_documents_than_shards_is_refused(tmp_path, vocab_file):
+    src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C."])
+    with pytest.raises(CorpusError, match="2 documents, fewer than the 3 output shards"):
+        cpd.run(job(tmp_path, src, vocab_file, num_output_shards=3))
+    assert_no_output(tmp_path)
+
+
+def test_output_paths_and_unit_ranges():
+    assert cpd.output_paths("a,b", 2) == ["a", "b"]
+    with pytest.raises(ValueError, match="names 2 files"):
+        cpd.output_paths("a,b", 3)
+    assert cpd.shard_unit_ranges(3, 3) == [range(0, 1), range(1, 2), range(2, 3)]
+
+
+# ----------------------------------------------------------------------------------- the CLI
+
+
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data", *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_writes_records_and_summary(tmp_path, shared_data, vocab_file):
+    out = tmp_path / "o" / "sample.tfrecord"
+    r = run_cli(f"--input_file={shared_data}/pretrain/bert_sample_text.txt",
+                f"--output_file={out}", f"--vocab_file={vocab_file}", "--dupe_factor=1",
+                "--num_workers=1", "--max_seq_length=64", "--max_predictions_per_seq=10")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    summary = json.loads((tmp_path / "o" / "sample.tfrecord.summary.json").read_text())
+    recs = read_records([out])
+    assert len(recs) == summary["instances"] > 0
+    assert parse(recs[0], 64, 10)["input_ids"][0] == 101
+
+
+def test_cli_error_names_the_glob(tmp_path, vocab_file):
+    r = run_cli(f"--input_file={tmp_path}/missing-*.txt", f"--output_file={tmp_path}/o",
+                f"--vocab_file={vocab_file}")
+    assert r.returncode == 1
+    assert "no file matches" in r.stderr and "missing-*.txt" in r.stderr
+    assert os.listdir(tmp_path) == []
