@@ -239,7 +239,7 @@ class Trainer:
             labels = self.label_fn(labels)
         accumulate = self._accumulate
         if self.jit_compile:
-            accumulate = tf.function(accumulate, jit_compile=True)
+            accumulate = tf.function(accumulate, jit_compile=True, autograph=False)
         loss, grads, metrics = accumulate(features, labels)
         ctx = tf.distribute.get_replica_context()
         if ctx.num_replicas_in_sync > 1:
@@ -249,10 +249,14 @@ class Trainer:
 
     def _build_train_loop(self):
         strategy = self.strategy
+        # Autograph off throughout: the step code has no data-dependent Python control
+        # flow, and converting Keras internals dominated tracing time.
+        replica_step = tf.autograph.experimental.do_not_convert(self._replica_train_step)
 
+        @tf.function(autograph=False)
         def one_step(iterator):
             features, labels = next(iterator)
-            loss, metrics = strategy.run(self._replica_train_step, args=(features, labels))
+            loss, metrics = strategy.run(replica_step, args=(features, labels))
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
             metrics = tf.nest.map_structure(
                 lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), metrics)
@@ -261,23 +265,27 @@ class Trainer:
 
         def loop(iterator, num_steps):
             self.train_loop_traces += 1
-            # The first step is peeled off so the metric totals get their structure.
+            # The first step is peeled off so the metric totals get their structure;
+            # `one_step` is a tf.function, so it is traced once and called twice.
             loss, metrics = one_step(iterator)
-            loss_sum, last_loss, done = loss, loss, tf.constant(1)
-            bad_step = tf.where(tf.math.is_finite(loss), tf.constant(-1, tf.int64), self.step)
-            for _ in tf.range(num_steps - 1):
-                if bad_step >= 0:
-                    break
+            not_finite = lambda loss: tf.logical_not(tf.math.is_finite(loss))
+            bad_step = tf.where(not_finite(loss), tf.identity(self.step), tf.constant(-1, tf.int64))
+
+            def cond(done, bad_step, *_):
+                return tf.logical_and(done < num_steps, bad_step < 0)
+
+            def body(done, bad_step, loss_sum, last_loss, metrics):
                 loss, step_metrics = one_step(iterator)
-                metrics = tf.nest.map_structure(tf.add, metrics, step_metrics)
-                loss_sum += loss
-                last_loss = loss
-                done += 1
-                bad_step = tf.where(tf.math.is_finite(loss), bad_step, self.step)
+                bad_step = tf.where(not_finite(loss), tf.identity(self.step), bad_step)
+                return (done + 1, bad_step, loss_sum + loss, loss,
+                        tf.nest.map_structure(tf.add, metrics, step_metrics))
+
+            done, bad_step, loss_sum, last_loss, metrics = tf.while_loop(
+                cond, body, (tf.constant(1), bad_step, loss, loss, metrics))
             return {"loss_sum": loss_sum, "last_loss": last_loss, "steps": done,
                     "bad_step": bad_step, "metrics": metrics}
 
-        return tf.function(loop)
+        return tf.function(loop, autograph=False)
 
     # ------------------------------------------------------------------ train
     def _distribute(self, dataset_fn, must_be_static: bool):
@@ -403,12 +411,14 @@ class Trainer:
         strategy = self.strategy
         dataset = self._distribute(dataset_fn, must_be_static=False)
         if self._eval_step is None:
+            replica_step = tf.autograph.experimental.do_not_convert(self._replica_eval_step)
+
             def eval_step(features, labels):
-                loss, metrics = strategy.run(self._replica_eval_step, args=(features, labels))
+                loss, metrics = strategy.run(replica_step, args=(features, labels))
                 return (strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None),
                         tf.nest.map_structure(lambda t: strategy.reduce(
                             tf.distribute.ReduceOp.SUM, t, axis=None), metrics))
-            self._eval_step = tf.function(eval_step)
+            self._eval_step = tf.function(eval_step, autograph=False)
         loss_sum, totals, steps = 0.0, None, 0
         for features, labels in dataset:
             if num_steps is not None and steps >= num_steps:
