@@ -1,0 +1,360 @@
+r"""Fine-tunes, evaluates and predicts one task: `python -m bert_tf.finetune --task_name=NAME`.
+
+Tasks: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (GLUE), conll2003 (NER),
+swag, squad. Flags keep the original run_classifier / run_squad names (DESIGN 2.3).
+
+    python -m bert_tf.finetune --task_name=MRPC --data_dir=glue/MRPC \
+        --init_checkpoint=converted_base/ --do_train --do_eval --do_predict \
+        --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 \
+        --num_train_epochs=3 --output_dir=out/mrpc
+
+`--init_checkpoint=DIR` is a dir written by convert_checkpoint, pretrain or finetune; its
+bert_config.json, vocab.txt and casing are used unless --bert_config_file, --vocab_file,
+--do_lower_case say otherwise. A DIR fine-tuned on the same task also gives its head
+(evaluate or continue training it); any other DIR gives the encoder and the head starts
+fresh. A rerun with the same --output_dir resumes from its latest checkpoint (logged).
+
+Features are computed on the fly from --data_dir; for TPU runs write training records
+once with `python -m data_prep.create_finetuning_data` and pass them as --input_file.
+
+Outputs in --output_dir: checkpoints + bert_config.json, vocab.txt, tokenizer_config.json,
+task_config.json (a model dir that export_model and --init_checkpoint accept),
+eval_results.json (--do_eval: the task's official metrics) and the prediction files
+(--do_predict: GLUE's <TASK>.tsv from test.tsv, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Dict, Optional
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
+                    "rte, wnli, conll2003, swag, squad.")
+flags.DEFINE_string("data_dir", None, "The task's data directory (GLUE tsv files, CoNLL-2003 "
+                    "eng.* files, SWAG csv files).")
+flags.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides --data_dir's.")
+flags.DEFINE_string("predict_file", None, "Dev/predict file (SQuAD); overrides --data_dir's.")
+flags.DEFINE_string("input_file", None, "Training records from data_prep.create_finetuning_data "
+                    "(comma-separated globs); default: features computed from --data_dir.")
+flags.DEFINE_string("bert_config_file", None, "Model config (official_configs/models YAML or "
+                    "bert_config.json); default: the one in --init_checkpoint.")
+flags.DEFINE_string("init_checkpoint", None, "Model dir (or checkpoint prefix) from "
+                    "convert_checkpoint, pretrain or finetune.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.")
+flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
+                  "records it, else inferred from the vocab.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.json and "
+                    "predictions go.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece (padded/truncated).")
+flags.DEFINE_bool("do_train", False, "Fine-tune on the train split.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on the dev split; writes eval_results.json.")
+flags.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamWeightDecay.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.")
+flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.")
+flags.DEFINE_integer("num_warmup_steps", None, "Warmup steps; overrides --warmup_proportion.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps (and at the end).")
+flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call / console line.")
+flags.DEFINE_enum("distribution_strategy", "one_device",
+                  ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                  "tf.distribute strategy.")
+flags.DEFINE_string("tpu", None, "TPU name or address (with --distribution_strategy=tpu).")
+flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                  "Compute dtype policy; variables stay float32.")
+flags.DEFINE_string("config_file", None, "Experiment YAML (official_configs/finetuning); "
+                    "flags given on the command line override its values.")
+flags.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.")
+flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
+                     "(quick runs, benchmarks).")
+flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.")
+# SQuAD options (passed to tasks that name them in `option_names`).
+flags.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
+flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
+flags.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
+flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
+flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be unanswerable.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
+
+
+def apply_config_file(path: str) -> Dict:
+    """Sets every flag named in the YAML that the command line did not set."""
+    import yaml
+
+    with open(path) as f:
+        values = yaml.safe_load(f) or {}
+    unknown = [k for k in values if k not in FLAGS]
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; keys are finetune flag names")
+    for key, value in values.items():
+        # set_default: parsed and validated like a flag, and a flag given on the
+        # command line keeps its value.
+        FLAGS.set_default(key, value)
+    return values
+
+
+class FinetuneError(RuntimeError):
+    """A problem the user fixes with a flag or a file; printed without a traceback."""
+
+
+def _resolve_model_files():
+    """Config, vocab and casing: flags first, then --init_checkpoint's dir, then output_dir."""
+    from bert_tf import model_dir as md
+    from bert_tf.config import BertConfig
+    from bert_tf.tokenization import infer_do_lower_case
+
+    places = [p for p in (FLAGS.init_checkpoint, FLAGS.output_dir)
+              if p and os.path.exists(md.model_dir_of(p))]
+    config = BertConfig.from_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
+    vocab = FLAGS.vocab_file
+    lower = FLAGS.do_lower_case
+    for place in places:
+        config = config or md.find_config(place)
+        vocab = vocab or md.find_vocab(place)
+        lower = md.find_do_lower_case(place) if lower is None else lower
+    if config is None:
+        raise FinetuneError("no model config: pass --bert_config_file or an --init_checkpoint "
+                            "dir holding bert_config.json")
+    if vocab is None:
+        raise FinetuneError("no vocab: pass --vocab_file or an --init_checkpoint dir holding "
+                            "vocab.txt")
+    if lower is None:
+        lower = infer_do_lower_case(vocab)
+    return config, vocab, bool(lower)
+
+
+def _make_task(tokenizer):
+    from bert_tf import tasks
+
+    cls = tasks.get_task_class(FLAGS.task_name)
+    options = {name: FLAGS[name].value for name in cls.option_names}
+    files = {k: v for k, v in (("train", FLAGS.train_file), ("dev", FLAGS.predict_file),
+                               ("test", FLAGS.predict_file)) if v}
+    return cls(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
+               data_dir=FLAGS.data_dir, files=files, **options)
+
+
+def _init_objects(model, task):
+    """What --init_checkpoint must provide: the encoder, plus the head when it is a model
+    dir fine-tuned on this very task (same labels)."""
+    from bert_tf import model_dir as md
+
+    items = {"encoder": model.encoder}
+    recorded = md.read_task_config(FLAGS.init_checkpoint) if FLAGS.init_checkpoint else None
+    if recorded:
+        same = (recorded.get("task_name", "").lower() == task.name.lower()
+                and recorded.get("label_list") == task.label_list)
+        if same:
+            items["task_head"] = model.task_head
+        else:
+            logging.info("init_checkpoint was fine-tuned on %s: using its encoder only",
+                         recorded.get("task_name"))
+    return items
+
+
+def _check_records(file_patterns, spec) -> int:
+    """Counts the records and checks that the first one has the task's layout."""
+    import tensorflow as tf
+
+    from bert_tf.data import finetuning as data_lib
+
+    files = data_lib.list_record_files(file_patterns)
+    try:
+        next(iter(data_lib.record_dataset(files[0], spec, 1, is_training=False)))
+    except (tf.errors.InvalidArgumentError, StopIteration) as e:
+        layout = {k: list(shape) for k, (shape, _) in spec.items()}
+        raise FinetuneError(
+            f"{files[0]}: not records of this task at --max_seq_length="
+            f"{FLAGS.max_seq_length} (expected features {layout}); rewrite them with "
+            f"data_prep.create_finetuning_data and the same flags "
+            f"({str(e).splitlines()[0][:200] if str(e) else 'empty file'})") from None
+    return sum(1 for _ in tf.data.TFRecordDataset(files))
+
+
+def _examples(task, split, limit):
+    examples = task.get_examples(split)
+    return examples[:limit] if limit else examples
+
+
+def run() -> Dict:
+    """The whole command; returns the eval results (empty without --do_eval)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf import model_dir as md
+    from bert_tf.data import finetuning as data_lib
+    from bert_tf.encoder import BertEncoder
+    from bert_tf.tasks.base import predict_outputs
+    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.training.loop import Trainer
+    from bert_tf.training.optimization import create_optimizer
+    from bert_tf.training.strategy import get_strategy
+
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    config, vocab, lower = _resolve_model_files()
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise FinetuneError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                            f"max_position_embeddings={config.max_position_embeddings}")
+    keras.utils.set_random_seed(FLAGS.seed)
+    if FLAGS.mixed_precision != "float32":
+        keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
+    tokenizer = BertTokenizer(vocab, do_lower_case=lower)
+    task = _make_task(tokenizer)
+    strategy = get_strategy(FLAGS.distribution_strategy, tpu=FLAGS.tpu)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab, do_lower_case=lower)
+    task_config = task.task_config()
+    task_config["do_lower_case"] = lower
+    with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
+        json.dump(task_config, f, indent=2)
+
+    with strategy.scope():
+        encoder = BertEncoder(config, name="encoder")
+        model = task.build_model(encoder)
+    init_items = _init_objects(model, task) if FLAGS.init_checkpoint else None
+    resuming = bool(tf.train.latest_checkpoint(FLAGS.output_dir))
+    if init_items and not resuming:
+        # Read the init checkpoint now: a checkpoint of another size fails here, naming
+        # both shapes, before minutes of feature conversion.
+        md.restore(FLAGS.init_checkpoint, init_items)
+    if not FLAGS.init_checkpoint and not resuming:
+        if not FLAGS.do_train:
+            raise FinetuneError(f"no checkpoint in --output_dir={FLAGS.output_dir} and no "
+                                f"--init_checkpoint: nothing to evaluate")
+        logging.warning("no --init_checkpoint: fine-tuning from random weights")
+
+    train_features = num_train_examples = None
+    if FLAGS.do_train:
+        if FLAGS.input_file:
+            spec = task.feature_spec()
+            num_train_examples = _check_records(FLAGS.input_file, spec)
+        else:
+            examples = _examples(task, "train", FLAGS.max_train_examples)
+            start = time.time()
+            train_features = task.convert_examples(examples, "train")
+            num_train_examples = len(examples)
+            logging.info("%d training examples -> %d features in %.1fs", len(examples),
+                         len(train_features["input_word_ids"]), time.time() - start)
+        num_features = (len(train_features["input_word_ids"]) if train_features is not None
+                        else num_train_examples)
+        num_steps = FLAGS.num_train_steps or max(1, int(
+            num_features / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+        warmup = (FLAGS.num_warmup_steps if FLAGS.num_warmup_steps is not None
+                  else int(num_steps * FLAGS.warmup_proportion))
+
+    with strategy.scope():
+        optimizer = create_optimizer(
+            FLAGS.learning_rate, num_train_steps=num_steps if FLAGS.do_train else 1,
+            num_warmup_steps=warmup if FLAGS.do_train else 0,
+            mixed_precision=FLAGS.mixed_precision)
+    trainer = Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
+                      strategy, output_dir=FLAGS.output_dir,
+                      checkpoint_items=model.checkpoint_items(),
+                      steps_per_loop=FLAGS.steps_per_loop,
+                      save_checkpoints_steps=FLAGS.save_checkpoints_steps)
+    step = trainer.restore_or_initialize(FLAGS.init_checkpoint, init_required=init_items)
+
+    if FLAGS.do_train:
+        logging.info("training %s: %d examples, %d steps of %d, %d warmup, from step %d",
+                     task.name, num_train_examples, num_steps, FLAGS.train_batch_size,
+                     warmup, step)
+
+        def dataset_fn(ctx):
+            batch = ctx.get_per_replica_batch_size(FLAGS.train_batch_size)
+            if FLAGS.input_file:
+                return data_lib.record_dataset(FLAGS.input_file, spec, batch, True, ctx,
+                                               seed=FLAGS.seed)
+            return data_lib.array_dataset(train_features, task.label_names, batch, True, ctx,
+                                          seed=FLAGS.seed)
+
+        start = time.time()
+        result = trainer.train(dataset_fn, FLAGS.train_batch_size, num_steps)
+        seconds = time.time() - start
+        trained = result["step"] - step
+        logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds,
+                     trained * FLAGS.train_batch_size / max(seconds, 1e-9))
+        if result.get("status") == "preempted":
+            return {}
+        # examples/s of the last loop: steady state when there was more than one loop
+        # (the first one includes tracing the step function).
+        train_speed = {"train_seconds": seconds, "train_steps": trained,
+                       "train_examples_per_second":
+                           trained * FLAGS.train_batch_size / max(seconds, 1e-9),
+                       "train_examples_per_second_last_loop":
+                           result.get("examples_per_second", 0.0)}
+    else:
+        train_speed = {}
+
+    results = {}
+    if FLAGS.do_eval:
+        examples = _examples(task, "dev", FLAGS.max_eval_examples)
+        features = task.convert_examples(examples, "dev")
+        start = time.time()
+        outputs = predict_outputs(model, strategy, features, FLAGS.eval_batch_size)
+        eval_seconds = time.time() - start
+        predictions = task.postprocess(outputs, features, examples)
+        results = dict(task.evaluate(predictions, examples))
+        if all(k in features for k in task.label_names):
+            results["eval_loss"] = float(task.loss(features, outputs))
+        results.update(global_step=int(trainer.step.numpy()), eval_examples=len(examples),
+                       eval_seconds=eval_seconds, **train_speed)
+        logging.info("eval %s: %s", task.name,
+                     " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
+        if trainer.is_chief:
+            with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, "eval_results.json"),
+                                   "w") as f:
+                json.dump(results, f, indent=2, sort_keys=True)
+            task.write_predictions(predictions, examples, _subdir("eval_predictions"))
+    if FLAGS.do_predict:
+        examples = task.get_examples("test")
+        features = task.convert_examples(examples, "test")
+        outputs = predict_outputs(model, strategy, features, FLAGS.predict_batch_size)
+        predictions = task.postprocess(outputs, features, examples)
+        if trainer.is_chief:
+            paths = task.write_predictions(predictions, examples, FLAGS.output_dir)
+            logging.info("wrote %s", ", ".join(paths))
+    trainer.close()
+    return results
+
+
+def _subdir(name):
+    import tensorflow as tf
+
+    path = os.path.join(FLAGS.output_dir, name)
+    tf.io.gfile.makedirs(path)
+    return path
+
+
+def main(argv):
+    del argv
+    from bert_tf.config import ConfigError
+    from bert_tf.model_dir import CheckpointMismatchError
+    from bert_tf.tasks.base import TaskDataError
+    from bert_tf.tokenization import VocabError
+
+    if FLAGS.config_file:
+        apply_config_file(FLAGS.config_file)
+    missing = [f for f in ("task_name", "output_dir") if not FLAGS[f].value]
+    if missing:
+        raise app.UsageError(f"missing --{', --'.join(missing)}")
+    try:
+        run()
+    except (FinetuneError, TaskDataError, CheckpointMismatchError, FileNotFoundError,
+            ConfigError, VocabError) as e:
+        logging.error("%s", e)
+        raise SystemExit(f"finetune: {e}") from None
+
+
+if __name__ == "__main__":
+    app.run(main)
