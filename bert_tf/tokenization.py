@@ -6,8 +6,8 @@ uncased), but runs as TensorFlow ops, so it works eagerly on batches, inside `tf
 TensorFlow and tensorflow_text, never bert_tf).
 
 How it stays exact. The original's basic tokenizer is, apart from one rule, a function of
-each character on its own: text cleaning (drop NUL, U+FFFD and control characters; map
-whitespace to ' '), spaces around CJK ideographs, lower-casing + NFD + dropping "Mn"
+each character on its own: text cleaning (drop NUL, U+FFFD and control characters, which
+the original takes to be categories "Cc" and "Cf"; map whitespace to ' '), spaces around CJK ideographs, lower-casing + NFD + dropping "Mn"
 marks when uncased, and spaces around punctuation. So at construction we run Python's own
 `unicodedata` / `str.lower` over all 0x110000 code points once and store, per code
 point, the code points it becomes (a compact two-level page table over a list of
@@ -60,12 +60,14 @@ _BLOCK_BITS = 7
 _BLOCK = 1 << _BLOCK_BITS
 _NUM_CODEPOINTS = 0x110000
 
+_PAD = -2   # template padding; an invalid code point, skipped by the UTF-8 encoder
+
 # Template ids fixed by construction.
 _T_SELF = 0        # (SELF,)
 _T_REMOVE = 1      # ()
 _T_SPACE = 2       # (' ',)
-_T_ISOLATE = 3     # (' ', SELF, ' ')
-_T_FINAL_SIGMA = 4  # ('ς',)
+_T_FINAL_SIGMA = 3  # ('ς',)
+_FIXED_TEMPLATES = ((_SELF,), (), (_SPACE,), (_FINAL_SIGMA,))
 
 # Final-sigma classes (uncased only).
 _C_SKIP, _C_CASED, _C_OTHER = 0, 1, 2
@@ -125,9 +127,11 @@ def _is_whitespace(char: str) -> bool:
 
 
 def _is_control(char: str) -> bool:
+    # Only "Cc" and "Cf" (google-research/bert): unassigned ("Cn"), private-use ("Co")
+    # and surrogate ("Cs") code points are kept (ports that test category "C*" drop them).
     if char in ("\t", "\n", "\r"):
         return False
-    return unicodedata.category(char).startswith("C")
+    return unicodedata.category(char) in ("Cc", "Cf")
 
 
 def _is_punctuation(char: str) -> bool:
@@ -169,7 +173,7 @@ class _TemplateSet:
     """Interns templates (tuples of output code points, _SELF = the character itself)."""
 
     def __init__(self):
-        self.templates = [(_SELF,), (), (_SPACE,), (_SPACE, _SELF, _SPACE), (_FINAL_SIGMA,)]
+        self.templates = list(_FIXED_TEMPLATES)
         self.index = {t: i for i, t in enumerate(self.templates)}
 
     def add(self, template) -> int:
@@ -186,9 +190,14 @@ class _TemplateSet:
         return starts, lengths, values
 
 
+def _is_isolated(cp: int) -> bool:
+    """Characters the fast path isolates with a regex: punctuation and CJK ideographs."""
+    return _is_punctuation(chr(cp)) or _is_chinese_char(cp)
+
+
 def _expand(cp: int, chars: str, self_ok) -> list:
-    """Output code points for `chars` (what character `cp` became): punctuation isolated
-    by spaces, whitespace -> ' ', CJK ideographs surrounded by spaces."""
+    """The original's output for `chars` (what character `cp` became), spaces included:
+    punctuation isolated by spaces, whitespace -> ' ', CJK ideographs surrounded by spaces."""
     out = []
     for c in chars:
         if _is_punctuation(c):
@@ -202,78 +211,119 @@ def _expand(cp: int, chars: str, self_ok) -> list:
     return [_SELF if v == cp and self_ok else v for v in out]
 
 
-_TABLE_FIELDS = ("first_reorder_template", "template_starts", "template_lengths",
-                 "template_values", "page", "blocks", "class_page", "class_blocks",
+def _word_structure(values):
+    """(words, boundary at start, boundary at end) of a template's output."""
+    text = "".join(chr(v) for v in values)
+    return text.split(" "), text[:1] == " ", text[-1:] == " "
+
+
+def _same_words(spaced, unspaced) -> bool:
+    """Does isolating the `_is_isolated` characters of `unspaced` (the fast path's regex)
+    give the words and word boundaries of `spaced` (the original's output)?"""
+    emulated = []
+    for v in unspaced:
+        emulated.extend((_SPACE, v, _SPACE) if v != _SPACE and _is_isolated(v) else (v,))
+    (wa, sa, ea), (wb, sb, eb) = _word_structure(spaced), _word_structure(emulated)
+    return [w for w in wa if w] == [w for w in wb if w] and (sa, ea) == (sb, eb)
+
+
+_TABLE_FIELDS = ("first_multi", "first_special", "template_len1", "template_matrix",
+                 "page", "blocks", "class_page", "class_blocks", "isolate_pattern",
                  "full_starts", "full_lengths", "full_values", "full_page", "full_blocks",
                  "full_ccc", "full_mn")
 
 
 class _Tables:
-    """Per-code-point templates for one casing, built from Python's own unicodedata."""
+    """Per-code-point templates for one casing, built from Python's own unicodedata.
+
+    Main templates hold what a character becomes WITHOUT the spaces the original puts
+    around punctuation and CJK ideographs (a regex adds those afterwards: one template
+    serves every such character). Ids are ordered: templates of at most one code point
+    first (`< first_multi`), then longer ones, then "special" characters
+    (`>= first_special`, uncased only) whose batch takes the exact slow path: those that
+    may need NFD canonical reordering, and any whose words the regex would not reproduce.
+    """
 
     def __init__(self, do_lower_case: bool):
         self.do_lower_case = do_lower_case
         main = _TemplateSet()
         entry = np.zeros(_NUM_CODEPOINTS, np.int32)
         sigma_class = np.full(_NUM_CODEPOINTS, _C_OTHER, np.int32)
-        # Uncased only: the full NFD (marks not yet dropped), for the reordering path.
+        # Uncased only: the original's output with the full NFD (marks not yet dropped)
+        # and spaces, for the special path.
         full = _TemplateSet()
         full_entry = np.zeros(_NUM_CODEPOINTS, np.int32)
-        reorder_cps = []
+        special = []
         category = unicodedata.category
         combining = unicodedata.combining
         normalize = unicodedata.normalize
         cats = list(map(category, map(chr, range(_NUM_CODEPOINTS))))
         for cp, cat in enumerate(cats):
-            if cat[0] == "C" or cat == "Zs":
+            if cat == "Cc" or cat == "Cf" or cat == "Zs" or cp == 0xFFFD:
                 char = chr(cp)
                 if char in "\t\n\r" or cat == "Zs":
                     entry[cp] = full_entry[cp] = _T_SPACE
-                else:  # NUL, U+FFFD (Cc, So) are handled below with the rest
+                else:  # NUL and other controls ("Cc", "Cf"), U+FFFD
                     entry[cp] = full_entry[cp] = _T_REMOVE
                     sigma_class[cp] = _C_SKIP  # removed before lower(): invisible to it
                 continue
-            if cp == 0xFFFD:
-                entry[cp] = full_entry[cp] = _T_REMOVE
-                sigma_class[cp] = _C_SKIP
+            if cat == "Cn" or cat == "Co" or cat == "Cs":
+                # Unassigned, private use, surrogates: the original keeps them (its
+                # _is_control is only "Cc"/"Cf"); lower() and NFD leave them alone and they
+                # are neither cased nor case-ignorable. CJK ranges include unassigned ones.
+                if do_lower_case and _is_chinese_char(cp):
+                    full_entry[cp] = full.add(_expand(cp, chr(cp), True))
                 continue
             char = chr(cp)
-            chinese = _is_chinese_char(cp)
             if not do_lower_case:
-                if chinese or cat[0] == "P" or _is_punctuation(char):
-                    entry[cp] = _T_ISOLATE
-                elif char.isspace():
+                if char.isspace():
                     entry[cp] = _T_SPACE
-                continue
-            if not chinese:
+                continue  # the character itself (isolated by the regex when needed)
+            if not _is_chinese_char(cp):  # CJK ideographs get spaces around: "other"
                 sigma_class[cp] = _sigma_class(char)
             lowered = char.lower()
             nfd = normalize("NFD", lowered) if not lowered.isascii() else lowered
-            if nfd == char and cat != "Mn":
-                # The character stays itself (a common case: skip the general path).
-                if chinese or cat[0] == "P" or _is_punctuation(char):
-                    entry[cp] = full_entry[cp] = _T_ISOLATE
-                elif char.isspace():
+            if nfd == char and cat != "Mn":  # common: stays itself
+                if char.isspace():
                     entry[cp] = full_entry[cp] = _T_SPACE
-                elif combining(char):  # a kept non-starter ("Mc"): full needs its ccc
+                elif combining(char):  # a kept non-starter ("Mc"): may need reordering
                     full_entry[cp] = full.add(_expand(cp, nfd, False))
-                    reorder_cps.append(cp)
+                    special.append(cp)
+                elif _is_isolated(cp):
+                    full_entry[cp] = full.add(_expand(cp, nfd, True))
                 continue
             stripped = "".join(c for c in nfd if category(c) != "Mn")
-            entry[cp] = main.add(_expand(cp, stripped, True))
+            unspaced = [_SPACE if c.isspace() else ord(c) for c in stripped]
+            entry[cp] = main.add([_SELF] if unspaced == [cp] else unspaced)
             # In the full template _SELF may only stand for a starter that is not "Mn".
             self_ok = combining(char) == 0 and cat != "Mn"
             full_entry[cp] = full.add(_expand(cp, nfd, self_ok))
-            if any(_is_reorderable(c) for c in nfd):
-                reorder_cps.append(cp)
-        # Characters whose NFD may need canonical reordering get main templates of their
-        # own at the end, so one `max(template id)` tells whether a batch needs that path.
-        self.first_reorder_template = len(main.templates)
-        for cp in reorder_cps:
-            main.templates.append(main.templates[entry[cp]])
-            entry[cp] = len(main.templates) - 1
-        self.template_starts, self.template_lengths, self.template_values = main.arrays()
+            if (any(_is_reorderable(c) for c in nfd)
+                    or not _same_words(_expand(cp, stripped, False), unspaced)):
+                special.append(cp)
+        if special and not do_lower_case:  # cannot happen: output == input when cased
+            raise RuntimeError(f"bert_tf.tokenization: unexpected special characters {special}")
+        # Order the ids: at most one code point, then longer, then the special copies.
+        order = sorted(range(len(main.templates)),
+                       key=lambda t: (len(main.templates[t]) > 1, t))
+        assert order[:len(_FIXED_TEMPLATES)] == list(range(len(_FIXED_TEMPLATES)))
+        new_id = np.empty(len(order), np.int32)
+        new_id[order] = np.arange(len(order), dtype=np.int32)
+        templates = [main.templates[t] for t in order]
+        entry = new_id[entry]
+        self.first_multi = sum(1 for t in templates if len(t) <= 1)
+        self.first_special = len(templates)
+        for cp in special:
+            templates.append(templates[entry[cp]])
+            entry[cp] = len(templates) - 1
+        lmax = max(len(t) for t in templates)
+        matrix = np.full((len(templates), max(lmax, 1)), _PAD, np.int32)
+        for i, t in enumerate(templates):
+            matrix[i, :len(t)] = t
+        self.template_matrix = matrix
+        self.template_len1 = matrix[:self.first_multi, 0].copy()
         self.page, self.blocks = _page_table(entry)
+        self.isolate_pattern = np.array(_isolate_pattern())
         if do_lower_case:
             self.class_page, self.class_blocks = _page_table(sigma_class)
             self.full_starts, self.full_lengths, self.full_values = full.arrays()
@@ -304,9 +354,11 @@ class _Tables:
                 for field in _TABLE_FIELDS:
                     if field in data:
                         setattr(tables, field, data[field])
-                tables.first_reorder_template = int(tables.first_reorder_template)
+                tables.first_multi = int(tables.first_multi)
+                tables.first_special = int(tables.first_special)
+                tables.isolate_pattern = str(tables.isolate_pattern)
                 return tables
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, AttributeError):
             pass
         tables = cls(do_lower_case)
         try:
@@ -318,7 +370,21 @@ class _Tables:
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only home: rebuild next time
+        tables.isolate_pattern = str(tables.isolate_pattern)
         return tables
+
+
+def _isolate_pattern() -> str:
+    """An RE2 character class of every `_is_isolated` code point."""
+    ranges = []
+    for cp in range(_NUM_CODEPOINTS):
+        if _is_isolated(cp):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1][1] = cp
+            else:
+                ranges.append([cp, cp])
+    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges]
+    return "[" + "".join(parts) + "]"
 
 
 def _page_table(values: np.ndarray):
@@ -384,12 +450,13 @@ class BertTokenizer(tf.Module):
         self.vocab_asset = tf.saved_model.Asset(self._vocab_file)
 
         t = _tables(self._do_lower_case)
-        self._first_reorder_template = t.first_reorder_template
+        self._first_multi = t.first_multi
+        self._first_special = t.first_special
+        self._isolate_pattern = t.isolate_pattern
         self._page = tf.constant(t.page)
         self._blocks = tf.constant(t.blocks)
-        self._template_starts = tf.constant(t.template_starts)
-        self._template_lengths = tf.constant(t.template_lengths)
-        self._template_values = tf.constant(t.template_values)
+        self._template_len1 = tf.constant(t.template_len1)
+        self._template_matrix = tf.constant(t.template_matrix)
         if self._do_lower_case:
             self._class_page = tf.constant(t.class_page)
             self._class_blocks = tf.constant(t.class_blocks)
@@ -559,23 +626,28 @@ class BertTokenizer(tf.Module):
 
     @staticmethod
     def _expand(cp, tid, char_splits, starts_table, lengths_table, values_table):
-        """Applies templates: (values index [M], src char [M], out codes [M], splits)."""
-        lengths = tf.gather(lengths_table, tid)
-        starts = tf.gather(starts_table, tid)
-        idx = tf.ragged.range(starts, starts + lengths)
-        src = idx.value_rowids()
-        value_index = idx.flat_values
+        """Applies variable-length templates: (value index [M], src char [M], codes [M],
+        row splits)."""
+        lengths = tf.cast(tf.gather(lengths_table, tid), tf.int64)
+        cum = tf.concat([[0], tf.cumsum(lengths)], 0)
+        out_start = cum[:-1]
+        total = cum[-1]
+        # src[p] = the last input character whose output starts at or before p (an empty
+        # template shares its start with the next character, which therefore wins).
+        marks = tf.scatter_nd(out_start[:, None], tf.ones_like(out_start), total[None] + 1)
+        src = tf.cumsum(marks[:-1]) - 1
+        offset = tf.range(total) - tf.gather(out_start, src)
+        value_index = tf.cast(tf.gather(tf.gather(starts_table, tid), src), tf.int64) + offset
         values = tf.gather(values_table, value_index)
         out = tf.where(values < 0, tf.gather(cp, src), values)
-        cum = tf.concat([[0], tf.cumsum(tf.cast(lengths, tf.int64))], 0)
         return value_index, src, out, tf.gather(cum, char_splits)
 
     def _map_chars(self, texts, with_offsets: bool):
-        """Basic tokenization as characters.
+        """Basic tokenization (steps 1-6) as strings whose words are separated by spaces.
 
-        Returns (out [M] int32 code points with ' ' between words, out_splits [batch+1],
-        src [M] int64 index of the input character each came from, cp [N] input code
-        points, byte_starts [N] int64 or None).
+        Returns (strings [batch], and for offsets: out [M] int32 output code points where
+        the word characters are those >= 0 and != ' ', src [M] int64 the input character
+        each came from, cp [N] input code points, byte_starts [N] int64).
         """
         if with_offsets:
             decoded, byte_starts = tf.strings.unicode_decode_with_offsets(
@@ -589,22 +661,49 @@ class BertTokenizer(tf.Module):
         tid = self._lookup(self._page, self._blocks, cp)
         if self._do_lower_case:
             tid = self._final_sigma(cp, tid, char_splits)
-        _, src, out, out_splits = self._expand(
-            cp, tid, char_splits, self._template_starts, self._template_lengths,
-            self._template_values)
-        if self._do_lower_case:
-            out, out_splits, src = tf.cond(
-                tf.reduce_max(tf.concat([tid, [0]], 0)) >= self._first_reorder_template,
-                lambda: self._reordered(cp, tid, char_splits),
-                lambda: (out, out_splits, src))
-        return out, out_splits, src, cp, byte_starts
+        max_tid = tf.reduce_max(tf.concat([tid, [0]], 0))
 
-    def _reordered(self, cp, tid, char_splits):
-        """The rare exact path for NFD canonical reordering (uncased).
+        def dense(width):
+            # Every template fits `width` code points (padding is skipped by the encoder);
+            # then a regex isolates punctuation and CJK ideographs.
+            def branch():
+                if width == 1:
+                    values = tf.gather(self._template_len1, tid)
+                    out = tf.where(tf.equal(values, _SELF), cp, values)
+                else:
+                    values = tf.gather(self._template_matrix, tid)
+                    out = tf.reshape(tf.where(tf.equal(values, _SELF), cp[:, None], values),
+                                     [-1])
+                splits = char_splits * width
+                strings = tf.strings.unicode_encode(
+                    tf.RaggedTensor.from_row_splits(out, splits, validate=False), "UTF-8",
+                    errors="ignore")
+                strings = tf.strings.regex_replace(strings, self._isolate_pattern, r" \0 ")
+                if not with_offsets:
+                    return strings, out, tf.zeros([0], tf.int64)
+                src = tf.range(tf.size(out, out_type=tf.int64)) // width
+                return strings, out, src
+            return branch
 
-        Re-expands with the full NFD templates (marks kept, with their combining class),
-        stable-sorts every run of non-starters by combining class as NFD does (a run never
-        crosses a starter, a space or a row), then drops the "Mn" marks.
+        width = int(self._template_matrix.shape[1])
+
+        def fast():
+            return tf.cond(max_tid < self._first_multi, dense(1), dense(width))
+
+        if self._first_special < int(self._template_matrix.shape[0]):
+            strings, out, src = tf.cond(max_tid >= self._first_special,
+                                        lambda: self._special(cp, tid, char_splits), fast)
+        else:
+            strings, out, src = fast()
+        return strings, out, src, cp, byte_starts
+
+    def _special(self, cp, tid, char_splits):
+        """The exact slow path for batches with a "special" character (uncased).
+
+        Expands the original's own output (spaces included) from the full-NFD templates
+        (marks kept, with their combining class), stable-sorts every run of non-starters
+        by combining class as NFD's canonical reordering does (a run never crosses a
+        starter, a space or a row), then drops the "Mn" marks.
         """
         full_tid = tf.where(tf.equal(tid, _T_FINAL_SIGMA), _T_FINAL_SIGMA,
                             self._lookup(self._full_page, self._full_blocks, cp))
@@ -623,12 +722,13 @@ class BertTokenizer(tf.Module):
         # of its own run), so offsets stay monotone.
         src = tf.boolean_mask(src, keep)
         cum = tf.concat([[0], tf.cumsum(tf.cast(keep, tf.int64))], 0)
-        return out, tf.gather(cum, out_splits), src
+        strings = tf.strings.unicode_encode(
+            tf.RaggedTensor.from_row_splits(out, tf.gather(cum, out_splits), validate=False),
+            "UTF-8")
+        return strings, out, src
 
     def _words(self, texts):
-        out, out_splits, _, _, _ = self._map_chars(texts, with_offsets=False)
-        strings = tf.strings.unicode_encode(
-            tf.RaggedTensor.from_row_splits(out, out_splits, validate=False), "UTF-8")
+        strings, _, _, _, _ = self._map_chars(texts, with_offsets=False)
         return tf.strings.split(strings)
 
     def _basic_impl(self, texts):
@@ -649,9 +749,7 @@ class BertTokenizer(tf.Module):
         return tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
 
     def _offsets_impl(self, texts):
-        out, out_splits, src, cp, byte_starts = self._map_chars(texts, with_offsets=True)
-        strings = tf.strings.unicode_encode(
-            tf.RaggedTensor.from_row_splits(out, out_splits, validate=False), "UTF-8")
+        strings, out, src, cp, byte_starts = self._map_chars(texts, with_offsets=True)
         words = tf.strings.split(strings)
         flat_words = words.flat_values
         n_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
@@ -660,8 +758,8 @@ class BertTokenizer(tf.Module):
         ids, piece_start, piece_end = self._wordpiece.tokenize_with_offsets(flat_words)
         if self._wp_remap is not None:
             ids = ids.with_flat_values(tf.gather(self._wp_remap, ids.flat_values))
-        # Word characters in order = the non-space output characters.
-        word_char = tf.not_equal(out, _SPACE)
+        # Word characters in order = the output characters other than spaces and padding.
+        word_char = tf.not_equal(out, _SPACE) & (out >= 0)
         char_src = tf.boolean_mask(src, word_char)                 # input char per word char
         char_bytes = tf.cast(_utf8_length(tf.boolean_mask(out, word_char)), tf.int64)
         char_byte_start = tf.cumsum(char_bytes, exclusive=True)    # in the words' concatenation
@@ -754,6 +852,17 @@ def pack_inputs(a: tf.RaggedTensor, b: Optional[tf.RaggedTensor], max_seq_length
             "input_type_ids": input_type_ids}
 
 
+def _encode_str(text: str) -> bytes:
+    """UTF-8 of a Python str. A lone surrogate (not encodable) becomes U+FFFF, which the
+    original treats the same way (kept, not cased, in no vocab: its word becomes [UNK]);
+    both take 3 bytes, so offsets still point into the surrogatepass encoding."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\uffff" if "\ud800" <= c <= "\udfff" else c
+                       for c in text).encode("utf-8")
+
+
 def _as_batch(texts) -> tf.Tensor:
     """A [batch] string tensor from str/bytes, a list of them, numpy or tf strings."""
     if isinstance(texts, (str, bytes)):
@@ -761,8 +870,7 @@ def _as_batch(texts) -> tf.Tensor:
     if isinstance(texts, tf.RaggedTensor):
         raise TypeError("texts must be a dense [batch] string tensor, not ragged")
     if isinstance(texts, (list, tuple)):
-        texts = [t.encode("utf-8", "surrogatepass") if isinstance(t, str) else t
-                 for t in texts]
+        texts = [_encode_str(t) if isinstance(t, str) else t for t in texts]
         t = tf.constant(texts, tf.string) if texts else tf.zeros([0], tf.string)
     else:
         t = tf.convert_to_tensor(texts, tf.string)

@@ -48,7 +48,9 @@ def _is_whitespace(char):
 def _is_control(char):
     if char in ("\t", "\n", "\r"):
         return False
-    return unicodedata.category(char).startswith("C")
+    # The original counts only Cc and Cf as control: private-use (Co), surrogate (Cs)
+    # and unassigned (Cn) characters are kept.
+    return unicodedata.category(char) in ("Cc", "Cf")
 
 
 def _is_punctuation(char):

@@ -34,7 +34,8 @@ HARD_TEXTS = [
     "\U0001D16D\U0001D165 a\u0301\U0001D16D\u0316\U0001D165b \u302e\u302f 가\u302e",
     "[CLS] [SEP] [UNK] [MASK] ##ing ##",
     "don't won't it's U.S.A. e-mail 3.14 1,000,000 $5 50% a/b",
-    "\ud7a3\ud7a4\uac00",  # last Hangul syllable, a Jamo-block neighbour, first syllable
+    "\ud7a3\ud7a4\uac00",  # last Hangul syllable, an unassigned neighbour, first syllable
+    "a\ue000b \U000F0000 \u0378x \U0002A6DEy \U0002B73Fz",  # Co, Cn (kept), Cn in CJK ranges
     "\U00020000\U0002A6DF\U0002A700\U00030000 \uf900\ufa0e\U0002F800",  # CJK ext + compat
 ]
 
@@ -412,6 +413,10 @@ def test_public_name():
     assert REPO_ROOT.exists()
 
 
-def test_lone_surrogates_in_str_are_dropped(uncased, ref_uncased):
-    text = "ab\ud800cd \udfff e"  # a Python str can hold them; the original drops them (Cs)
-    assert uncased.tokenize([text]).to_list()[0] == ref_uncased.tokenize_to_ids(text)
+def test_lone_surrogates_in_str(uncased, ref_uncased):
+    # A Python str can hold them; the original keeps them (its controls are only Cc/Cf),
+    # so their word becomes [UNK]. (As UTF-8 bytes they are invalid and dropped.)
+    texts = ["ab\ud800cd \udfff e", "x\udc80 Σ\ud800"]
+    got = uncased.tokenize(texts).to_list()
+    assert got == [ref_uncased.tokenize_to_ids(t) for t in texts]
+    assert got[0][0] == uncased.unk_id

@@ -105,10 +105,13 @@ def _compare_ids(tok, oracle, texts, batch=512):
 
 
 def _all_code_point_texts():
-    """Every assigned code point (and every 97th unassigned / private-use one) inside a
-    word, a few hundred per text."""
+    """Every assigned code point (and every 97th unassigned / private-use one, and all
+    of the CJK ranges) inside a word, a few hundred per text."""
     cps = [cp for cp in range(0x110000)
-           if unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs") or cp % 97 == 0]
+           if unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs") or cp % 97 == 0
+           or ref._is_chinese_char(cp)]
+    # Surrogates cannot be UTF-8 words; tests/test_tokenization.py checks their ids.
+    cps = [cp for cp in cps if not 0xD800 <= cp <= 0xDFFF]
     texts = []
     for i in range(0, len(cps), 300):
         texts.append(" ".join(f"a{chr(cp)}b" for cp in cps[i:i + 300]))
