@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import unicodedata
 from array import array
 from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -83,7 +84,7 @@ def expand_input_globs(spec: str) -> List[str]:
     return paths
 
 
-def sniff_text_file(path: str) -> None:
+def sniff_text_file(path: str, opener=open) -> None:
     """Refuses a file that is clearly not a text corpus, before anything is written.
 
     Looks at the first KB only: gzip / zip magic, or a NUL byte (binary data, UTF-16).
@@ -96,7 +97,7 @@ def sniff_text_file(path: str) -> None:
         gzip-compressed, not a text corpus: decompress it (gunzip) and pass the .txt file
     """
     try:
-        with open(path, "rb") as f:
+        with opener(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
     except OSError as e:
         raise CorpusError(f"{path}: cannot read input file ({e.strerror})") from e
@@ -117,23 +118,25 @@ def _is_blank(line: bytes) -> bool:
     return not line.strip()
 
 
-def plan_work_units(paths: Sequence[str], docs_per_unit: int) -> Tuple[List[WorkUnit], int]:
+def plan_work_units(paths: Sequence[str], docs_per_unit: int,
+                    opener=open) -> Tuple[List[WorkUnit], int]:
     """Cuts the corpus into units of `docs_per_unit` documents (fewer at a file's end).
 
     Returns `(units, total_documents)`. Streams each file once; memory is O(units).
     Sniffs each file first (`sniff_text_file`), and refuses a corpus without documents.
+    `opener(path, "rb")` opens a file (e.g. Beam's FileSystems for gs:// paths).
     """
     if docs_per_unit < 1:
         raise ValueError(f"docs_per_unit must be >= 1, got {docs_per_unit}")
     units: List[WorkUnit] = []
     total = 0
     for path in paths:
-        sniff_text_file(path)
+        sniff_text_file(path, opener)
         offset = 0
         line_no = 0
         unit_start, unit_line, unit_docs = 0, 1, 0
         in_doc = False
-        with open(path, "rb") as f:
+        with opener(path, "rb") as f:
             for line in f:
                 line_no += 1
                 if _is_blank(line):
@@ -155,14 +158,14 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int) -> Tuple[List[Work
     return units, total
 
 
-def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None
-                    ) -> Iterator[Tuple[int, str]]:
+def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None,
+                    opener=open) -> Iterator[Tuple[int, str]]:
     """Yields `(line_number, stripped_text)` for the unit's lines; '' marks a blank line.
 
     A line that is not valid UTF-8 is not yielded; it is appended to `invalid` (when given)
     as `InvalidLine(path, line, reason)`, so the caller can report, count or refuse it.
     """
-    with open(unit.path, "rb") as f:
+    with opener(unit.path, "rb") as f:
         f.seek(unit.start)
         remaining = unit.end - unit.start
         line_no = unit.first_line
@@ -264,6 +267,9 @@ def _is_cjk(cp: int) -> bool:
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
+_ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
+
+
 class _CleanMap(dict):
     """`str.translate` table built on demand: drops NUL / U+FFFD / control characters, maps
     whitespace to a space, surrounds CJK ideographs with spaces (the original's text cleanup
@@ -303,6 +309,11 @@ class WordPieceTokenizer:
         if unk_token not in self.vocab:
             raise CorpusError(f"vocab lacks {unk_token}")
         self.unk_id = self.vocab[unk_token]
+        # No vocab entry is longer than this (in characters, "##" excluded), so longer
+        # candidate pieces need not be looked up.
+        self._longest = max((len(t) - 2 if t.startswith("##") else len(t) for t in self.vocab),
+                            default=1)
+        self._pieces: dict = {}
         self.do_lower_case = do_lower_case
         self.max_chars = max_input_chars_per_word
         self._clean = _CleanMap()
@@ -319,6 +330,9 @@ class WordPieceTokenizer:
         return cls([t.strip() for t in lines], do_lower_case)
 
     def _split_punctuation(self, token: str) -> List[str]:
+        if token.isascii():
+            # After cleanup every non-alphanumeric ASCII character is punctuation.
+            return _ASCII_WORDS.findall(token)
         pieces, current = [], []
         for char in token:
             if _is_punctuation(char):
@@ -333,12 +347,17 @@ class WordPieceTokenizer:
         return pieces
 
     def _wordpiece(self, word: str, out: List[int]) -> None:
+        cached = self._pieces.get(word)
+        if cached is None:
+            cached = self._pieces[word] = self._wordpiece_uncached(word)
+        out.extend(cached)
+
+    def _wordpiece_uncached(self, word: str) -> tuple:
         if len(word) > self.max_chars:
-            out.append(self.unk_id)
-            return
-        vocab, start, ids = self.vocab, 0, []
+            return (self.unk_id,)
+        vocab, longest, start, ids = self.vocab, self._longest, 0, []
         while start < len(word):
-            end = len(word)
+            end = min(len(word), start + longest)
             while start < end:
                 piece = word[start:end] if start == 0 else "##" + word[start:end]
                 if piece in vocab:
@@ -346,10 +365,9 @@ class WordPieceTokenizer:
                     break
                 end -= 1
             else:
-                out.append(self.unk_id)  # no piece matches: the whole word is [UNK]
-                return
+                return (self.unk_id,)  # no piece matches: the whole word is [UNK]
             start = end
-        out.extend(ids)
+        return tuple(ids)
 
     def _token_ids(self, token: str) -> tuple:
         if self.do_lower_case:
@@ -371,6 +389,7 @@ class WordPieceTokenizer:
             if cached is None:
                 if len(cache) >= self._max_cache:
                     cache.clear()  # bounded memory on corpora with huge word lists
+                    self._pieces.clear()
                 cached = cache[token] = self._token_ids(token)
             ids.extend(cached)
         return ids

@@ -153,8 +153,9 @@ class UnitProcessor:
     Holds the tokenizer (TensorFlow), the encoder and the vocab ids; build one per process.
     """
 
-    def __init__(self, cfg: JobConfig):
+    def __init__(self, cfg: JobConfig, opener=open):
         self.cfg = cfg
+        self.opener = opener
         if cfg.tokenizer == "python":
             tok = corpus.WordPieceTokenizer.from_vocab_file(cfg.vocab_file, cfg.do_lower_case)
             self.tokenizer = tok
@@ -182,7 +183,7 @@ class UnitProcessor:
 
     def documents(self, unit: corpus.WorkUnit, invalid: List[corpus.InvalidLine]):
         """The unit's documents as lists of id segments (the original reader's rules)."""
-        lines = [text for _, text in corpus.read_unit_lines(unit, invalid)]
+        lines = [text for _, text in corpus.read_unit_lines(unit, invalid, self.opener)]
         if invalid and self.cfg.strict:
             first = invalid[0]
             raise CorpusError(f"{first}: fix or remove the line, or run without --strict "
@@ -322,6 +323,18 @@ def _finish_summary(total: Dict, cfg: JobConfig, shards, seconds: float) -> Dict
     return summary
 
 
+def plan_units(paths: Sequence[str], pool_size: int, num_shards: int, opener=open):
+    """The job's work units: `pool_size` documents each, smaller when there would be fewer
+    units than shards (so every shard gets at least one). Returns `(units, num_docs)`."""
+    units, num_docs = corpus.plan_work_units(paths, pool_size, opener)
+    if len(units) < num_shards:
+        if num_docs < num_shards:
+            raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
+                              f"the {num_shards} output shards: use fewer shards")
+        units, num_docs = corpus.plan_work_units(paths, num_docs // num_shards, opener)
+    return units, num_docs
+
+
 def run(cfg: JobConfig) -> Dict:
     """Runs the job; returns the summary (also written to OUTPUT.summary.json)."""
     start = time.time()
@@ -351,13 +364,7 @@ def run(cfg: JobConfig) -> Dict:
         ctx = multiprocessing.get_context("spawn")
         pool = ctx.Pool(cfg.num_workers, initializer=_init_worker, initargs=(cfg, True))
     try:
-        units, num_docs = corpus.plan_work_units(paths, cfg.pool_size)
-        if len(units) < len(shards):
-            # Too few units for the shards: smaller pools so that each shard gets some.
-            if num_docs < len(shards):
-                raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
-                                  f"the {len(shards)} output shards: use fewer shards")
-            units, num_docs = corpus.plan_work_units(paths, num_docs // len(shards))
+        units, num_docs = plan_units(paths, cfg.pool_size, len(shards))
         ranges = shard_unit_ranges(len(units), len(shards))
 
         out_dir = os.path.dirname(os.path.abspath(shards[0]))

@@ -135,16 +135,30 @@ def truncate_seq_pair(tokens_a: MutableSequence[int], tokens_b: MutableSequence[
         >>> len(a) + len(b), b
         (4, [5, 6])
     """
-    while True:
-        total_length = len(tokens_a) + len(tokens_b)
-        if total_length <= max_num_tokens:
-            return
-        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        assert len(trunc_tokens) >= 1
-        if rng.random() < 0.5:
-            del trunc_tokens[0]
+    # Which side loses a token depends only on the lengths, so count the cuts and slice once
+    # (same draws, same result as deleting one token at a time).
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    front_a = back_a = front_b = back_b = 0
+    rand = rng.random
+    while len_a + len_b > max_num_tokens:
+        if len_a > len_b:
+            assert len_a >= 1
+            len_a -= 1
+            if rand() < 0.5:
+                front_a += 1
+            else:
+                back_a += 1
         else:
-            trunc_tokens.pop()
+            assert len_b >= 1
+            len_b -= 1
+            if rand() < 0.5:
+                front_b += 1
+            else:
+                back_b += 1
+    if front_a or back_a:
+        tokens_a[:] = tokens_a[front_a:len(tokens_a) - back_a]
+    if front_b or back_b:
+        tokens_b[:] = tokens_b[front_b:len(tokens_b) - back_b]
 
 
 def create_masked_lm_predictions(tokens: Sequence[int], masked_lm_prob: float,
