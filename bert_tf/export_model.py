@@ -5,39 +5,65 @@
 
 DIR is what convert_checkpoint, pretrain or finetune wrote. The SavedModel goes to
 EXPORT_DIR/<version> (default: the next free integer, 1 for a new EXPORT_DIR), ready for
-`tensorflow_model_server --model_base_path=EXPORT_DIR`. See docs/serving.md.
+`tensorflow_model_server --model_base_path=EXPORT_DIR`; the path is printed last.
+See docs/serving.md for the signatures and client requests.
 """
 
 from absl import app, flags, logging
 
-flags.DEFINE_string("init_checkpoint", None,
-                    "Model dir (or checkpoint prefix in one) from convert_checkpoint, "
-                    "pretrain or finetune.")
-flags.DEFINE_string("export_dir", None, "Base directory; the model goes to EXPORT_DIR/<version>.")
-flags.DEFINE_integer("version", None, "Version subdirectory (default: next free integer).")
-flags.DEFINE_integer("max_seq_length", None,
-                     "Raw-text signatures pack and truncate to this many tokens (default: the "
-                     "fine-tuning max_seq_length, 128 for encoders).")
-flags.DEFINE_string("bert_config_file", None, "Overrides the config stored in the model dir.")
-flags.DEFINE_string("vocab_file", None, "Overrides the vocab stored in the model dir.")
-flags.DEFINE_bool("do_lower_case", None, "Overrides the casing stored in the model dir.")
-flags.mark_flags_as_required(["init_checkpoint", "export_dir"])
-
 FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this command's flags (only when run as a program, so importing this module
+    never collides with other CLIs' flags).
+
+    >>> fv = flags.FlagValues()
+    >>> define_flags(fv)
+    >>> _ = fv(["export_model", "--init_checkpoint=m", "--export_dir=e", "--version=3"])
+    >>> fv.version, fv.max_seq_length
+    (3, None)
+    """
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Model dir (or a checkpoint prefix in one) written by "
+                        "convert_checkpoint, pretrain or finetune.", **fv)
+    flags.DEFINE_string("export_dir", None,
+                        "Base directory; the model goes to EXPORT_DIR/<version>.", **fv)
+    flags.DEFINE_integer("version", None,
+                         "Version subdirectory (default: the next free integer).", **fv)
+    flags.DEFINE_integer("max_seq_length", None,
+                         "Raw-text signatures pack and truncate to this many tokens "
+                         "(default: the fine-tuning max_seq_length; 128 for encoders).", **fv)
+    flags.DEFINE_string("bert_config_file", None,
+                        "Config to use instead of the one in the model dir.", **fv)
+    flags.DEFINE_string("vocab_file", None,
+                        "vocab.txt to use instead of the one in the model dir.", **fv)
+    flags.DEFINE_bool("do_lower_case", None,
+                      "Casing to use instead of the one recorded in the model dir.", **fv)
+    flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
+
+
+def run(flag_values: flags.FlagValues = FLAGS) -> str:
+    """Exports as the flags say; returns EXPORT_DIR/<version>."""
+    from bert_tf.export import export_model_dir  # late: flags parse before TF loads
+
+    return export_model_dir(flag_values.init_checkpoint, flag_values.export_dir,
+                            version=flag_values.version,
+                            max_seq_length=flag_values.max_seq_length,
+                            bert_config_file=flag_values.bert_config_file,
+                            vocab_file=flag_values.vocab_file,
+                            do_lower_case=flag_values.do_lower_case)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from bert_tf.export import export_model_dir  # late: flags parse before TF loads
-
-    path = export_model_dir(FLAGS.init_checkpoint, FLAGS.export_dir, version=FLAGS.version,
-                            max_seq_length=FLAGS.max_seq_length,
-                            bert_config_file=FLAGS.bert_config_file,
-                            vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    path = run()
     logging.info("exported %s", path)
     print(path)
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

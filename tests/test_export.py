@@ -16,6 +16,8 @@ from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
 from tests.conftest import REPO_ROOT
 
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jumps",
+         "over", "lazy", "dog", ".", ",", "서", "##울", "北", "京", "##s", "is", "a"]
 TINY = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=64)
 
@@ -75,7 +77,10 @@ def ids_batch(seed=0, batch=3, seq=9):
 def encoder_dir(tmp_path_factory):
     encoder = BertEncoder(TINY, name="encoder")
     src = tmp_path_factory.mktemp("encoder_model")
-    write_model_dir(str(src), TINY, {"encoder": encoder})
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB + [f"[unused{i}]" for i in range(40 - len(VOCAB))]) + "\n")
+    write_model_dir(str(src), TINY, {"encoder": encoder}, vocab_file=str(vocab),
+                    do_lower_case=True)
     return src, encoder
 
 
@@ -138,6 +143,27 @@ def test_signature_io_spec(exported):
     outs = fn.structured_outputs
     assert outs["sequence_output"].shape.as_list() == [None, None, TINY.hidden_size]
     assert outs["pooled_output"].shape.as_list() == [None, TINY.hidden_size]
+
+
+def test_text_signature_ids_equal_the_tokenizer(exported, encoder_dir):
+    from bert_tf.tokenization import BertTokenizer
+
+    _, path, encoder = exported
+    fn = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE]
+    texts = ["The quick brown foxes.", "", "  \t ", "the lazy dog " * 100, "서울 北京 is a fox",
+             b"bad \xff\xfe fox"]
+    got = fn(text=tf.constant(texts))
+    tok = BertTokenizer(os.path.join(encoder_dir[0], "vocab.txt"), do_lower_case=True)
+    want = tok.encode(texts, max_seq_length=TINY.max_position_embeddings)
+    used = got["input_word_ids"].shape[1]
+    assert used == 64  # the long text is truncated to max_seq_length (default: min(128, 64))
+    for name in export.MODEL_INPUT_NAMES:
+        assert got[name].numpy().tolist() == want[name].numpy()[:, :used].tolist(), name
+    keras_out = encoder({k: got[k] for k in export.MODEL_INPUT_NAMES}, training=False)
+    np.testing.assert_allclose(got["pooled_output"].numpy(), keras_out["pooled_output"].numpy(),
+                               atol=1e-5)
+    short = fn(text=tf.constant(["the fox", "a dog"]))
+    assert short["input_word_ids"].shape[1] == 4  # padding is cut to the longest row
 
 
 def test_ids_longer_than_positions_is_a_clear_error(exported):
@@ -208,17 +234,30 @@ def test_saved_model_cli_show_and_run(exported, tmp_path):
     assert show.returncode == 0, show.stderr[-2000:]
     assert "signature_def['serving_default']" in show.stdout
     assert "outputs['pooled_output']" in show.stdout
+    assert "signature_def['serving_text']" in show.stdout
+    # saved_model_cli itself does not load TF Text's ops, and `run` imports the whole graph
+    # (the raw-text function too): run it after importing them, as docs/serving.md says.
+    cli_run = [sys.executable, "-c", "import sys, tensorflow_text; sys.argv[0] = "
+               "'saved_model_cli'; from tensorflow.python.tools.saved_model_cli "
+               "import main; main()", "run", "--dir", path, "--tag_set", "serve"]
     inputs = ids_batch(batch=1, seq=5)
     for name, value in inputs.items():
         np.save(tmp_path / f"{name}.npy", value)
     spec = ";".join(f"{name}={tmp_path / name}.npy" for name in inputs)
-    run = subprocess.run([cli, "run", "--dir", path, "--tag_set", "serve", "--signature_def",
-                          "serving_default", "--inputs", spec, "--outdir", str(tmp_path)],
+    run = subprocess.run(cli_run + ["--signature_def", "serving_default", "--inputs", spec,
+                                    "--outdir", str(tmp_path)],
                          env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     got = np.load(tmp_path / "pooled_output.npy")
     want = encoder(inputs, training=False)["pooled_output"].numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)
+    text_run = subprocess.run(cli_run + ["--signature_def", "serving_text", "--input_exprs",
+                                         'text=["the quick fox", "a dog"]', "--outdir",
+                                         str(tmp_path / "text")],
+                              env=env, capture_output=True, text=True)
+    assert text_run.returncode == 0, text_run.stderr[-2000:]
+    assert np.load(tmp_path / "text" / "input_word_ids.npy").tolist() == [[2, 5, 6, 8, 3],
+                                                                          [2, 21, 12, 3, 0]]
 
 
 def test_cli_exports(encoder_dir, tmp_path):
