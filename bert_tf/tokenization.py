@@ -483,6 +483,7 @@ class BertTokenizer(tf.Module):
             no_pretokenization=True, support_detokenization=False)
 
         spec = [tf.TensorSpec([None], tf.string)]
+        self._tokenize_fn = tf.function(self._tokenize_impl, input_signature=spec)
         self._words_fn = tf.function(self._words_impl, input_signature=spec)
         self._basic_fn = tf.function(self._basic_impl, input_signature=spec)
         self._offsets_fn = tf.function(self._offsets_impl, input_signature=spec)
@@ -545,7 +546,7 @@ class BertTokenizer(tf.Module):
     # ---------------------------------------------------------------- public ops
     def tokenize(self, texts: TextsLike) -> tf.RaggedTensor:
         """WordPiece ids, int64 RaggedTensor [batch, (pieces)], no [CLS]/[SEP]."""
-        return self.tokenize_words(texts).merge_dims(1, 2)
+        return self._tokenize_fn(_as_batch(texts))
 
     def tokenize_words(self, texts: TextsLike) -> tf.RaggedTensor:
         """Ids per basic-tokenizer word: int64 RaggedTensor [batch, (words), (pieces)]."""
@@ -736,17 +737,22 @@ class BertTokenizer(tf.Module):
 
     def _wordpiece_ids(self, words):
         """[num_words] strings -> int64 ragged [num_words, (pieces)] (long words -> [UNK])."""
-        n_chars = tf.strings.length(words, unit="UTF8_CHAR")
-        words = tf.where(n_chars > self._max_chars, UNK_TOKEN, words)
-        pieces = self._wordpiece.tokenize(words)
+        # Each distinct word once (a batch of text repeats most words).
+        unique, index = tf.unique(words)
+        n_chars = tf.strings.length(unique, unit="UTF8_CHAR")
+        unique = tf.where(n_chars > self._max_chars, UNK_TOKEN, unique)
+        pieces = self._wordpiece.tokenize(unique)
         if self._wp_remap is not None:
             pieces = pieces.with_flat_values(tf.gather(self._wp_remap, pieces.flat_values))
-        return pieces
+        return tf.gather(pieces, index)
 
     def _words_impl(self, texts):
         words = self._words(texts)
         pieces = self._wordpiece_ids(words.flat_values)
         return tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
+
+    def _tokenize_impl(self, texts):
+        return self._words_impl(texts).merge_dims(1, 2)
 
     def _offsets_impl(self, texts):
         strings, out, src, cp, byte_starts = self._map_chars(texts, with_offsets=True)
