@@ -23,6 +23,7 @@ import os
 import re
 import unicodedata
 from array import array
+from itertools import chain
 from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -383,16 +384,18 @@ class WordPieceTokenizer:
         return tuple(out)
 
     def tokenize_line(self, text: str) -> List[int]:
-        cache, ids = self._cache, []
-        for token in text.translate(self._clean).split():
-            cached = cache.get(token)
-            if cached is None:
-                if len(cache) >= self._max_cache:
-                    cache.clear()  # bounded memory on corpora with huge word lists
-                    self._pieces.clear()
-                cached = cache[token] = self._token_ids(token)
-            ids.extend(cached)
-        return ids
+        cache = self._cache
+        tokens = text.translate(self._clean).split()
+        # Lookups and concatenation run in C (map / chain); only misses cost Python work.
+        found = list(map(cache.get, tokens))
+        if None in found:
+            for k, token in enumerate(tokens):
+                if found[k] is None:
+                    if len(cache) >= self._max_cache:
+                        cache.clear()  # bounded memory on corpora with huge word lists
+                        self._pieces.clear()
+                    found[k] = cache[token] = self._token_ids(token)
+        return list(chain.from_iterable(found))
 
     def tokenize_lines(self, lines: Sequence[str]) -> List[Optional[array]]:
         return [array("i", self.tokenize_line(t)) if t else None for t in lines]

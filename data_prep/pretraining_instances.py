@@ -90,14 +90,26 @@ def shuffle(x: list, rng: random.Random) -> None:
     if type(rng) is not random.Random or len(x) >= len(_BIT_LENGTH):
         rng.shuffle(x)
         return
-    getrandbits, bit_length = rng.getrandbits, _BIT_LENGTH
-    for i in range(len(x) - 1, 0, -1):
-        n = i + 1
-        k = bit_length[n]
+    getrandbits = rng.getrandbits
+    for i, n, k in _shuffle_steps(len(x)):
         j = getrandbits(k)
         while j >= n:
             j = getrandbits(k)
         x[i], x[j] = x[j], x[i]
+
+
+_STEPS: dict = {}
+
+
+def _shuffle_steps(length: int):
+    # (i, i + 1, bit length of i + 1) for i from length - 1 down to 1, built once per length.
+    steps = _STEPS.get(length)
+    if steps is None:
+        if length > 512:  # rare lengths (document lists): not worth keeping in memory
+            return ((i, i + 1, _BIT_LENGTH[i + 1]) for i in range(length - 1, 0, -1))
+        steps = _STEPS[length] = tuple((i, i + 1, _BIT_LENGTH[i + 1])
+                                       for i in range(length - 1, 0, -1))
+    return steps
 
 
 def _candidate_positions(tokens: list, cls_id: int, sep_id: int) -> List[int]:
