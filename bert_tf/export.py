@@ -18,11 +18,13 @@ Signatures are plain `tf.function`s (not Keras attributes), so the SavedModel lo
   and, when the dir has a vocab, `serving_text` (`text` -> the same plus the ids).
 * task models (finetune dirs): `serving_default` on raw text and `serving_ids` on ids.
 
-Raw-text signatures run the WordPiece tokenizer inside the graph, so a serving binary
-needs the TF Text ops (tensorflow_model_server has them linked in; a Python process must
-`import tensorflow_text` before loading). Bytes that are not valid UTF-8 are dropped by
-the tokenizer (as the original's `decode("utf-8", "ignore")`), so they never fail a
-request; offsets still index the input as sent.
+Raw-text signatures run the WordPiece tokenizer inside the graph; its one non-core op
+(`FastWordpieceTokenizeWithOffsets`) comes from TF Text, so the model server must be a
+build with TF Text ops and a Python process must `import tensorflow_text` before loading.
+`text_signatures=False` exports the ids signatures only, with no TF Text op at all.
+Bytes that are not valid UTF-8 are dropped by the tokenizer (as the original's
+`decode("utf-8", "ignore")`), so they never fail a request; offsets still index the
+input as sent. docs/serving.md has the signatures and client requests.
 
 Example:
 
@@ -225,17 +227,23 @@ class EncoderServing(tf.Module):
     (['pooled_output', 'sequence_output'], TensorShape([1, 8]))
     """
 
-    def __init__(self, encoder, tokenizer=None, max_seq_length: int = 128):
+    def __init__(self, encoder, tokenizer=None, max_seq_length: int = 128,
+                 text_signatures: bool = True):
         super().__init__(name="bert_encoder_serving")
         self.encoder = encoder
-        self.tokenizer = tokenizer
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(encoder.config.max_position_embeddings)
+        _attach_tokenizer(self, tokenizer, text_signatures)
         self.serve_ids = tf.function(self._serve_ids, autograph=False,
                                      input_signature=_ids_spec())
-        if tokenizer is not None:
+        if tokenizer is not None and text_signatures:
             self.serve_text = tf.function(self._serve_text, autograph=False,
                                           input_signature=[_text_spec("text")])
+
+    @property
+    def tok(self):
+        """The tokenizer (saved with the module or only used at export time), or None."""
+        return _tokenizer_of(self)
 
     def _run(self, word_ids, mask, type_ids):
         _check_length(word_ids, self.max_positions)
@@ -248,7 +256,7 @@ class EncoderServing(tf.Module):
         return self._run(input_word_ids, input_mask, input_type_ids)
 
     def _serve_text(self, text):
-        inputs = _trim_padding(encode_text(self.tokenizer, text, None, self.max_seq_length))
+        inputs = _trim_padding(encode_text(self.tok, text, None, self.max_seq_length))
         out = self._run(inputs["input_word_ids"], inputs["input_mask"],
                         inputs["input_type_ids"])
         out.update(inputs)
@@ -256,21 +264,48 @@ class EncoderServing(tf.Module):
 
     def signatures(self) -> Dict[str, Callable]:
         sigs = {SERVING_DEFAULT: self.serve_ids}
-        if self.tokenizer is not None:
+        if hasattr(self, "serve_text"):
             sigs[TEXT_SIGNATURE] = self.serve_text
         return sigs
 
     def warmup_requests(self) -> List[tuple]:
         """One real request per signature (ids made by this module's own tokenizer)."""
-        if self.tokenizer is None:
-            ids = np.array([[1, 2, 3, 0], [1, 2, 0, 0]], np.int32) % self.encoder.config.vocab_size
+        if self.tok is None:
+            vocab_size = self.encoder.config.vocab_size
+            ids = np.array([[1, 2, 3, 0], [1, 2, 0, 0]], np.int32) % vocab_size
             ids_inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
                           "input_type_ids": np.zeros_like(ids)}
             return [(SERVING_DEFAULT, ids_inputs)]
         text = np.array([t.encode() for t in WARMUP_TEXTS], dtype=object)
         ids_inputs = {k: v.numpy() for k, v in _trim_padding(encode_text(
-            self.tokenizer, tf.constant(text), None, self.max_seq_length)).items()}
-        return [(SERVING_DEFAULT, ids_inputs), (TEXT_SIGNATURE, {"text": text})]
+            self.tok, tf.constant(text), None, self.max_seq_length)).items()}
+        requests = [(SERVING_DEFAULT, ids_inputs)]
+        if hasattr(self, "serve_text"):
+            requests.append((TEXT_SIGNATURE, {"text": text}))
+        return requests
+
+
+class _Untracked:
+    """Holds an object out of tf.Module tracking (so it is not saved with the module)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _attach_tokenizer(module: tf.Module, tokenizer, text_signatures: bool) -> None:
+    # With raw-text signatures the tokenizer is saved with the module (its vocab becomes
+    # assets/vocab.txt). Without them it must stay out of the SavedModel entirely: its own
+    # tf.functions would otherwise be saved too and bring TF Text ops into the graph.
+    if tokenizer is None or text_signatures:
+        module.tokenizer = tokenizer
+        return
+    module._host_tokenizer = _Untracked(tokenizer)
+    module.vocab_asset = tf.saved_model.Asset(tokenizer.vocab_file)
+
+
+def _tokenizer_of(module: tf.Module):
+    host = getattr(module, "_host_tokenizer", None)
+    return host.value if host is not None else getattr(module, "tokenizer", None)
 
 
 def encode_text(tokenizer, text, text_b, max_seq_length: int) -> Dict[str, tf.Tensor]:
@@ -302,13 +337,15 @@ def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool]):
 
 def export_encoder(encoder, export_dir: str, *, vocab_file: Optional[str] = None,
                    do_lower_case: Optional[bool] = None, max_seq_length: Optional[int] = None,
-                   version: Optional[int] = None) -> str:
-    """Exports a BertEncoder; with `vocab_file`, also the raw-text `serving_text` signature.
+                   version: Optional[int] = None, text_signatures: bool = True) -> str:
+    """Exports a BertEncoder; with `vocab_file`, also the raw-text `serving_text` signature
+    (unless `text_signatures=False`: then the vocab is only an asset).
 
     Returns `export_dir/<version>`.
     """
     max_seq_length = _pick_max_seq_length(max_seq_length, None, encoder.config)
-    module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case), max_seq_length)
+    module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case), max_seq_length,
+                            text_signatures=text_signatures)
     return export_module(module, export_dir, version)
 
 
@@ -323,13 +360,15 @@ def _pick_max_seq_length(requested, recorded, config) -> int:
 def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[int] = None,
                      max_seq_length: Optional[int] = None, *,
                      bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
-                     do_lower_case: Optional[bool] = None) -> str:
+                     do_lower_case: Optional[bool] = None, text_signatures: bool = True) -> str:
     """Exports the model a model dir (or a checkpoint prefix inside one) holds.
 
     A dir with `task_config.json` (finetune) becomes a task export (raw-text
     `serving_default` + `serving_ids`); any other (convert_checkpoint, pretrain) an
     encoder export. `max_seq_length` defaults to the one the task was trained with
     (encoders: 128); config, vocab and casing default to the ones stored in the dir.
+    `text_signatures=False` leaves out the raw-text signatures (and with them every TF
+    Text op: for a model server built without them); `serving_default` is then on ids.
     Returns `export_dir/<version>`.
 
     >>> import tempfile
@@ -360,17 +399,18 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
         encoder = model_dir.load_encoder(init_checkpoint, config)
         return export_encoder(encoder, export_dir, vocab_file=vocab_file,
                               do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                              version=version)
+                              version=version, text_signatures=text_signatures)
     if do_lower_case is None:
         do_lower_case = task_config.get("do_lower_case")
     return export_task_dir(init_checkpoint, export_dir, config=config,
                            task_config=task_config, vocab_file=vocab_file,
                            do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                           version=version)
+                           version=version, text_signatures=text_signatures)
 
 
 def export_task_dir(init_checkpoint, export_dir, *, config, task_config, vocab_file,
-                    do_lower_case, max_seq_length=None, version=None) -> str:
+                    do_lower_case, max_seq_length=None, version=None,
+                    text_signatures=True) -> str:
     """Rebuilds a fine-tuned model from task_config.json with the task's own
     `build_model`, restores `encoder` + `task_head` and exports it."""
     from bert_tf import model_dir
@@ -385,22 +425,26 @@ def export_task_dir(init_checkpoint, export_dir, *, config, task_config, vocab_f
     model = task.build_model(BertEncoder(config, name="encoder"))
     model_dir.restore(init_checkpoint, model.checkpoint_items())
     length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
-    module = task_serving_module(task, model, tokenizer, length)
+    module = task_serving_module(task, model, tokenizer, length, text_signatures)
     return export_module(module, export_dir, version)
 
 
-def task_serving_module(task, model, tokenizer, max_seq_length: int) -> tf.Module:
+def task_serving_module(task, model, tokenizer, max_seq_length: int,
+                        text_signatures: bool = True) -> tf.Module:
     """The serving module for a task: classifier/regressor, tagger or span extractor."""
     from bert_tf.tasks.glue import GlueTask
 
     kind = type(task).__name__
     if isinstance(task, GlueTask):
         return ClassifierServing(model, tokenizer, max_seq_length, task.label_list,
-                                 pair=len(task.text_input_names) == 2)
+                                 pair=len(task.text_input_names) == 2,
+                                 text_signatures=text_signatures)
     if "Ner" in kind:
-        return TaggerServing(model, tokenizer, max_seq_length, task.label_list)
+        return TaggerServing(model, tokenizer, max_seq_length, task.label_list,
+                             text_signatures=text_signatures)
     if "Squad" in kind:
-        return SpanServing(model, tokenizer, max_seq_length, task)
+        return SpanServing(model, tokenizer, max_seq_length, task,
+                           text_signatures=text_signatures)
     raise ExportError(f"task {task.name!r}: no serving export for {kind} (classification, "
                       f"regression, NER and SQuAD have one); export its encoder instead")
 
@@ -443,17 +487,24 @@ class TaskServing(tf.Module):
 
     text_inputs: Sequence[str] = ("text",)
 
-    def __init__(self, model, tokenizer, max_seq_length: int, name: str):
+    def __init__(self, model, tokenizer, max_seq_length: int, name: str,
+                 text_signatures: bool = True):
         super().__init__(name=name)
         self.model = model
-        self.tokenizer = tokenizer
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(model.encoder.config.max_position_embeddings)
+        _attach_tokenizer(self, tokenizer, text_signatures)
         self.serve_ids = tf.function(self._serve_ids, autograph=False,
                                      input_signature=_ids_spec())
-        text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
-        self.serve_text = tf.function(
-            text_fn, autograph=False, input_signature=[_text_spec(n) for n in self.text_inputs])
+        if text_signatures:
+            text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
+            self.serve_text = tf.function(text_fn, autograph=False, input_signature=[
+                _text_spec(n) for n in self.text_inputs])
+
+    @property
+    def tok(self):
+        """The tokenizer (saved with the module or only used at export time)."""
+        return _tokenizer_of(self)
 
     def _model(self, inputs):
         _check_length(inputs["input_word_ids"], self.max_positions)
@@ -470,6 +521,8 @@ class TaskServing(tf.Module):
         return self.from_text(a, b)
 
     def signatures(self) -> Dict[str, Callable]:
+        if not hasattr(self, "serve_text"):
+            return {SERVING_DEFAULT: self.serve_ids}
         return {SERVING_DEFAULT: self.serve_text, IDS_SIGNATURE: self.serve_ids}
 
     def warmup_texts(self) -> Dict[str, np.ndarray]:
@@ -482,10 +535,12 @@ class TaskServing(tf.Module):
         text = self.warmup_texts()
         args = [tf.constant(text[n]) for n in self.text_inputs]
         ids = {k: v.numpy() for k, v in self.encode(*args).items()}
+        if not hasattr(self, "serve_text"):
+            return [(SERVING_DEFAULT, ids)]
         return [(SERVING_DEFAULT, text), (IDS_SIGNATURE, ids)]
 
     def encode(self, a, b=None):
-        return _trim_padding(encode_text(self.tokenizer, a, b, self.max_seq_length))
+        return _trim_padding(encode_text(self.tok, a, b, self.max_seq_length))
 
 
 class ClassifierServing(TaskServing):
@@ -496,9 +551,11 @@ class ClassifierServing(TaskServing):
     The ids signature gives the same outputs on ids.
     """
 
-    def __init__(self, model, tokenizer, max_seq_length, labels, pair=False):
+    def __init__(self, model, tokenizer, max_seq_length, labels, pair=False,
+                 text_signatures=True):
         self.text_inputs = ("text", "text_b") if pair else ("text",)
-        super().__init__(model, tokenizer, max_seq_length, name="bert_classifier_serving")
+        super().__init__(model, tokenizer, max_seq_length, name="bert_classifier_serving",
+                         text_signatures=text_signatures)
         self.labels = list(labels) if labels is not None else None
         if self.labels is not None:
             self.labels_asset = tf.saved_model.Asset(_write_labels(self.labels))
@@ -545,8 +602,9 @@ class TaggerServing(TaskServing):
     The ids signature returns `logits` [b, seq, C] and `tag_ids` [b, seq].
     """
 
-    def __init__(self, model, tokenizer, max_seq_length, labels):
-        super().__init__(model, tokenizer, max_seq_length, name="bert_tagger_serving")
+    def __init__(self, model, tokenizer, max_seq_length, labels, text_signatures=True):
+        super().__init__(model, tokenizer, max_seq_length, name="bert_tagger_serving",
+                         text_signatures=text_signatures)
         self.labels = list(labels)
         self.labels_asset = tf.saved_model.Asset(_write_labels(self.labels))
         self._label_names = tf.constant(self.labels)
@@ -556,7 +614,7 @@ class TaggerServing(TaskServing):
         return {"logits": logits, "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
     def encode(self, a, b=None):
-        ids, _, _ = self.tokenizer.tokenize_with_offsets(a)
+        ids, _, _ = self.tok.tokenize_with_offsets(a)
         windows, _, _, _ = _pieces_in_windows(ids, self.max_seq_length - 2)
         return self._pack(windows)
 
@@ -564,10 +622,10 @@ class TaggerServing(TaskServing):
         from bert_tf.tokenization import pack_inputs
 
         return _trim_padding(pack_inputs(windows, None, self.max_seq_length,
-                                         self.tokenizer.cls_id, self.tokenizer.sep_id))
+                                         self.tok.cls_id, self.tok.sep_id))
 
     def from_text(self, text, b=None):
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)
+        ids, starts, ends = self.tok.tokenize_with_offsets(text)
         windows, _, piece_window, piece_pos = _pieces_in_windows(ids, self.max_seq_length - 2)
         logits = self.from_ids(self._pack(windows))["logits"]
         piece_logits = tf.gather_nd(logits, tf.stack(
@@ -621,8 +679,9 @@ class SpanServing(TaskServing):
 
     text_inputs = ("question", "context")
 
-    def __init__(self, model, tokenizer, max_seq_length, task):
-        super().__init__(model, tokenizer, max_seq_length, name="bert_squad_serving")
+    def __init__(self, model, tokenizer, max_seq_length, task, text_signatures=True):
+        super().__init__(model, tokenizer, max_seq_length, name="bert_squad_serving",
+                         text_signatures=text_signatures)
         self.doc_stride = int(task.doc_stride)
         self.max_query_length = int(task.max_query_length)
         self.n_best_size = int(task.n_best_size)
@@ -648,9 +707,9 @@ class SpanServing(TaskServing):
         """Packed windows and the bookkeeping to map them back to the context."""
         from bert_tf.tokenization import _keep_first, pack_inputs
 
-        q = self.tokenizer.tokenize(question)
+        q = self.tok.tokenize(question)
         q = _keep_first(q, tf.fill([q.nrows()], tf.cast(self.max_query_length, tf.int64)))
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(context)
+        ids, starts, ends = self.tok.tokenize_with_offsets(context)
         n = ids.row_lengths()
         q_len = q.row_lengths()
         room = tf.maximum(self.max_seq_length - q_len - 3, 1)     # context tokens per window
@@ -664,7 +723,7 @@ class SpanServing(TaskServing):
         index = tf.ragged.range(global_start, global_start + length)
         context_windows = tf.gather(ids.flat_values, index)
         inputs = pack_inputs(tf.gather(q, window_row), context_windows, self.max_seq_length,
-                             self.tokenizer.cls_id, self.tokenizer.sep_id)
+                             self.tok.cls_id, self.tok.sep_id)
         return (_trim_padding(inputs), window_row, index, tf.gather(q_len, window_row),
                 local_start, length, starts, ends)
 

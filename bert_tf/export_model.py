@@ -41,6 +41,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         "vocab.txt to use instead of the one in the model dir.", **fv)
     flags.DEFINE_bool("do_lower_case", None,
                       "Casing to use instead of the one recorded in the model dir.", **fv)
+    flags.DEFINE_bool("text_signatures", True,
+                      "Include the raw-text signatures (tokenizer in the graph: needs TF Text "
+                      "ops in the server). --notext_signatures exports ids signatures only.",
+                      **fv)
     flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
 
 
@@ -53,7 +57,8 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
                             max_seq_length=flag_values.max_seq_length,
                             bert_config_file=flag_values.bert_config_file,
                             vocab_file=flag_values.vocab_file,
-                            do_lower_case=flag_values.do_lower_case)
+                            do_lower_case=flag_values.do_lower_case,
+                            text_signatures=flag_values.text_signatures)
 
 
 def main(argv):

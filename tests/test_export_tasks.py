@@ -269,3 +269,27 @@ def test_squad_v2_null_answer(tmp_path, vocab_file, tokenizer):
     # A threshold far below any score difference: every question is unanswerable.
     assert got["answer_text"].tolist() == [b""] and got["start_char"].tolist() == [-1]
     assert np.isfinite(got["null_score"]).all()
+
+
+def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    (tmp_path / "m").mkdir()
+    _, model = fine_tuned_dir(tmp_path / "m", "sst-2", vocab_file, tokenizer, max_seq_length=16)
+    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"),
+                                   text_signatures=False)
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+    assert not any("Wordpiece" in op for op in ops), sorted(ops)
+    assert os.path.exists(os.path.join(path, "assets", "vocab.txt"))
+    loaded = tf.saved_model.load(path)
+    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT]
+    ids = packed(tokenizer, ["the quick fox", "서울"])
+    got = call(loaded.signatures[export.SERVING_DEFAULT], **ids)
+    np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
+                               atol=1e-5)
+    (log,) = read_warmup(path)
+    assert log.predict_log.request.model_spec.signature_name == export.SERVING_DEFAULT
