@@ -60,6 +60,8 @@ def define_flags():
     flags.DEFINE_integer("threads", 2, "CPU threads for each side.")
     flags.DEFINE_enum("only", None, ["ours", "reference"], "Run one side only.")
     flags.DEFINE_string("model_dir", None, "HF MiniLM dir (default: the package's).")
+    flags.DEFINE_string("wikitext", str(WIKITEXT), "The text the questions are made from "
+                        "(one sentence per line, blank line between documents).")
 
 
 # ---------------------------------------------------------------------- data
@@ -139,7 +141,7 @@ def make_squad_set(documents, count, rng, prefix):
 
 
 def write_data(work_dir, train_count, dev_count, seed):
-    documents = read_documents(WIKITEXT)
+    documents = read_documents(FLAGS.wikitext)
     rng = random.Random(seed)
     split = int(len(documents) * 0.7)
     paths = {}
