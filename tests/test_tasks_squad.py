@@ -350,3 +350,10 @@ def test_empty_context_gets_a_filler_answer(tokenizer):
     assert _postprocess(tokenizer, examples, f, empty, empty)[0].text == "empty"
     out = _postprocess(tokenizer, examples, f, empty, empty, version_2_with_negative=True)
     assert out[0].text == "" and out[0].null_score_diff > 0
+
+
+def test_malformed_answers_name_the_question():
+    data = [{"paragraphs": [{"context": "a b", "qas": [
+        {"id": "q7", "question": "?", "answers": [{"answer_start": 0}]}]}]}]
+    with pytest.raises(TaskDataError, match="q7.*answers"):
+        squad.examples_from_json(data, is_training=False, source="dev.json")

@@ -152,6 +152,10 @@ def examples_from_json(articles: Sequence[Mapping], is_training: bool,
                     raise TaskDataError(f"{source}: question {qas_id or '?'} lacks `id` or "
                                         f"`question`")
                 answers = qa.get("answers", [])
+                if not isinstance(answers, list) or not all(
+                        isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):
+                    raise TaskDataError(f"{source}: question {qas_id}: `answers` must be a list "
+                                        f"of {{\"text\": ..., \"answer_start\": ...}} objects")
                 is_impossible = bool(qa.get("is_impossible", False)) and version_2_with_negative
                 example = SquadExample(qas_id=qas_id, question_text=qa["question"],
                                        doc_tokens=doc_tokens,
