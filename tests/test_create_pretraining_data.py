@@ -145,11 +145,13 @@ def test_record_bytes_equal_tf_example_and_tf_writer(tmp_path):
 # ----------------------------------------------------------------------------- job vs. oracle
 
 
+@pytest.mark.parametrize("wwm,docs", [(False, 6), (True, 3)])
 def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab_file,
-                                                    enwiki_lines):
-    lines = first_docs(enwiki_lines, 6)
+                                                    enwiki_lines, wwm, docs):
+    lines = first_docs(enwiki_lines, docs)
     src = write_corpus(tmp_path / "c.txt", lines)
-    summary = cpd.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42))
+    summary = cpd.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42,
+                          do_whole_word_mask=wwm))
 
     tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
     vocab = [line.strip() for line in open(vocab_file, encoding="utf-8")]
@@ -162,9 +164,9 @@ def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab
         if ids:
             docs[-1].append([vocab[i] for i in ids])
     expected = oracle_create_training_instances(docs, vocab, random.Random(42), 128, 2, 0.1,
-                                                0.15, 20, False)
+                                                0.15, 20, wwm)
     records = [parse(r) for r in read_records(summary["output_files"])]
-    assert len(records) == len(expected) == summary["instances"] > 100
+    assert len(records) == len(expected) == summary["instances"] > 50
     for rec, (tokens, seg, rnext, positions, labels) in zip(records, expected):
         n = len(tokens)
         assert [vocab[i] for i in rec["input_ids"][:n]] == tokens
@@ -175,6 +177,14 @@ def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab
         assert list(rec["masked_lm_positions"][:k]) == positions
         assert [vocab[i] for i in rec["masked_lm_ids"][:k]] == labels
         assert list(rec["masked_lm_weights"]) == [1.0] * k + [0.0] * (20 - k)
+
+
+def test_tensorflow_tokenizer_option_gives_the_same_records(tmp_path, shared_data, vocab_file):
+    src = str(shared_data / "pretrain" / "bert_sample_text.txt")
+    a = cpd.run(job(tmp_path, src, vocab_file, "py/p", tokenizer="python"))
+    b = cpd.run(job(tmp_path, src, vocab_file, "tf/p", tokenizer="tensorflow"))
+    assert open(a["output_files"][0], "rb").read() == open(b["output_files"][0], "rb").read()
+    assert a["instances"] > 0
 
 
 def test_bounded_pools_keep_the_statistics(tmp_path, vocab_file, enwiki_lines):
