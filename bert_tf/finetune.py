@@ -28,78 +28,55 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, Optional
+from typing import Dict
 
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
+# Fine-tuning's own defaults for flags shared with pretrain (flags_common): epochs and a
+# warmup proportion decide the steps unless these are given.
+_FINETUNE_DEFAULTS = {"num_train_steps": None, "num_warmup_steps": None}
+
+
+def define_flags() -> None:
+    """Defines the command's flags: the shared ones (flags_common) plus fine-tuning's.
+
+    Called when the command runs, not on import, so that importing this module next to
+    pretrain or export_model never collides (idempotent).
+    """
+    from bert_tf import flags_common
+
+    flags_common.define_common_flags()
+    if "task_name" in FLAGS:
+        return
+    for name, value in _FINETUNE_DEFAULTS.items():
+        FLAGS.set_default(name, value)
+    d = flags
+    d.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
                     "rte, wnli, conll2003, swag, squad.")
-flags.DEFINE_string("data_dir", None, "The task's data directory (GLUE tsv files, CoNLL-2003 "
+    d.DEFINE_string("data_dir", None, "The task's data directory (GLUE tsv files, CoNLL-2003 "
                     "eng.* files, SWAG csv files).")
-flags.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides --data_dir's.")
-flags.DEFINE_string("predict_file", None, "Dev/predict file (SQuAD); overrides --data_dir's.")
-flags.DEFINE_string("input_file", None, "Training records from data_prep.create_finetuning_data "
-                    "(comma-separated globs); default: features computed from --data_dir.")
-flags.DEFINE_string("bert_config_file", None, "Model config (official_configs/models YAML or "
-                    "bert_config.json); default: the one in --init_checkpoint.")
-flags.DEFINE_string("init_checkpoint", None, "Model dir (or checkpoint prefix) from "
-                    "convert_checkpoint, pretrain or finetune.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.")
-flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
-                  "records it, else inferred from the vocab.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.json and "
-                    "predictions go.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece (padded/truncated).")
-flags.DEFINE_bool("do_train", False, "Fine-tune on the train split.")
-flags.DEFINE_bool("do_eval", False, "Evaluate on the dev split; writes eval_results.json.")
-flags.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.")
-flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamWeightDecay.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.")
-flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.")
-flags.DEFINE_integer("num_warmup_steps", None, "Warmup steps; overrides --warmup_proportion.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps (and at the end).")
-flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call / console line.")
-flags.DEFINE_enum("distribution_strategy", "one_device",
-                  ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                  "tf.distribute strategy.")
-flags.DEFINE_string("tpu", None, "TPU name or address (with --distribution_strategy=tpu).")
-flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
-                  "Compute dtype policy; variables stay float32.")
-flags.DEFINE_string("config_file", None, "Experiment YAML (official_configs/finetuning); "
-                    "flags given on the command line override its values.")
-flags.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.")
-flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
+    d.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides --data_dir's.")
+    d.DEFINE_string("predict_file", None, "Dev/predict file (SQuAD); overrides --data_dir's.")
+    d.DEFINE_string("input_file", None, "Training records from data_prep.create_finetuning_"
+                    "data (comma-separated globs); default: features computed from --data_dir.")
+    d.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.")
+    d.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
+    d.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.")
+    d.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.")
+    d.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.")
+    d.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
                      "(quick runs, benchmarks).")
-flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.")
-# SQuAD options (passed to tasks that name them in `option_names`).
-flags.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
-flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
-flags.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
-flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
-flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be unanswerable.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
-
-
-def apply_config_file(path: str) -> Dict:
-    """Sets every flag named in the YAML that the command line did not set."""
-    import yaml
-
-    with open(path) as f:
-        values = yaml.safe_load(f) or {}
-    unknown = [k for k in values if k not in FLAGS]
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {unknown}; keys are finetune flag names")
-    for key, value in values.items():
-        # set_default: parsed and validated like a flag, and a flag given on the
-        # command line keeps its value.
-        FLAGS.set_default(key, value)
-    return values
+    d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.")
+    # SQuAD options (passed to the tasks that name them in `option_names`).
+    d.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
+    d.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
+    d.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
+    d.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
+    d.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be "
+                  "unanswerable.")
+    d.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
 
 
 class FinetuneError(RuntimeError):
@@ -116,7 +93,7 @@ def _resolve_model_files():
               if p and os.path.exists(md.model_dir_of(p))]
     config = BertConfig.from_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
     vocab = FLAGS.vocab_file
-    lower = FLAGS.do_lower_case
+    lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
     for place in places:
         config = config or md.find_config(place)
         vocab = vocab or md.find_vocab(place)
@@ -256,13 +233,19 @@ def run() -> Dict:
     with strategy.scope():
         optimizer = create_optimizer(
             FLAGS.learning_rate, num_train_steps=num_steps if FLAGS.do_train else 1,
-            num_warmup_steps=warmup if FLAGS.do_train else 0,
-            mixed_precision=FLAGS.mixed_precision)
+            num_warmup_steps=warmup if FLAGS.do_train else 0, optimizer=FLAGS.optimizer,
+            weight_decay_rate=FLAGS.weight_decay_rate,
+            decay_from_warmup_end=FLAGS.decay_from_warmup_end,
+            clip_norm=FLAGS.clip_norm or None, mixed_precision=FLAGS.mixed_precision)
     trainer = Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                       strategy, output_dir=FLAGS.output_dir,
                       checkpoint_items=model.checkpoint_items(),
                       steps_per_loop=FLAGS.steps_per_loop,
-                      save_checkpoints_steps=FLAGS.save_checkpoints_steps)
+                      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+                      max_checkpoints_to_keep=FLAGS.keep_checkpoint_max,
+                      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+                      jit_compile=FLAGS.jit_compile,
+                      tokens_per_example=getattr(task, "num_choices", 1) * FLAGS.max_seq_length)
     step = trainer.restore_or_initialize(FLAGS.init_checkpoint, init_required=init_items)
 
     if FLAGS.do_train:
@@ -278,9 +261,9 @@ def run() -> Dict:
             return data_lib.array_dataset(train_features, task.label_names, batch, True, ctx,
                                           seed=FLAGS.seed)
 
-        start = time.time()
+        start, cpu_start = time.time(), time.process_time()
         result = trainer.train(dataset_fn, FLAGS.train_batch_size, num_steps)
-        seconds = time.time() - start
+        seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
         trained = result["step"] - step
         logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds,
                      trained * FLAGS.train_batch_size / max(seconds, 1e-9))
@@ -288,7 +271,8 @@ def run() -> Dict:
             return {}
         # examples/s of the last loop: steady state when there was more than one loop
         # (the first one includes tracing the step function).
-        train_speed = {"train_seconds": seconds, "train_steps": trained,
+        train_speed = {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
+                       "train_steps": trained,
                        "train_examples_per_second":
                            trained * FLAGS.train_batch_size / max(seconds, 1e-9),
                        "train_examples_per_second_last_loop":
@@ -343,8 +327,12 @@ def main(argv):
     from bert_tf.tasks.base import TaskDataError
     from bert_tf.tokenization import VocabError
 
-    if FLAGS.config_file:
-        apply_config_file(FLAGS.config_file)
+    from bert_tf import flags_common
+
+    try:
+        flags_common.apply_config_file(FLAGS)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
     missing = [f for f in ("task_name", "output_dir") if not FLAGS[f].value]
     if missing:
         raise app.UsageError(f"missing --{', --'.join(missing)}")
@@ -357,4 +345,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -105,16 +105,24 @@ def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], me
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune).")
-flags.DEFINE_string("output_dir", None, "One subdirectory per point, plus the summary.")
-flags.DEFINE_list("learning_rates", [str(v) for v in PAPER_LEARNING_RATES], "Learning rates.")
-flags.DEFINE_list("epochs", [str(v) for v in PAPER_EPOCHS], "Numbers of epochs.")
-flags.DEFINE_list("batch_sizes", [str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.")
-flags.DEFINE_string("metric", None, "Metric to rank by; default the task's primary metric.")
-flags.DEFINE_string("data_dir", None, "Passed to finetune.")
-flags.DEFINE_string("init_checkpoint", None, "Passed to finetune.")
-flags.DEFINE_string("finetune_flags", "", "More finetune flags, e.g. \"--max_seq_length=128 "
-                    "--vocab_file=...\".")
+
+
+def define_flags() -> None:
+    """Defined when the command runs (not on import: no collision with other CLIs)."""
+    if "learning_rates" in FLAGS:
+        return
+    flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune).")
+    flags.DEFINE_string("output_dir", None, "One subdirectory per point, plus the summary.")
+    flags.DEFINE_list("learning_rates", [str(v) for v in PAPER_LEARNING_RATES],
+                      "Learning rates.")
+    flags.DEFINE_list("epochs", [str(v) for v in PAPER_EPOCHS], "Numbers of epochs.")
+    flags.DEFINE_list("batch_sizes", [str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.")
+    flags.DEFINE_string("metric", None, "Metric to rank by; default the task's primary "
+                        "metric.")
+    flags.DEFINE_string("data_dir", None, "Passed to finetune.")
+    flags.DEFINE_string("init_checkpoint", None, "Passed to finetune.")
+    flags.DEFINE_string("finetune_flags", "", "More finetune flags, e.g. "
+                        "\"--max_seq_length=128 --vocab_file=...\".")
 
 
 def main(argv):
@@ -138,4 +146,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -22,25 +22,32 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune --task_name).")
-flags.DEFINE_string("data_dir", None, "The task's data directory.")
-flags.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides --data_dir's.")
-flags.DEFINE_string("predict_file", None, "Dev file (SQuAD); overrides --data_dir's.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.")
-flags.DEFINE_string("init_checkpoint", None, "A model dir whose vocab.txt / casing to use.")
-flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
-                  "records it, else inferred from the vocab.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.")
-flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.")
-flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).")
-flags.DEFINE_integer("num_output_shards", 1, "Record files per split.")
-flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.")
-flags.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
-flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
-flags.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
-flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
-flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be unanswerable.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
+
+def define_flags() -> None:
+    """Defined when the command runs (not on import: no collision with other CLIs)."""
+    if "splits" in FLAGS:
+        return
+    flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune --task_name).")
+    flags.DEFINE_string("data_dir", None, "The task's data directory.")
+    flags.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides "
+                        "--data_dir's.")
+    flags.DEFINE_string("predict_file", None, "Dev file (SQuAD); overrides --data_dir's.")
+    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.")
+    flags.DEFINE_string("init_checkpoint", None, "A model dir whose vocab.txt / casing to use.")
+    flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
+                      "records it, else inferred from the vocab.")
+    flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.")
+    flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.")
+    flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).")
+    flags.DEFINE_integer("num_output_shards", 1, "Record files per split.")
+    flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.")
+    flags.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
+    flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
+    flags.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
+    flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
+    flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be "
+                      "unanswerable.")
+    flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
 
 
 def shard_paths(output_dir: str, split: str, shards: int):
@@ -116,4 +123,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -69,7 +69,8 @@ def test_wrong_column_count_names_file_and_line(tmp_path):
                                    "1\tWhat?\tIt.\tnot_entailment\textra"])
     with pytest.raises(TaskDataError, match=r"train.tsv:3: 5 tab-separated columns, expected 4"):
         make_task("qnli", data_dir=str(tmp_path)).get_examples("train")
-    write(tmp_path / "dev.tsv", ["gj04\t1\t\tGood.", "gj04\t0\tBad."])  # CoLA: 4 columns, no header
+    # CoLA: 4 columns, no header
+    write(tmp_path / "dev.tsv", ["gj04\t1\t\tGood.", "gj04\t0\tBad."])
     with pytest.raises(TaskDataError, match=r"dev.tsv:2: 3 tab-separated columns, expected 4"):
         make_task("cola", data_dir=str(tmp_path)).get_examples("dev")
 
