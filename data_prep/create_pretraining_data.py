@@ -15,12 +15,17 @@ How (DESIGN 2.2 / 2.3):
   so a pool holding the whole corpus reproduces the original tool exactly.
 - Units are processed by `--num_workers` processes; shard s holds a contiguous range of units,
   in order. Output therefore depends on the inputs, seed, pool size and shard count, never on
-  the number of workers.
+  the number of workers. (When the corpus has fewer units than shards, units shrink to
+  corpus_documents // num_output_shards documents so that every shard gets one.)
+- Differences from the original, all forced by bounded streaming: documents are shuffled and
+  random-next documents drawn within a pool, instances are shuffled within a unit; a file's
+  end always ends a document (the original joins a file's last document to the next file's
+  first when the file lacks a final blank line).
 - A shard is assembled under a temporary name and renamed when complete; a rerun skips
   complete shards. `OUTPUT.summary.json` holds the counts at the end.
 
-Library use: `run(JobConfig(...))` returns the summary dict; `process_unit` is the per-unit
-function the Beam pipeline also calls.
+Library use: `run(JobConfig(...))` returns the summary dict; `UnitProcessor.records` is the
+per-unit function the Beam pipeline also calls.
 """
 
 from __future__ import annotations
