@@ -119,9 +119,14 @@ def _is_blank(line: bytes) -> bool:
     return not line.strip()
 
 
-def plan_work_units(paths: Sequence[str], docs_per_unit: int,
-                    opener=open) -> Tuple[List[WorkUnit], int]:
-    """Cuts the corpus into units of `docs_per_unit` documents (fewer at a file's end).
+MAX_UNIT_BYTES = 32 << 20
+
+
+def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
+                    max_unit_bytes: int = MAX_UNIT_BYTES) -> Tuple[List[WorkUnit], int]:
+    """Cuts the corpus into units of `docs_per_unit` documents (fewer at a file's end, or once
+    a unit holds `max_unit_bytes` of text: book-length documents must not make a pool, and so
+    a worker's memory, unbounded). The cut depends only on the content.
 
     Returns `(units, total_documents)`. Streams each file once; memory is O(units).
     Sniffs each file first (`sniff_text_file`), and refuses a corpus without documents.
@@ -144,7 +149,7 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int,
                     in_doc = False
                 elif not in_doc:
                     in_doc = True
-                    if unit_docs == docs_per_unit:
+                    if unit_docs == docs_per_unit or offset - unit_start >= max_unit_bytes:
                         units.append(WorkUnit(len(units), path, unit_start, offset, unit_line,
                                               unit_docs))
                         unit_start, unit_line, unit_docs = offset, line_no, 0
@@ -303,7 +308,7 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab_tokens: Sequence[str], do_lower_case: bool = True,
                  max_input_chars_per_word: int = 200, unk_token: str = "[UNK]",
-                 max_cache_entries: int = 1_000_000):
+                 max_cache_entries: int = 300_000):
         self.vocab = {}
         for i, tok in enumerate(vocab_tokens):
             self.vocab[tok] = i  # a duplicated token keeps its last id, as the original's dict

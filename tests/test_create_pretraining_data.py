@@ -343,6 +343,20 @@ def test_fewer_documents_than_shards_is_refused(tmp_path, vocab_file):
     assert_no_output(tmp_path)
 
 
+def test_units_are_cut_by_documents_and_by_bytes(tmp_path):
+    lines = []
+    for d in range(6):
+        lines += [f"doc {d} line {k} " + "x" * 50 for k in range(d + 1)] + [""]
+    src = write_corpus(tmp_path / "c.txt", lines)
+    units, n = corpus.plan_work_units([src], 4)
+    assert n == 6 and [u.num_docs for u in units] == [4, 2]
+    units, _ = corpus.plan_work_units([src], 4, max_unit_bytes=150)
+    # 64-byte lines: documents 0-1 reach 150 bytes, each later one does alone
+    assert [u.num_docs for u in units] == [2, 1, 1, 1, 1]
+    read = [t for u in units for _, t in corpus.read_unit_lines(u)]
+    assert read == [t.strip() for t in lines]
+
+
 def test_output_paths_and_unit_ranges():
     assert cpd.output_paths("a,b", 2) == ["a", "b"]
     with pytest.raises(ValueError, match="names 2 files"):
