@@ -244,7 +244,7 @@ class LineTokenizer:
 # ---------------------------------------------------------------------------------------------
 # A pure-Python WordPiece tokenizer for the offline job: the original FullTokenizer's rules,
 # with a per-word cache. Natural text repeats its words, so after a short warm-up a line costs
-# a `str.translate`, a `split` and one dict lookup per word: ~10x the throughput of the
+# a `str.translate`, a `split` and one dict lookup per word: several times the throughput of the
 # in-graph tokenizer here, and no TensorFlow start-up in the worker processes. Its ids are
 # checked against `bert_tf.tokenization.BertTokenizer` on real corpora by the tests.
 
