@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import os
 import unicodedata
+import weakref
 from typing import Iterable, List, Optional, Sequence, Union
 
 import numpy as np
@@ -416,6 +417,7 @@ def _utf8_length(cp):
 
 
 TextsLike = Union[str, bytes, Sequence[Union[str, bytes]], np.ndarray, tf.Tensor]
+_PACK_FNS = weakref.WeakKeyDictionary()  # tokenizer -> {(pair, length): tf.function}
 
 
 class BertTokenizer(tf.Module):
@@ -483,10 +485,13 @@ class BertTokenizer(tf.Module):
             no_pretokenization=True, support_detokenization=False)
 
         spec = [tf.TensorSpec([None], tf.string)]
-        self._tokenize_fn = tf.function(self._tokenize_impl, input_signature=spec)
-        self._words_fn = tf.function(self._words_impl, input_signature=spec)
-        self._basic_fn = tf.function(self._basic_impl, input_signature=spec)
-        self._offsets_fn = tf.function(self._offsets_impl, input_signature=spec)
+        # Plain graph code (explicit tf.cond), so no autograph: tracing stays quick.
+        self._tokenize_fn = tf.function(self._tokenize_impl, input_signature=spec,
+                                        autograph=False)
+        self._words_fn = tf.function(self._words_impl, input_signature=spec, autograph=False)
+        self._basic_fn = tf.function(self._basic_impl, input_signature=spec, autograph=False)
+        self._offsets_fn = tf.function(self._offsets_impl, input_signature=spec,
+                                       autograph=False)
 
     # ---------------------------------------------------------------- properties
     @property
@@ -575,9 +580,23 @@ class BertTokenizer(tf.Module):
         max_seq_length = int(max_seq_length)
         if max_seq_length < (3 if texts_b is not None else 2):
             raise ValueError(f"max_seq_length={max_seq_length} cannot hold [CLS] and [SEP]")
-        a = self.tokenize(texts_a)
-        b = self.tokenize(texts_b) if texts_b is not None else None
-        return pack_inputs(a, b, max_seq_length, self.cls_id, self.sep_id)
+        pair = texts_b is not None
+        a = self._tokenize_fn(_as_batch(texts_a))
+        b = self._tokenize_fn(_as_batch(texts_b)) if pair else None
+        if tf.inside_function():  # being traced (e.g. a SavedModel signature)
+            return pack_inputs(a, b, max_seq_length, self.cls_id, self.sep_id)
+        # Eagerly: packing compiled once per (pair?, length), kept out of the module's
+        # tracked state so that a SavedModel does not carry these functions.
+        cache = _PACK_FNS.setdefault(self, {})
+        fn = cache.get((pair, max_seq_length))
+        if fn is None:
+            spec = [tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)] * (1 + pair)
+            fn = tf.function(
+                lambda *ab: pack_inputs(ab[0], ab[1] if pair else None, max_seq_length,
+                                        self.cls_id, self.sep_id),
+                input_signature=spec, autograph=False)
+            cache[(pair, max_seq_length)] = fn
+        return fn(*([a, b] if pair else [a]))
 
     def decode(self, ids) -> List[str]:
         """Ids -> text per row, merging "##" pieces, dropping [PAD]/[CLS]/[SEP]."""
@@ -824,38 +843,44 @@ def truncated_pair_lengths(len_a, len_b, budget):
     return a2, b2
 
 
-def _keep_first(rt: tf.RaggedTensor, keep):
-    """Keeps the first keep[i] items of row i of a 2-D ragged tensor."""
-    local = tf.ragged.range(rt.row_lengths())
-    mask = local < tf.expand_dims(tf.cast(keep, local.dtype), 1)
-    return tf.ragged.boolean_mask(rt, mask)
-
-
 def pack_inputs(a: tf.RaggedTensor, b: Optional[tf.RaggedTensor], max_seq_length: int,
                 cls_id: int, sep_id: int):
-    """[CLS] a [SEP] (b [SEP]) -> int32 dict of [batch, max_seq_length] (zero padded)."""
-    a = tf.cast(a, tf.int64) if a.dtype != tf.int64 else a
-    batch = a.nrows()
+    """[CLS] a [SEP] (b [SEP]) -> int32 dict of [batch, max_seq_length] (zero padded).
+
+    `a`, `b`: 2-D ragged ids. Truncation as the original (see `truncated_pair_lengths`;
+    a single segment keeps its first max_seq_length - 2). Dense ops only (quick to trace).
+    """
+    max_seq_length = int(max_seq_length)
+    a_values = tf.cast(a.flat_values, tf.int32)
+    a_starts, a_len = a.row_starts(), a.row_lengths()
     if b is None:
-        a = _keep_first(a, tf.fill([batch], tf.cast(max_seq_length - 2, tf.int64)))
-        segments = [a]
+        keep_a = tf.minimum(a_len, max_seq_length - 2)
+        keep_b = tf.zeros_like(keep_a)
     else:
-        la, lb = truncated_pair_lengths(a.row_lengths(), b.row_lengths(), max_seq_length - 3)
-        segments = [_keep_first(a, la), _keep_first(b, lb)]
-    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(cls_id, tf.int64)))
-    sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(sep_id, tf.int64)))
-    pieces, types = [cls], [tf.zeros_like(cls)]
-    for type_id, segment in enumerate(segments):
-        pieces += [segment, sep]
-        types += [segment * 0 + type_id, sep * 0 + type_id]
-    ids = tf.concat(pieces, axis=1)
-    type_ids = tf.concat(types, axis=1)
-    shape = [None, max_seq_length]
-    input_word_ids = tf.cast(ids.to_tensor(0, shape=shape), tf.int32)
-    input_type_ids = tf.cast(type_ids.to_tensor(0, shape=shape), tf.int32)
-    input_mask = tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32)
-    return {"input_word_ids": input_word_ids, "input_mask": input_mask,
-            "input_type_ids": input_type_ids}
+        keep_a, keep_b = truncated_pair_lengths(a_len, b.row_lengths(), max_seq_length - 3)
+    pos = tf.range(max_seq_length, dtype=a_len.dtype)[None, :]        # [1, L]
+    ka, kb = keep_a[:, None], keep_b[:, None]                          # [batch, 1]
+    in_a = (pos >= 1) & (pos <= ka)
+    sep_a = tf.equal(pos, ka + 1)
+    ids = tf.where(tf.equal(pos, 0), cls_id, 0)
+    ids = tf.where(sep_a, sep_id, ids)
+    a_index = tf.clip_by_value(a_starts[:, None] + pos - 1, 0,
+                               tf.maximum(tf.size(a_values, out_type=pos.dtype) - 1, 0))
+    ids = tf.where(in_a, tf.gather(tf.concat([a_values, [0]], 0), a_index), ids)
+    length = ka + 2
+    type_ids = tf.zeros_like(ids)
+    if b is not None:
+        b_values = tf.cast(b.flat_values, tf.int32)
+        in_b = (pos >= ka + 2) & (pos < ka + 2 + kb)
+        sep_b = tf.equal(pos, ka + kb + 2)
+        b_index = tf.clip_by_value(b.row_starts()[:, None] + pos - ka - 2, 0,
+                                   tf.maximum(tf.size(b_values, out_type=pos.dtype) - 1, 0))
+        ids = tf.where(in_b, tf.gather(tf.concat([b_values, [0]], 0), b_index), ids)
+        ids = tf.where(sep_b, sep_id, ids)
+        type_ids = tf.cast(in_b | sep_b, tf.int32)
+        length = length + kb + 1
+    mask = tf.cast(pos < length, tf.int32)
+    return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": type_ids}
 
 
 def _encode_str(text: str) -> bytes:
