@@ -705,10 +705,10 @@ class SpanServing(TaskServing):
 
     def _windows(self, question, context):
         """Packed windows and the bookkeeping to map them back to the context."""
-        from bert_tf.tokenization import _keep_first, pack_inputs
+        from bert_tf.tokenization import pack_inputs
 
         q = self.tok.tokenize(question)
-        q = _keep_first(q, tf.fill([q.nrows()], tf.cast(self.max_query_length, tf.int64)))
+        q = q[:, :self.max_query_length]  # as the original: the question's first pieces
         ids, starts, ends = self.tok.tokenize_with_offsets(context)
         n = ids.row_lengths()
         q_len = q.row_lengths()

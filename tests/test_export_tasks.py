@@ -155,6 +155,19 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
         assert [text[s:e] for s, e in spans] == words
         assert [w.decode() for w in got["words"][row][:n]] == words
         assert (got["start_char"][row][n:] == -1).all() and (got["tags"][row][n:] == b"").all()
+    # Invalid UTF-8 bytes are dropped; offsets count each bad byte as one character.
+    bad = call(loaded.signatures[export.SERVING_DEFAULT],
+               text=as_bytes([b"bad \xff\xfe fox\xc3", b"\xff"]))
+    assert bad["num_words"].tolist() == [2, 0]
+    assert bad["words"][0][:2].tolist() == [b"bad", b"fox"]
+    assert bad["start_char"][0][:2].tolist() == [0, 7]
+    assert bad["end_char"][0][:2].tolist() == [3, 10]
+    # The ids signature equals the Keras model.
+    ids = packed(tokenizer, texts, length=8)
+    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    want_logits = model(ids, training=False)["logits"].numpy()
+    np.testing.assert_allclose(by_ids["logits"], want_logits, atol=1e-5)
+    assert by_ids["tag_ids"].tolist() == want_logits.argmax(-1).tolist()
     # Tags: argmax of the Keras logits at each word's first piece, windows of 6 pieces.
     words = texts[0].split()
     pieces = [tokenizer.tokenize([w]).to_list()[0] for w in words]
@@ -236,12 +249,18 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
     loaded = tf.saved_model.load(path)
     fn = loaded.signatures[export.SERVING_DEFAULT]
     assert sorted(fn.structured_input_signature[1]) == ["context", "question"]
-    questions = ["where is seoul?", "what jumps over the lazy dog in korea?", "서울", "fox"]
+    questions = ["where is seoul?", "what jumps over the lazy dog in korea?", "서울", "fox",
+                 b"\xff where", "  "]
     contexts = ["seoul is the capital of korea.",
                 "the quick brown fox jumps over the lazy dog in seoul, korea, " * 3,
-                "서울 北京 capital", ""]
+                "서울 北京 capital", "", b"seoul \xfe is \xc3", "the lazy dog"]
     got = call(fn, question=as_bytes(questions), context=as_bytes(contexts))
-    for row, (q, c) in enumerate(zip(questions, contexts)):
+    # Invalid bytes: no error; the offsets index the text decoded with "replace" and the
+    # answer is the input's own bytes for that span.
+    s, e = int(got["start_char"][4]), int(got["end_char"][4])
+    assert (b"seoul \xfe is \xc3".decode("utf-8", "replace")[s:e]
+            == got["answer_text"][4].decode("utf-8", "replace"))
+    for row, (q, c) in enumerate(zip(questions[:4], contexts[:4])):
         answer = got["answer_text"][row].decode()
         s, e = int(got["start_char"][row]), int(got["end_char"][row])
         if not c:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from bert_tf.config import BertConfig
@@ -41,6 +42,7 @@ def workspace(tmp_path_factory):
         pytest.skip(f"{VOCAB} not present")
     root = tmp_path_factory.mktemp("finetune")
     cfg = BertConfig(**TINY)
+    keras.utils.set_random_seed(0)  # the same starting weights on every run
     write_model_dir(str(root / "init"), cfg, {"encoder": BertEncoder(cfg)}, vocab_file=VOCAB,
                     do_lower_case=True)
     data = root / "sst2"

@@ -130,7 +130,7 @@ def test_resume_restores_model_optimizer_and_step(records, tmp_path, caplog):
     saved = model.get_weights()
     iterations = int(trainer.optimizer.iterations.numpy())
     model2, trainer2 = _pretrainer_trainer(strategy, tmp_path)
-    caplog.set_level(py_logging.INFO)
+    caplog.set_level(py_logging.INFO, logger="absl")  # parsed absl flags may have set WARNING
     assert trainer2.restore_or_initialize() == 4
     assert "resumed from step 4" in caplog.text
     assert int(trainer2.optimizer.iterations.numpy()) == iterations == 4
@@ -156,7 +156,7 @@ def test_init_checkpoint_loads_encoder_and_logs_fresh_start(tmp_path, caplog):
     model_dir.write_model_dir(source, CFG, {"encoder": encoder})
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path / "run")
-    caplog.set_level(py_logging.INFO)
+    caplog.set_level(py_logging.INFO, logger="absl")  # parsed absl flags may have set WARNING
     assert trainer.restore_or_initialize(
         source, init_required={"encoder": model.encoder},
         init_optional={"masked_lm": model.masked_lm}) == 0
