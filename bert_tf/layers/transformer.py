@@ -65,7 +65,11 @@ class TransformerBlock(keras.layers.Layer):
         x = self.attention_layer_norm(keras.ops.cast(hidden_states, "float32")
                                       + keras.ops.cast(attended, "float32"))
         x = keras.ops.cast(x, self.compute_dtype)
-        ffn = self.output_dense(self.activation(self.intermediate(x)))
+        # On [batch * seq, H]: MatMul+BiasAdd(+GELU) fuse (see dense_on_tokens).
+        shape = keras.ops.shape(x)
+        flat = keras.ops.reshape(x, (-1, self.hidden_size))
+        ffn = self.output_dense(self.activation(self.intermediate(flat)))
+        ffn = keras.ops.reshape(ffn, (shape[0], shape[1], self.hidden_size))
         ffn = self.output_dropout(ffn, training=training)
         y = self.output_layer_norm(keras.ops.cast(x, "float32") + keras.ops.cast(ffn, "float32"))
         y = keras.ops.cast(y, self.compute_dtype)
