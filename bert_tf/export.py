@@ -206,12 +206,19 @@ def _text_spec(name: str) -> tf.TensorSpec:
     return tf.TensorSpec([None], tf.string, name=name)
 
 
-def _check_length(word_ids: tf.Tensor, max_positions: int) -> None:
-    # An over-long sequence would otherwise fail deep inside the position slice.
-    tf.debugging.assert_less_equal(
+def _check_length(word_ids: tf.Tensor, max_positions: int) -> tf.Tensor:
+    """Returns `word_ids` gated on a length check (use the result so the check runs first).
+
+    An over-long sequence would otherwise fail deep inside the position embeddings with a
+    shape error; the model's ops consume the returned tensor, so the assertion always
+    fires before them instead of racing them.
+    """
+    check = tf.debugging.assert_less_equal(
         tf.shape(word_ids)[1], max_positions,
         message=f"sequence longer than max_position_embeddings={max_positions}; "
                 f"truncate the ids or send raw text")
+    with tf.control_dependencies([check]):
+        return tf.identity(word_ids)
 
 
 class EncoderServing(tf.Module):
@@ -246,7 +253,7 @@ class EncoderServing(tf.Module):
         return _tokenizer_of(self)
 
     def _run(self, word_ids, mask, type_ids):
-        _check_length(word_ids, self.max_positions)
+        word_ids = _check_length(word_ids, self.max_positions)
         out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                             "input_type_ids": type_ids}, training=False)
         return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
@@ -507,7 +514,8 @@ class TaskServing(tf.Module):
         return _tokenizer_of(self)
 
     def _model(self, inputs):
-        _check_length(inputs["input_word_ids"], self.max_positions)
+        inputs = dict(inputs, input_word_ids=_check_length(inputs["input_word_ids"],
+                                                           self.max_positions))
         return self.model({k: inputs[k] for k in MODEL_INPUT_NAMES}, training=False)
 
     def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
