@@ -5,6 +5,10 @@ uncased), but runs as TensorFlow ops, so it works eagerly on batches, inside `tf
 `tf.data` and in an exported SavedModel that takes raw strings (the SavedModel needs only
 TensorFlow and tensorflow_text, never bert_tf).
 
+The original's character rules (whitespace, control, punctuation, CJK ideographs,
+accent stripping) and vocab reading come from `bert_tf.text_rules`, which the offline
+tools' pure-Python `WordPieceTokenizer` shares.
+
 How it stays exact. The original's basic tokenizer is, apart from one rule, a function of
 each character on its own: text cleaning (drop NUL, U+FFFD and control characters, which
 the original takes to be categories "Cc" and "Cf"; map whitespace to ' '), spaces around CJK ideographs, lower-casing + NFD + dropping "Mn"
@@ -50,8 +54,17 @@ from typing import Iterable, List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-UNK_TOKEN = "[UNK]"
+# The original's text rules live in text_rules (TF-free, shared with the offline tools'
+# pure-Python tokenizer); the names are also re-exported here for existing imports.
+from bert_tf import text_rules
+from bert_tf.text_rules import (SPECIAL_TOKENS, UNK_TOKEN, VocabError,  # noqa: F401
+                                check_special_tokens, infer_do_lower_case, load_vocab,
+                                vocab_index)
+from bert_tf.text_rules import is_chinese_char as _is_chinese_char
+from bert_tf.text_rules import is_control as _is_control  # noqa: F401
+from bert_tf.text_rules import is_punctuation as _is_punctuation
+from bert_tf.text_rules import is_whitespace as _is_whitespace  # noqa: F401
+from bert_tf.text_rules import strip_accents as _strip_accents  # noqa: F401
 
 _SPACE = 0x20
 _SELF = -1  # template value meaning "the input character itself"
@@ -72,86 +85,6 @@ _FIXED_TEMPLATES = ((_SELF,), (), (_SPACE,), (_FINAL_SIGMA,))
 
 # Final-sigma classes (uncased only).
 _C_SKIP, _C_CASED, _C_OTHER = 0, 1, 2
-
-
-class VocabError(ValueError):
-    """A vocabulary file that cannot serve BERT (e.g. special tokens missing)."""
-
-
-# --------------------------------------------------------------------------------------
-# Vocabulary helpers.
-
-
-def load_vocab(path) -> List[str]:
-    """Tokens of a vocab file, one per line, `line.strip()`ed; index = line number.
-
-    Like the original, an empty line is a (never matched) token and a file's final
-    newline does not start another one. A duplicated token keeps all its lines here;
-    tokenization uses its last index, as the original's dict does.
-    """
-    path = os.fspath(path)
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"vocab file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise VocabError(f"vocab file {path} is not UTF-8: {e}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.strip() for line in lines]
-
-
-def _is_special(token: str) -> bool:
-    return len(token) >= 2 and ((token[0] == "[" and token[-1] == "]")
-                                or (token[0] == "<" and token[-1] == ">"))
-
-
-def infer_do_lower_case(vocab_file) -> bool:
-    """True for an uncased vocab: no token changes under lower() (special tokens aside)."""
-    for token in load_vocab(vocab_file):
-        if not _is_special(token) and token != token.lower():
-            return False
-    return True
-
-
-# --------------------------------------------------------------------------------------
-# The original's character predicates (google-research/bert tokenization.py).
-
-
-def _is_whitespace(char: str) -> bool:
-    if char in (" ", "\t", "\n", "\r"):
-        return True
-    return unicodedata.category(char) == "Zs"
-
-
-def _is_control(char: str) -> bool:
-    # Only "Cc" and "Cf" (google-research/bert): unassigned ("Cn"), private-use ("Co")
-    # and surrogate ("Cs") code points are kept (ports that test category "C*" drop them).
-    if char in ("\t", "\n", "\r"):
-        return False
-    return unicodedata.category(char) in ("Cc", "Cf")
-
-
-def _is_punctuation(char: str) -> bool:
-    cp = ord(char)
-    if (33 <= cp <= 47) or (58 <= cp <= 64) or (91 <= cp <= 96) or (123 <= cp <= 126):
-        return True
-    return unicodedata.category(char).startswith("P")
-
-
-def _is_chinese_char(cp: int) -> bool:
-    return ((0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF)
-            or (0x20000 <= cp <= 0x2A6DF) or (0x2A700 <= cp <= 0x2B73F)
-            or (0x2B740 <= cp <= 0x2B81F) or (0x2B820 <= cp <= 0x2CEAF)
-            or (0xF900 <= cp <= 0xFAFF) or (0x2F800 <= cp <= 0x2FA1F))
-
-
-def _strip_accents(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFD", text)
-                   if unicodedata.category(c) != "Mn")
 
 
 def _sigma_class(char: str) -> int:
@@ -336,12 +269,16 @@ class _Tables:
 
     @classmethod
     def load(cls, do_lower_case: bool) -> "_Tables":
-        """Built once per machine and cached (keyed by this file and the Unicode version)."""
+        """Built once per machine and cached (keyed by this file, text_rules.py and the
+        Unicode version)."""
         import hashlib
         import sys
         import tempfile
-        with open(__file__, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        sha = hashlib.sha256()
+        for source in (__file__, text_rules.__file__):  # the table builder and its rules
+            with open(source, "rb") as f:
+                sha.update(f.read())
+        digest = sha.hexdigest()[:16]
         name = (f"bert_tf_tokenizer_{'uncased' if do_lower_case else 'cased'}_"
                 f"py{sys.version_info[0]}{sys.version_info[1]}_"
                 f"ucd{unicodedata.unidata_version}_{digest}.npz")
@@ -436,14 +373,8 @@ class BertTokenizer(tf.Module):
 
         self._vocab_file = os.fspath(vocab_file)
         vocab = load_vocab(self._vocab_file)
-        token_to_id = {}
-        for i, token in enumerate(vocab):
-            token_to_id[token] = i  # the original's dict: a duplicate keeps its last index
-        missing = [t for t in SPECIAL_TOKENS if t not in token_to_id]
-        if missing:
-            raise VocabError(
-                f"vocab file {self._vocab_file} lacks the special token(s) "
-                f"{', '.join(missing)}; a BERT vocab needs all of {', '.join(SPECIAL_TOKENS)}")
+        token_to_id = vocab_index(vocab)  # the original's dict: a duplicate keeps its last index
+        check_special_tokens(token_to_id, self._vocab_file)
         self._vocab = vocab
         self._token_to_id = token_to_id
         self._do_lower_case = bool(do_lower_case)

@@ -21,17 +21,37 @@ from __future__ import annotations
 import glob
 import os
 import re
-import unicodedata
 from array import array
-from itertools import chain
-from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-SNIFF_BYTES = 1024
+# The pure-Python WordPiece tokenizer of the offline jobs (the default, --tokenizer=python):
+# the original FullTokenizer's rules with a per-word cache. It lives in bert_tf.text_rules,
+# next to the character rules the in-graph BertTokenizer is built from, and imports no
+# TensorFlow, so worker processes start fast. Re-exported here for the jobs' callers.
+from bert_tf.text_rules import WordPieceTokenizer  # noqa: F401
+
+SNIFF_BYTES = 64 << 10   # the head of each file that sniff_text_file looks at
+SNIFF_NUL_BYTES = 1024   # ... and of it, where a NUL byte means "binary"
+# Compressed files fed by mistake: (magic, kind, how to decompress).
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"\xfd7zXZ\x00", "xz", "unxz"),
+               (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
 
 
-class CorpusError(Exception):
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def is_remote(path: str) -> bool:
+    """True for a path with a scheme (gs://, s3://, hdfs://), which `open` cannot read.
+
+        >>> is_remote("gs://bucket/c.txt"), is_remote("/data/c.txt")
+        (True, False)
+    """
+    return bool(_SCHEME.match(path))
+
+
+class CorpusError(ValueError):
     """A corpus (or vocab) the job cannot use; the message names the file and what to do."""
 
 
@@ -58,23 +78,33 @@ class WorkUnit(NamedTuple):
     num_docs: int
 
 
-def expand_input_globs(spec: str) -> List[str]:
+def expand_input_globs(spec: str, glob_fn: Callable[[str], Iterable[str]] = glob.glob,
+                       isdir: Callable[[str], bool] = os.path.isdir) -> List[str]:
     """The files named by comma-separated globs, in the order given (each glob sorted).
 
     A glob matching nothing is an error naming it (a typo would otherwise silently shrink the
-    corpus). Files named twice are read once.
+    corpus), and so is one matching only directories. Files named twice are read once.
+    `glob_fn` / `isdir` list and test paths (e.g. `tf.io.gfile`'s for gs:// globs).
 
         >>> try: expand_input_globs("/nonexistent/*.txt")
         ... except CorpusError as e: print(e)
         --input_file: no file matches '/nonexistent/*.txt'
+        >>> import tempfile
+        >>> try: expand_input_globs(tempfile.gettempdir())
+        ... except CorpusError as e: print(str(e).split(" is ")[1].split(";")[0])
+        a directory
     """
     paths: List[str] = []
     seen = set()
     for pattern in (p.strip() for p in spec.split(",")):
         if not pattern:
             continue
-        matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+        found = sorted(glob_fn(pattern))
+        matches = [m for m in found if not isdir(m)]
         if not matches:
+            if found:
+                raise CorpusError(f"--input_file: {found[0]} is a directory; give the files, "
+                                  f"e.g. {os.path.join(found[0], '*.txt')}")
             raise CorpusError(f"--input_file: no file matches {pattern!r}")
         for m in matches:
             if m not in seen:
@@ -85,10 +115,18 @@ def expand_input_globs(spec: str) -> List[str]:
     return paths
 
 
-def sniff_text_file(path: str, opener=open) -> None:
-    """Refuses a file that is clearly not a text corpus, before anything is written.
+def _is_bzip2(head: bytes) -> bool:
+    # "BZh", the block size digit, then the block magic (pi): plain text never has it.
+    return (len(head) >= 10 and head[:3] == b"BZh" and 0x31 <= head[3] <= 0x39
+            and head[4:10] in (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90"))
 
-    Looks at the first KB only: gzip / zip magic, or a NUL byte (binary data, UTF-16).
+
+def sniff_text_file(path: str, opener=open) -> None:
+    """Refuses a file that is clearly not a UTF-8 text corpus, before anything is written.
+
+    Looks at the first `SNIFF_BYTES` only: gzip / bzip2 / xz / zstd / zip magic, a NUL byte
+    in the first KB (binary data, UTF-16), or most lines not UTF-8 (e.g. Latin-1 text). The
+    message names the file and what to do. `opener(path, "rb")` opens it (e.g. for gs://).
 
         >>> import tempfile, gzip, os
         >>> p = os.path.join(tempfile.mkdtemp(), "c.txt.gz")
@@ -101,16 +139,34 @@ def sniff_text_file(path: str, opener=open) -> None:
         with opener(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
     except OSError as e:
-        raise CorpusError(f"{path}: cannot read input file ({e.strerror})") from e
-    if head.startswith(b"\x1f\x8b"):
-        raise CorpusError(f"{path} is gzip-compressed, not a text corpus: decompress it "
-                          f"(gunzip) and pass the .txt file")
+        raise CorpusError(f"{path}: cannot read input file ({e.strerror or e})") from e
+    for magic, kind, tool in _COMPRESSED:
+        if head.startswith(magic):
+            raise CorpusError(f"{path} is {kind}-compressed, not a text corpus: decompress "
+                              f"it ({tool}) and pass the .txt file")
+    if _is_bzip2(head):
+        raise CorpusError(f"{path} is bzip2-compressed, not a text corpus: decompress it "
+                          f"(bunzip2) and pass the .txt file")
     if head.startswith(b"PK\x03\x04"):
         raise CorpusError(f"{path} is a zip archive, not a text corpus: extract it first")
-    nul = head.find(b"\x00")
+    # NUL in the first KB: binary data or UTF-16 (a stray NUL later in text is only dropped by
+    # the tokenizer's cleanup, as the original does).
+    nul = head.find(b"\x00", 0, SNIFF_NUL_BYTES)
     if nul >= 0:
         raise CorpusError(f"{path} is not a UTF-8 text corpus (NUL byte at offset {nul}: "
                           f"binary data or UTF-16): pass one-sentence-per-line UTF-8 text")
+    lines = head.split(b"\n")
+    if len(head) == SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut inside a multi-byte character
+    bad = 0
+    for line in lines:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad += 1
+    if bad * 2 > len(lines):
+        raise CorpusError(f"{path}: {bad} of the first {len(lines)} lines are not UTF-8; this "
+                          f"is not a text corpus (convert it to UTF-8 first)")
 
 
 def _is_blank(line: bytes) -> bool:
@@ -239,168 +295,3 @@ class LineTokenizer:
             ids.extend(self._tokenize_batch(texts[i:i + self.batch_size]))
         it = iter(ids)
         return [next(it) if t else None for t in lines]
-
-
-# ---------------------------------------------------------------------------------------------
-# A pure-Python WordPiece tokenizer for the offline job: the original FullTokenizer's rules,
-# with a per-word cache. Natural text repeats its words, so after a short warm-up a line costs
-# a `str.translate`, a `split` and one dict lookup per word: several times the throughput of the
-# in-graph tokenizer here, and no TensorFlow start-up in the worker processes. Its ids are
-# checked against `bert_tf.tokenization.BertTokenizer` on real corpora by the tests.
-
-
-def _is_control(char: str) -> bool:
-    # The original counts only Cc and Cf as control (private-use / unassigned are kept).
-    if char in "\t\n\r":
-        return False
-    return unicodedata.category(char) in ("Cc", "Cf")
-
-
-def _is_whitespace(char: str) -> bool:
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
-
-
-def _is_punctuation(char: str) -> bool:
-    cp = ord(char)
-    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-        return True  # all non-alphanumeric ASCII, as the original
-    return unicodedata.category(char).startswith("P")
-
-
-def _is_cjk(cp: int) -> bool:
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
-            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
-
-
-_ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
-
-
-class _CleanMap(dict):
-    """`str.translate` table built on demand: drops NUL / U+FFFD / control characters, maps
-    whitespace to a space, surrounds CJK ideographs with spaces (the original's text cleanup
-    and Chinese-character split, one character class lookup per distinct character)."""
-
-    def __missing__(self, cp: int):
-        char = chr(cp)
-        if cp == 0 or cp == 0xFFFD or _is_control(char):
-            out = None
-        elif _is_whitespace(char):
-            out = " "
-        elif _is_cjk(cp):
-            out = f" {char} "
-        else:
-            out = char
-        self[cp] = out
-        return out
-
-
-class WordPieceTokenizer:
-    """The original BERT FullTokenizer over a vocab, in plain Python with a word cache.
-
-    `tokenize_line(text)` gives the WordPiece ids of one line (no [CLS]/[SEP]);
-    `tokenize_lines(lines)` the `LineTokenizer` interface of the job.
-
-        >>> tok = WordPieceTokenizer(["[PAD]", "[UNK]", "un", "##aff", "##able", ",", "x"])
-        >>> tok.tokenize_line("UnAffable, X!")
-        [2, 3, 4, 5, 6, 1]
-    """
-
-    def __init__(self, vocab_tokens: Sequence[str], do_lower_case: bool = True,
-                 max_input_chars_per_word: int = 200, unk_token: str = "[UNK]",
-                 max_cache_entries: int = 300_000):
-        self.vocab = {}
-        for i, tok in enumerate(vocab_tokens):
-            self.vocab[tok] = i  # a duplicated token keeps its last id, as the original's dict
-        if unk_token not in self.vocab:
-            raise CorpusError(f"vocab lacks {unk_token}")
-        self.unk_id = self.vocab[unk_token]
-        # No vocab entry is longer than this (in characters, "##" excluded), so longer
-        # candidate pieces need not be looked up.
-        self._longest = max((len(t) - 2 if t.startswith("##") else len(t) for t in self.vocab),
-                            default=1)
-        self._pieces: dict = {}
-        self.do_lower_case = do_lower_case
-        self.max_chars = max_input_chars_per_word
-        self._clean = _CleanMap()
-        self._cache: dict = {}
-        self._max_cache = max_cache_entries
-
-    @classmethod
-    def from_vocab_file(cls, path: str, do_lower_case: bool = True) -> "WordPieceTokenizer":
-        """Reads the vocab as the original does: one token a line, stripped."""
-        with open(path, "rb") as f:
-            lines = f.read().decode("utf-8").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        return cls([t.strip() for t in lines], do_lower_case)
-
-    def _split_punctuation(self, token: str) -> List[str]:
-        if token.isascii():
-            # After cleanup every non-alphanumeric ASCII character is punctuation.
-            return _ASCII_WORDS.findall(token)
-        pieces, current = [], []
-        for char in token:
-            if _is_punctuation(char):
-                if current:
-                    pieces.append("".join(current))
-                    current = []
-                pieces.append(char)
-            else:
-                current.append(char)
-        if current:
-            pieces.append("".join(current))
-        return pieces
-
-    def _wordpiece(self, word: str, out: List[int]) -> None:
-        cached = self._pieces.get(word)
-        if cached is None:
-            cached = self._pieces[word] = self._wordpiece_uncached(word)
-        out.extend(cached)
-
-    def _wordpiece_uncached(self, word: str) -> tuple:
-        if len(word) > self.max_chars:
-            return (self.unk_id,)
-        vocab, longest, start, ids = self.vocab, self._longest, 0, []
-        while start < len(word):
-            end = min(len(word), start + longest)
-            while start < end:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                if piece in vocab:
-                    ids.append(vocab[piece])
-                    break
-                end -= 1
-            else:
-                return (self.unk_id,)  # no piece matches: the whole word is [UNK]
-            start = end
-        return tuple(ids)
-
-    def _token_ids(self, token: str) -> tuple:
-        if self.do_lower_case:
-            token = token.lower()
-            if not token.isascii():
-                token = "".join(c for c in unicodedata.normalize("NFD", token)
-                                if unicodedata.category(c) != "Mn")
-        out: List[int] = []
-        # split() again: lower-casing / NFD can in principle expose whitespace.
-        for word in token.split():
-            for piece in (self._split_punctuation(word) if not word.isalnum() else (word,)):
-                self._wordpiece(piece, out)
-        return tuple(out)
-
-    def tokenize_line(self, text: str) -> List[int]:
-        cache = self._cache
-        tokens = text.translate(self._clean).split()
-        # Lookups and concatenation run in C (map / chain); only misses cost Python work.
-        found = list(map(cache.get, tokens))
-        if None in found:
-            for k, token in enumerate(tokens):
-                if found[k] is None:
-                    if len(cache) >= self._max_cache:
-                        cache.clear()  # bounded memory on corpora with huge word lists
-                        self._pieces.clear()
-                    found[k] = cache[token] = self._token_ids(token)
-        return list(chain.from_iterable(found))
-
-    def tokenize_lines(self, lines: Sequence[str]) -> List[Optional[array]]:
-        return [array("i", self.tokenize_line(t)) if t else None for t in lines]

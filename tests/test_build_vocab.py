@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import unicodedata
 
 import pytest
@@ -190,6 +191,39 @@ def test_mixed_korean_chinese_english(tmp_path, pretokenizers, do_lower_case):
     assert any(len(t) > 1 and unicodedata.name(t[0], "").startswith("HANGUL") for t in vocab)
 
 
+def graph_pretokenizer(do_lower_case):
+    """Basic tokenization by the in-graph BertTokenizer (what bert_pretokenizer used to be)."""
+    from bert_tf.tokenization import BertTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "vocab.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]) + "\n")
+        tok = BertTokenizer(path, do_lower_case=do_lower_case)
+
+    def pretokenize(texts):
+        return [[w.decode("utf-8") for w in row]
+                for row in tok.basic_tokenize(list(texts)).to_list()]
+
+    return pretokenize
+
+
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_python_pretokenizer_learns_what_bert_tokenizer_words_learn(tmp_path, pretokenizers,
+                                                                     do_lower_case):
+    # bert_pretokenizer is the pure-Python BasicTokenizer (faster); it must split exactly as
+    # BertTokenizer does, so the same vocab is learned and every piece is reachable.
+    lines = mixed_lines(seed=5, n=300) + ["Ünïcödé ΣΑΣ İstanbul \x00x\u200by ﬁ 😀 e\u0301"]
+    graph = graph_pretokenizer(do_lower_case)
+    assert pretokenizers[do_lower_case](lines) == graph(lines)
+    corpus = write_corpus(tmp_path / "m.txt", lines)
+    a, _ = bv.build_vocab(corpus, str(tmp_path / "a.txt"), 500, do_lower_case=do_lower_case,
+                          pretokenize=pretokenizers[do_lower_case])
+    b, _ = bv.build_vocab(corpus, str(tmp_path / "b.txt"), 500, do_lower_case=do_lower_case,
+                          pretokenize=graph)
+    assert a == b
+
+
 def test_uncased_vs_cased(tmp_path, pretokenizers):
     lines = ["The Café in Zürich serves Éclairs.", "ANNA met Bob at the Café.",
              "Zürich is CALM in the evening."] * 20
@@ -257,11 +291,18 @@ def test_no_glob_match_names_the_glob(tmp_path):
     assert not (tmp_path / "v.txt").exists()
 
 
-@pytest.mark.parametrize("kind", ["gzip", "binary", "latin1", "empty", "blank"])
+@pytest.mark.parametrize("kind", ["gzip", "bzip2", "xz", "binary", "latin1", "empty",
+                                  "blank"])
 def test_unusable_corpus_refused_naming_file(tmp_path, kind):
     path = tmp_path / f"corpus_{kind}.txt"
     if kind == "gzip":
         path.write_bytes(gzip.compress(b"A sentence.\n" * 50))
+    elif kind == "bzip2":
+        import bz2
+        path.write_bytes(bz2.compress(b"A sentence.\n" * 50))
+    elif kind == "xz":
+        import lzma
+        path.write_bytes(lzma.compress(b"A sentence.\n" * 50))
     elif kind == "binary":
         path.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(4000)))
     elif kind == "latin1":

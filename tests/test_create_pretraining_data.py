@@ -284,6 +284,8 @@ def assert_no_output(tmp_path):
     (gzip.compress(b"a sentence.\n\nanother.\n"), "gzip-compressed"),
     (bytes(range(256)) * 8, "NUL byte at offset 0"),
     ("text\n".encode("utf-16"), "NUL byte"),
+    (__import__("bz2").compress(b"a sentence.\n\nanother.\n"), "bzip2-compressed"),
+    ("Café à la crème.\n\nÉté.\n".encode("latin-1") * 20, "lines are not UTF-8"),
 ])
 def test_non_text_input_stops_naming_the_file(tmp_path, vocab_file, content, message):
     src = tmp_path / "corpus.bin"
@@ -293,6 +295,18 @@ def test_non_text_input_stops_naming_the_file(tmp_path, vocab_file, content, mes
         cpd.run(job(tmp_path, f"{good},{src}", vocab_file))
     assert str(src) in str(e.value)
     assert_no_output(tmp_path)
+
+
+def test_sniff_and_globs_accept_text_that_only_looks_odd(tmp_path):
+    # Text starting like a bzip2 header, and a minority of bad lines (reported later), pass.
+    ok = tmp_path / "ok.txt"
+    ok.write_bytes(b"BZh9 is not a header.\nbad \xff line\nfine.\n\nnext doc.\n")
+    corpus.sniff_text_file(str(ok))
+    (tmp_path / "sub").mkdir()
+    assert corpus.expand_input_globs(f"{tmp_path}/*") == [str(ok)]  # directories skipped
+    with pytest.raises(CorpusError, match=r"sub is a directory; give the files"):
+        corpus.expand_input_globs(str(tmp_path / "sub"))
+    assert issubclass(CorpusError, ValueError)
 
 
 def test_corpus_without_documents_stops(tmp_path, vocab_file):
