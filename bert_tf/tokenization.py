@@ -53,6 +53,7 @@ from typing import Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 # The original's text rules live in text_rules (TF-free, shared with the offline tools'
 # pure-Python tokenizer); the names are also re-exported here for existing imports.
@@ -357,6 +358,10 @@ TextsLike = Union[str, bytes, Sequence[Union[str, bytes]], np.ndarray, tf.Tensor
 _PACK_FNS = weakref.WeakKeyDictionary()  # tokenizer -> {(pair, length): tf.function}
 
 
+# tensorflow_text's FastWordpieceTokenizer refuses longer vocab entries ("##" excluded).
+MAX_WORDPIECE_BYTES = 256
+
+
 class BertTokenizer(tf.Module):
     """In-graph WordPiece tokenizer giving the original BERT `FullTokenizer`'s ids.
 
@@ -405,6 +410,15 @@ class BertTokenizer(tf.Module):
         wp_tokens, wp_ids = [], []
         for token, i in token_to_id.items():
             if not token or any(c.isspace() for c in token) or token == "##":
+                continue
+            piece = token[2:] if token.startswith("##") else token
+            if len(piece.encode("utf-8")) > MAX_WORDPIECE_BYTES:
+                # tensorflow_text's WordPiece refuses such entries outright; leave it out
+                # (only a word of 86+ characters could ever match it) rather than fail.
+                logging.warning("%s line %d: token of %d UTF-8 bytes is longer than the %d "
+                                "the in-graph WordPiece supports; it is never emitted "
+                                "(words containing it get shorter pieces)", vocab_file,
+                                i + 1, len(piece.encode("utf-8")), MAX_WORDPIECE_BYTES)
                 continue
             wp_tokens.append(token)
             wp_ids.append(i)

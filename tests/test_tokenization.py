@@ -229,6 +229,18 @@ def test_odd_vocabs(tmp_path, name, tokens, kwargs):
     assert starts.shape[0] == len(ODD_TEXTS)
 
 
+def test_vocab_token_too_long_for_the_graph_is_left_out_with_a_warning(tmp_path, caplog):
+    import logging as py_logging
+
+    long_token = "\uc11c" * 90  # 270 UTF-8 bytes: over tensorflow_text's 256
+    path = write_vocab(tmp_path / "v.txt", SPECIALS + ["hello", long_token, "\uc11c", "##\uc11c"])
+    caplog.set_level(py_logging.WARNING, logger="absl")
+    tok = BertTokenizer(path, do_lower_case=False)  # cased: NFD would split Hangul
+    assert "v.txt line 7" in caplog.text and "270" in caplog.text
+    assert tok.vocab[6] == long_token  # ids keep their places
+    assert tok.tokenize(["hello \uc11c\uc11c"]).to_list() == [[5, 7, 8]]
+
+
 def test_infer_do_lower_case(tmp_path, cased_vocab_file):
     assert infer_do_lower_case(str(UNCASED_VOCAB)) is True      # has ℝ, which has no lower
     assert infer_do_lower_case(cased_vocab_file) is False
