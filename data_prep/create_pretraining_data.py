@@ -40,7 +40,6 @@ import random
 import shutil
 import sys
 import time
-from operator import eq
 from typing import Dict, List, Optional, Sequence
 
 from data_prep import corpus
@@ -197,48 +196,70 @@ class UnitProcessor:
         segments = self.tokenizer.tokenize_lines(lines)
         return corpus.split_documents(segments)
 
-    def records(self, unit: corpus.WorkUnit, stats: Dict[str, int]):
-        """Yields the unit's serialized records in final order; fills `stats`."""
+    BATCH = 512  # instances encoded together (vector operations over the batch)
+
+    def _encode_unit(self, unit: corpus.WorkUnit, stats: Dict, spill, framed: bool):
+        """Makes the unit's instances, encodes them into `spill` in creation order, fills
+        `stats`; returns the final order (the original's last shuffle) as spill indexes."""
+        import numpy as np
+
         invalid: List[corpus.InvalidLine] = []
         docs = self.documents(unit, invalid)
         stats.update(documents=len(docs), invalid_lines=len(invalid),
                      invalid_examples=[str(x) for x in invalid[:MAX_REPORTED_INVALID]])
-        cfg, vocab = self.cfg, self.vocab
+        cfg, vocab, encoder = self.cfg, self.vocab, self.encoder
         rng = unit_rng(cfg.random_seed, unit.index)
-        n = tokens = masked = as_mask = kept = random_next = 0
+        counts = dict.fromkeys(("instances", "tokens", "masked_tokens", "masked_as_mask",
+                                "masked_kept", "random_next"), 0)
         mask_id = vocab.mask_id
-        encode = self.encoder.encode_instance
+
+        def flush(batch):
+            a = encoder.batch_arrays(batch)
+            spill.extend(*encoder.encode_arrays(a, framed=framed))
+            # The 80/10/10 outcome per prediction: [MASK] first, then "kept" (output equals
+            # the original id), the rest random.
+            valid = np.arange(a.positions.shape[1]) < a.num_predictions[:, None]
+            out_at = np.take_along_axis(a.ids, a.positions, axis=1)
+            as_mask = valid & (out_at == mask_id)
+            counts["instances"] += len(batch)
+            counts["tokens"] += int(a.lengths.sum())
+            counts["masked_tokens"] += int(a.num_predictions.sum())
+            counts["masked_as_mask"] += int(as_mask.sum())
+            counts["masked_kept"] += int((valid & ~as_mask & (out_at == a.labels)).sum())
+            counts["random_next"] += int(a.next_sentence.sum())
+
+        batch: list = []
+        for inst in pi.iter_pool_instances(
+                docs, cfg.dupe_factor, cfg.max_seq_length, cfg.short_seq_prob,
+                cfg.masked_lm_prob, cfg.max_predictions_per_seq, vocab, rng,
+                cfg.do_whole_word_mask):
+            batch.append(inst)
+            if len(batch) == self.BATCH:
+                flush(batch)
+                batch = []
+        if batch:
+            flush(batch)
+        del docs, batch
+        stats.update(counts)
+        stats["masked_random"] = (counts["masked_tokens"] - counts["masked_as_mask"]
+                                  - counts["masked_kept"])
+        return pi.shuffled_order(counts["instances"], rng)
+
+    def records(self, unit: corpus.WorkUnit, stats: Dict[str, int]):
+        """Yields the unit's serialized records in final order; fills `stats`."""
         with tfrecord_writer.RecordSpill() as spill:
-            for inst in pi.iter_pool_instances(
-                    docs, cfg.dupe_factor, cfg.max_seq_length, cfg.short_seq_prob,
-                    cfg.masked_lm_prob, cfg.max_predictions_per_seq, vocab, rng,
-                    cfg.do_whole_word_mask):
-                spill.append(encode(inst))
-                n += 1
-                tokens += len(inst.input_ids)
-                masked += len(inst.masked_lm_positions)
-                random_next += inst.is_random_next
-                # Count the 80/10/10 outcome per prediction with C-level list ops: [MASK]
-                # first, then "kept" (output equals the original id), the rest random.
-                labels = inst.masked_lm_ids
-                out_at = list(map(inst.input_ids.__getitem__, inst.masked_lm_positions))
-                here = out_at.count(mask_id)
-                same = sum(map(eq, out_at, labels))
-                if here and mask_id in labels:
-                    same -= sum(1 for o, lab in zip(out_at, labels) if o == lab == mask_id)
-                as_mask += here
-                kept += same
-            del docs
-            stats.update(instances=n, tokens=tokens, masked_tokens=masked,
-                         masked_as_mask=as_mask, masked_kept=kept,
-                         masked_random=masked - as_mask - kept, random_next=random_next)
-            for k in pi.shuffled_order(n, rng):
+            for k in self._encode_unit(unit, stats, spill, framed=False):
                 yield spill[k]
 
     def write_unit(self, unit: corpus.WorkUnit, path: str) -> Dict[str, int]:
         """Writes the unit's records as a TFRecord file at `path`; returns its stats."""
         stats: Dict[str, int] = {}
-        tfrecord_writer.write_tfrecord_file(path, self.records(unit, stats))
+        with tfrecord_writer.RecordSpill() as spill, open(path, "wb") as out:
+            # The records are framed (TFRecord length and CRCs) as they are encoded, so
+            # writing the file is only copying them out in the final order.
+            order = self._encode_unit(unit, stats, spill, framed=True)
+            for s in range(0, len(order), 4096):
+                out.write(b"".join([spill[k] for k in order[s:s + 4096]]))
         stats["unit"] = unit.index
         return stats
 
