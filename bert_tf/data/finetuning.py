@@ -121,4 +121,10 @@ def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str]
     if is_training:
         size = len(inputs["input_word_ids"])
         dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True).repeat()
-    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+    # No tf.data autotuning model for rows already in memory: its background thread
+    # sleeps for up to a minute between optimisations, and deleting the iterator at the
+    # end of training waited for it (0-90 s after the last step of a 1-minute fine-tune).
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
