@@ -19,6 +19,8 @@ table saying which ids are "##" continuation pieces.
 from __future__ import annotations
 
 import random
+import struct
+from array import array
 from typing import List, MutableSequence, NamedTuple, Optional, Sequence
 
 # A document is a list of segments (one per input line); a segment is a sequence of ids.
@@ -175,13 +177,18 @@ def truncate_seq_pair(tokens_a: MutableSequence[int], tokens_b: MutableSequence[
 
 def create_masked_lm_predictions(tokens: Sequence[int], masked_lm_prob: float,
                                  max_predictions_per_seq: int, vocab: VocabIds,
-                                 rng: random.Random, do_whole_word_mask: bool = False):
+                                 rng: random.Random, do_whole_word_mask: bool = False,
+                                 candidates: Optional[List[int]] = None):
     """Chooses the masked positions and replaces them 80% [MASK] / 10% random / 10% kept.
 
     Returns `(output_ids, positions, labels)`: `positions` sorted, `labels` the original ids
     there. `[CLS]`/`[SEP]` are never chosen. With `do_whole_word_mask`, a "##" piece joins the
     candidate before it so a word is chosen whole, but the 80/10/10 draw is still made for each
     piece separately, as in the original.
+
+    `candidates`, when the caller knows them, are the positions that are neither [CLS] nor
+    [SEP] in increasing order (taken over, not copied); otherwise they are searched for.
+    An `array` of tokens gives an `array` of output ids (a list otherwise).
 
         >>> vocab = VocabIds(cls_id=101, sep_id=102, mask_id=103, vocab_size=30522)
         >>> out, pos, lab = create_masked_lm_predictions(
@@ -220,11 +227,13 @@ def create_masked_lm_predictions(tokens: Sequence[int], masked_lm_prob: float,
     else:
         # Single-index candidates: the original's loop then takes exactly the first
         # num_to_predict of the shuffled list (shuffle draws depend only on the length).
-        cand = _candidate_positions(list(tokens), cls_id, sep_id)
+        cand = candidates
+        if cand is None:
+            cand = _candidate_positions(list(tokens), cls_id, sep_id)
         shuffle(cand, rng)
         chosen = cand[:num_to_predict]
 
-    output = list(tokens)
+    output = tokens[:] if type(tokens) in (list, array) else list(tokens)
     rand = rng.random
     mask_id, top = vocab.mask_id, vocab.vocab_size - 1
     # No generator call happens while choosing, so drawing afterwards, in choice order,
@@ -245,7 +254,8 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                                    max_seq_length: int, short_seq_prob: float,
                                    masked_lm_prob: float, max_predictions_per_seq: int,
                                    vocab: VocabIds, rng: random.Random,
-                                   do_whole_word_mask: bool = False) -> List[TrainingInstance]:
+                                   do_whole_word_mask: bool = False,
+                                   no_special_ids: bool = False) -> List[TrainingInstance]:
     """All instances from `all_documents[document_index]`, as the original makes them.
 
     Segments are packed into chunks up to a target length (shortened to a random length in
@@ -253,6 +263,10 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
     chunk; B is the rest, or (with probability 0.5, and always when the chunk holds a single
     segment) text from a random other document of `all_documents`, in which case the chunk's
     unused segments are put back.
+
+    `no_special_ids` says no segment of `all_documents` holds the [CLS] or [SEP] id
+    (`pool_has_no_special_ids`), so the masking candidates are known from the layout without
+    searching. Token ids are kept in `array('i')`s (`input_ids` is one).
 
         >>> vocab = VocabIds(cls_id=101, sep_id=102, mask_id=103, vocab_size=30522)
         >>> docs = [[[2023, 2003], [1037, 6251]], [[2178, 3793]]]
@@ -283,11 +297,11 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                 a_end = 1
                 if len(current_chunk) >= 2:
                     a_end = rng.randint(1, len(current_chunk) - 1)
-                tokens_a: List[int] = []
+                tokens_a = array("i")
                 for j in range(a_end):
                     tokens_a.extend(current_chunk[j])
 
-                tokens_b: List[int] = []
+                tokens_b = array("i")
                 if len(current_chunk) == 1 or rng.random() < 0.5:
                     is_random_next = True
                     target_b_length = target_seq_length - len(tokens_a)
@@ -313,11 +327,21 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                 assert len(tokens_a) >= 1
                 assert len(tokens_b) >= 1
 
-                tokens = [vocab.cls_id] + tokens_a + [vocab.sep_id] + tokens_b + [vocab.sep_id]
-                segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                len_a, len_b = len(tokens_a), len(tokens_b)
+                tokens = array("i", (vocab.cls_id,))
+                tokens += tokens_a
+                tokens.append(vocab.sep_id)
+                tokens += tokens_b
+                tokens.append(vocab.sep_id)
+                segment_ids = [0] * (len_a + 2) + [1] * (len_b + 1)
+                # Without [CLS]/[SEP] ids in the text, the candidates are A's and B's positions.
+                cand = None
+                if no_special_ids and not do_whole_word_mask:
+                    cand = list(range(1, len_a + 1))
+                    cand += range(len_a + 2, len_a + len_b + 2)
                 output, positions, labels = create_masked_lm_predictions(
                     tokens, masked_lm_prob, max_predictions_per_seq, vocab, rng,
-                    do_whole_word_mask)
+                    do_whole_word_mask, cand)
                 instances.append(TrainingInstance(output, segment_ids, is_random_next,
                                                   positions, labels))
             current_chunk = []
@@ -343,11 +367,39 @@ def iter_pool_instances(documents: List[Document], dupe_factor: int, max_seq_len
         6
     """
     shuffle(documents, rng)
+    no_special = pool_has_no_special_ids(documents, vocab)
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
             yield from create_instances_from_document(
                 documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
-                max_predictions_per_seq, vocab, rng, do_whole_word_mask)
+                max_predictions_per_seq, vocab, rng, do_whole_word_mask, no_special)
+
+
+def pool_has_no_special_ids(documents: Sequence[Document], vocab: VocabIds) -> bool:
+    """True when no segment holds the [CLS] or [SEP] id (the usual case: WordPiece never
+    gives them for text). `array('i')` segments are searched as bytes (matches that straddle
+    two ids are skipped).
+
+        >>> vocab = VocabIds(cls_id=101, sep_id=102, mask_id=103, vocab_size=30522)
+        >>> pool_has_no_special_ids([[array("i", [5, 6])]], vocab)
+        True
+        >>> pool_has_no_special_ids([[[5, 102]]], vocab)
+        False
+    """
+    segments = [seg for doc in documents for seg in doc]
+    if all(type(seg) is array and seg.typecode == "i" for seg in segments):
+        data = b"".join(segments)
+        size = array("i").itemsize
+        for t in (vocab.cls_id, vocab.sep_id):
+            pattern = struct.pack("i", t)
+            at = data.find(pattern)
+            while at >= 0:
+                if at % size == 0:
+                    return False
+                at = data.find(pattern, at + 1)
+        return True
+    specials = (vocab.cls_id, vocab.sep_id)
+    return not any(t in seg for seg in segments for t in specials)
 
 
 def shuffled_order(count: int, rng: random.Random) -> List[int]:

@@ -226,6 +226,60 @@ def test_short_seq_prob_makes_shorter_sequences():
     assert len(short) > len(full)
 
 
+def _instances_as_lists(instances):
+    return [(list(x.input_ids), x.segment_ids, x.is_random_next, x.masked_lm_positions,
+             x.masked_lm_ids) for x in instances]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_layout_candidates_equal_searched_candidates(seed):
+    # The fast path (candidates from the A/B layout, pools without [CLS]/[SEP] ids in the
+    # text) gives the same instances and leaves the generator in the same state.
+    from array import array
+
+    rng = random.Random(seed)
+    docs = [[array("i", [rng.randint(200, 30000) for _ in range(rng.randint(1, 40))])
+             for _ in range(rng.randint(1, 6))] for _ in range(12)]
+    assert pi.pool_has_no_special_ids(docs, VOCAB)
+    out = {}
+    for fast in (True, False):
+        r = random.Random(seed)
+        insts = []
+        for d in range(len(docs)):
+            insts += pi.create_instances_from_document(docs, d, 48, 0.2, 0.15, 5, VOCAB, r,
+                                                       no_special_ids=fast)
+        out[fast] = (_instances_as_lists(insts), r.random())
+    assert out[True] == out[False]
+
+
+def test_pool_with_special_ids_in_the_text_searches_for_them():
+    from array import array
+
+    docs = [[array("i", [5, SEP, 6, 7, 8]), array("i", [9, 10])], [array("i", [CLS, 11, 12])]]
+    assert not pi.pool_has_no_special_ids(docs, VOCAB)
+    assert not pi.pool_has_no_special_ids([[list(s) for s in d] for d in docs], VOCAB)
+    # The bytes of [CLS] straddling two ids (0x6500 then 0x100) are not a [CLS].
+    assert bytes(array("i", [CLS])) in bytes(array("i", [0x6500, 0x100]))
+    assert pi.pool_has_no_special_ids([[array("i", [0x6500, 0x100])]], VOCAB)
+    assert not pi.pool_has_no_special_ids([[array("i", [0x6500, 0x100, 7, SEP])]], VOCAB)
+    got = list(pi.iter_pool_instances([list(d) for d in docs], 3, 12, 0.0, 0.5, 4, VOCAB,
+                                      random.Random(5)))
+    expect_rng = random.Random(5)
+    pool = [list(d) for d in docs]
+    pi.shuffle(pool, expect_rng)
+    expect = []
+    for _ in range(3):
+        for d in range(len(pool)):
+            expect += pi.create_instances_from_document(pool, d, 12, 0.0, 0.5, 4, VOCAB,
+                                                        expect_rng)
+    assert _instances_as_lists(got) == _instances_as_lists(expect)
+    for inst in got:  # the [SEP] / [CLS] inside the text are never chosen
+        assert all(inst.input_ids[p] not in (CLS, SEP) or
+                   inst.masked_lm_ids[i] not in (CLS, SEP)
+                   for i, p in enumerate(inst.masked_lm_positions))
+        assert all(lab not in (CLS, SEP) for lab in inst.masked_lm_ids)
+
+
 def test_shuffled_order_matches_rng_shuffle():
     items = list("abcdefghij")
     a, b = random.Random(3), random.Random(3)
