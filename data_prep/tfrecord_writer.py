@@ -201,17 +201,19 @@ class ExampleEncoder:
         return InstanceArrays(ids, seg, n, pos, lab, k, nsp)
 
     def _varint_tables(self):
-        # For every value below the id limit: its varint as 3 byte slots, which slots are
-        # used, and its length.
+        # For every value below the id limit: its varint in 4 byte slots (the 4th never
+        # used; 4 bytes gather as one uint32), which slots are used, and its length.
         if getattr(self, "_vtab", None) is None:
             import numpy as np
 
             v = np.arange(len(self._varints), dtype=np.int64)
             two, three = v >= 0x80, v >= 0x4000
+            zero = np.zeros_like(v)
             vbytes = np.stack([(v & 0x7F) | (two << 7), ((v >> 7) & 0x7F) | (three << 7),
-                               v >> 14], axis=-1).astype(np.uint8)
-            vkeep = np.stack([np.ones_like(two), two, three], axis=-1)
-            self._vtab = (vbytes, vkeep, (1 + two + three).astype(np.uint8))
+                               v >> 14, zero], axis=-1).astype(np.uint8)
+            vkeep = np.stack([np.ones_like(two), two, three, zero.astype(bool)], axis=-1)
+            self._vtab = (vbytes.view("<u4").ravel(), vkeep.astype(np.uint8).view("<u4").ravel(),
+                          (1 + two + three).astype(np.uint8))
         return self._vtab
 
     def _crc_tables(self, max_len: int):
@@ -249,10 +251,11 @@ class ExampleEncoder:
 
         vbytes, vkeep, vlens = self._varint_tables()
 
-        def varint_cols(v):  # v: (b, w) values < limit -> 3 slots each, with keep flags
+        def varint_cols(v):  # v: (b, w) values < limit -> 4 slots each, with keep flags
             v = np.asarray(v).reshape(b, -1)
-            return (vbytes[v].reshape(b, -1), vkeep[v].reshape(b, -1),
-                    vlens[v].sum(axis=1, dtype=np.int64))
+            return (np.take(vbytes, v).view(np.uint8).reshape(b, -1),
+                    np.take(vkeep, v).view(np.bool_).reshape(b, -1),
+                    np.take(vlens, v).sum(axis=1, dtype=np.int64))
 
         def add(cols):
             parts.append(cols[0])
