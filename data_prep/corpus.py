@@ -3,17 +3,19 @@
 Format (as the original tool): UTF-8 text, one sentence per line, a blank line between
 documents. Files are read as bytes line by line and never held whole. A first pass
 (`plan_work_units`) finds document boundaries and cuts the corpus into work units of a fixed
-number of documents, in content order; each unit is a byte range of one file, so a worker can
-read it alone and the cut depends only on the input, never on the number of workers.
+number of documents, in content order; each unit is a list of byte ranges of the corpus files
+(a unit runs on across file boundaries, so a corpus of one document per file still gives
+pools of many documents), a worker can read it alone, and the cut depends only on the input,
+never on the number of workers.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp(); p = os.path.join(d, "c.txt")
-    >>> _ = open(p, "w").write("a b.\\nc d.\\n\\ne f.\\n\\ng h.\\n")
+    >>> _ = open(p, "w").write("a b.\\nc d.\\n\\ne f.\\n\\ng h.\\n\\ni j.\\n")
     >>> units, n_docs = plan_work_units([p], docs_per_unit=2)
-    >>> n_docs, [(u.num_docs, u.first_line) for u in units]
-    (3, [(2, 1), (1, 6)])
+    >>> n_docs, [(u.num_docs, u.spans[0].first_line) for u in units]
+    (4, [(2, 1), (2, 6)])
     >>> [(n, t) for n, t in read_unit_lines(units[1])]
-    [(6, 'g h.')]
+    [(6, 'g h.'), (7, ''), (8, 'i j.')]
 """
 
 from __future__ import annotations
@@ -66,15 +68,21 @@ class InvalidLine(NamedTuple):
         return f"{self.path}:{self.line}: not valid UTF-8 ({self.reason})"
 
 
-class WorkUnit(NamedTuple):
-    """Bytes [start, end) of `path`, holding `num_docs` documents, the unit number `index`
-    in content order; `first_line` is the 1-based line number at `start`."""
+class FileSpan(NamedTuple):
+    """Bytes [start, end) of `path`; `first_line` is the 1-based line number at `start`."""
 
-    index: int
     path: str
     start: int
     end: int
     first_line: int
+
+
+class WorkUnit(NamedTuple):
+    """`num_docs` documents, unit number `index` in content order, read from `spans` (one
+    per file it touches, in order; a file's end always ends a document)."""
+
+    index: int
+    spans: Tuple[FileSpan, ...]
     num_docs: int
 
 
@@ -180,9 +188,14 @@ MAX_UNIT_BYTES = 32 << 20
 
 def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
                     max_unit_bytes: int = MAX_UNIT_BYTES) -> Tuple[List[WorkUnit], int]:
-    """Cuts the corpus into units of `docs_per_unit` documents (fewer at a file's end, or once
-    a unit holds `max_unit_bytes` of text: book-length documents must not make a pool, and so
-    a worker's memory, unbounded). The cut depends only on the content.
+    """Cuts the corpus into units of `docs_per_unit` documents, in content order and across
+    file boundaries (the original pools every document of every file: a unit confined to
+    one file would make a one-document file a one-document pool, whose "random next"
+    segments all come from the same document). A unit is also closed once it holds
+    `max_unit_bytes` of text: book-length documents must not make a pool, and so a
+    worker's memory, unbounded. A last unit of one document, or of fewer than half
+    `docs_per_unit`, joins the one before it (when that stays within `max_unit_bytes`), so
+    no pool is left with a handful of documents. The cut depends only on the content.
 
     Returns `(units, total_documents)`. Streams each file once; memory is O(units).
     Sniffs each file first (`sniff_text_file`), and refuses a corpus without documents.
@@ -190,13 +203,16 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
     """
     if docs_per_unit < 1:
         raise ValueError(f"docs_per_unit must be >= 1, got {docs_per_unit}")
-    units: List[WorkUnit] = []
+    # Each closed unit as (spans, num_docs, bytes).
+    closed: List[Tuple[List[FileSpan], int, int]] = []
+    spans: List[FileSpan] = []  # the open unit's spans of earlier files
+    unit_docs = unit_bytes = 0  # the open unit's documents and bytes (all its spans)
     total = 0
     for path in paths:
         sniff_text_file(path, opener)
         offset = 0
         line_no = 0
-        unit_start, unit_line, unit_docs = 0, 1, 0
+        span_start, span_line = 0, 1
         in_doc = False
         with opener(path, "rb") as f:
             for line in f:
@@ -205,45 +221,61 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
                     in_doc = False
                 elif not in_doc:
                     in_doc = True
-                    if unit_docs == docs_per_unit or offset - unit_start >= max_unit_bytes:
-                        units.append(WorkUnit(len(units), path, unit_start, offset, unit_line,
-                                              unit_docs))
-                        unit_start, unit_line, unit_docs = offset, line_no, 0
+                    if unit_docs == docs_per_unit or unit_bytes >= max_unit_bytes:
+                        if offset > span_start:
+                            spans.append(FileSpan(path, span_start, offset, span_line))
+                        closed.append((spans, unit_docs, unit_bytes))
+                        spans, unit_docs, unit_bytes = [], 0, 0
+                        span_start, span_line = offset, line_no
                     unit_docs += 1
                     total += 1
                 offset += len(line)
-        if unit_docs:
-            units.append(WorkUnit(len(units), path, unit_start, offset, unit_line, unit_docs))
+                unit_bytes += len(line)
+        if offset > span_start:
+            spans.append(FileSpan(path, span_start, offset, span_line))
     if total == 0:
         raise CorpusError(f"no documents in {', '.join(paths)}: every line is blank; the "
                           f"input is one sentence per line, blank lines between documents")
+    if unit_docs:
+        tail = (spans, unit_docs, unit_bytes)
+        if (closed and docs_per_unit > 1 and unit_docs < max(2, docs_per_unit // 2)
+                and closed[-1][2] + unit_bytes <= max_unit_bytes):
+            prev = closed.pop()
+            tail = (prev[0] + spans, prev[1] + unit_docs, prev[2] + unit_bytes)
+        closed.append(tail)
+    units = [WorkUnit(i, tuple(sp), n) for i, (sp, n, _) in enumerate(closed)]
     return units, total
 
 
 def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None,
                     opener=open) -> Iterator[Tuple[int, str]]:
-    """Yields `(line_number, stripped_text)` for the unit's lines; '' marks a blank line.
+    """Yields `(line_number, stripped_text)` for the unit's lines; '' marks a blank line (and
+    is yielded between two files, whose boundary always ends a document).
 
     A line that is not valid UTF-8 is not yielded; it is appended to `invalid` (when given)
     as `InvalidLine(path, line, reason)`, so the caller can report, count or refuse it.
     """
-    with opener(unit.path, "rb") as f:
-        f.seek(unit.start)
-        remaining = unit.end - unit.start
-        line_no = unit.first_line
-        while remaining > 0:
-            raw = f.readline(remaining)
-            if not raw:
-                break
-            remaining -= len(raw)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if invalid is not None:
-                    invalid.append(InvalidLine(unit.path, line_no, f"byte {e.start}: {e.reason}"))
-            else:
-                yield line_no, text.strip()
-            line_no += 1
+    for k, span in enumerate(unit.spans):
+        if k:
+            yield span.first_line, ""
+        with opener(span.path, "rb") as f:
+            f.seek(span.start)
+            remaining = span.end - span.start
+            line_no = span.first_line
+            while remaining > 0:
+                raw = f.readline(remaining)
+                if not raw:
+                    break
+                remaining -= len(raw)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if invalid is not None:
+                        invalid.append(InvalidLine(span.path, line_no,
+                                                   f"byte {e.start}: {e.reason}"))
+                else:
+                    yield line_no, text.strip()
+                line_no += 1
 
 
 def split_documents(segments: Iterable[Optional[Sequence[int]]]) -> List[List[Sequence[int]]]:

@@ -7,8 +7,8 @@ r"""Pretraining TFRecords from a text corpus: the original tool's data, fast and
       --num_workers=8 --num_output_shards=64
 
 How (DESIGN 2.2 / 2.3):
-- The corpus is cut into work units of `--pool_size` documents in content order
-  (`corpus.plan_work_units`). Each unit is one pool of the original algorithm
+- The corpus is cut into work units of `--pool_size` documents in content order, running on
+  across file boundaries (`corpus.plan_work_units`). Each unit is one pool of the original algorithm
   (`pretraining_instances`): its documents are shuffled, `dupe_factor` passes make instances,
   random-next segments come from the same pool, the instances are shuffled. The unit's
   generator is seeded from (`--random_seed`, unit number); unit 0 uses `random.Random(seed)`,
@@ -16,7 +16,7 @@ How (DESIGN 2.2 / 2.3):
 - Units are processed by `--num_workers` processes; shard s holds a contiguous range of units,
   in order. Output therefore depends on the inputs, seed, pool size and shard count, never on
   the number of workers. (When the corpus has fewer units than shards, units shrink to
-  corpus_documents // num_output_shards documents so that every shard gets one.)
+  equal shares of the corpus text so that every shard gets one.)
 - Differences from the original, all forced by bounded streaming: documents are shuffled and
   random-next documents drawn within a pool, instances are shuffled within a unit; a file's
   end always ends a document (the original joins a file's last document to the next file's
@@ -355,13 +355,22 @@ def _finish_summary(total: Dict, cfg: JobConfig, shards, seconds: float) -> Dict
 
 def plan_units(paths: Sequence[str], pool_size: int, num_shards: int, opener=open):
     """The job's work units: `pool_size` documents each, smaller when there would be fewer
-    units than shards (so every shard gets at least one). Returns `(units, num_docs)`."""
+    units than shards (so every shard gets at least one). Returns `(units, num_docs)`.
+
+    Smaller units are cut at equal shares of the text (documents vary in length, instances
+    follow the tokens), so shards, and the workers making them, get even amounts of work;
+    only when a few huge documents make that impossible, at equal numbers of documents.
+    """
     units, num_docs = corpus.plan_work_units(paths, pool_size, opener)
     if len(units) < num_shards:
         if num_docs < num_shards:
             raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
                               f"the {num_shards} output shards: use fewer shards")
-        units, num_docs = corpus.plan_work_units(paths, num_docs // num_shards, opener)
+        text_bytes = sum(span.end - span.start for u in units for span in u.spans)
+        share = min(corpus.MAX_UNIT_BYTES, -(-text_bytes // num_shards))
+        units, num_docs = corpus.plan_work_units(paths, pool_size, opener, max_unit_bytes=share)
+        if len(units) < num_shards:
+            units, num_docs = corpus.plan_work_units(paths, num_docs // num_shards, opener)
     return units, num_docs
 
 
@@ -450,14 +459,18 @@ def run(cfg: JobConfig) -> Dict:
                     rate = new_instances / max(1e-9, time.time() - run_start)
                     bar.set_postfix_str(f"{rate:,.0f} instances/s", refresh=False)
                 with tfrecord_writer.atomic_output(shards[s]) as tmp:
-                    with open(tmp, "wb") as out:
-                        tfrecord_writer.concatenate_files(unit_files, out)
+                    if len(unit_files) == 1:  # same directory tree: a rename, not a copy
+                        os.replace(unit_files[0], tmp)
+                    else:
+                        with open(tmp, "wb") as out:
+                            tfrecord_writer.concatenate_files(unit_files, out)
                     shard_stats["fingerprint"] = fp
                     shard_stats["shard"] = shards[s]
                     _write_json(os.path.join(parts, f"shard-{s:05d}.json"), shard_stats)
                 written.append(shards[s])
                 for f in unit_files:
-                    os.remove(f)
+                    if os.path.exists(f):
+                        os.remove(f)
                 done_stats[s] = shard_stats
         total: Dict = {}
         for s in sorted(done_stats):
@@ -516,8 +529,9 @@ def _define_flags():
                          "the original processes its whole corpus: the documents are shuffled "
                          "and the random-next document is drawn from this bounded pool of the "
                          "worker's own input (not the whole corpus); its instances are shuffled "
-                         "within the unit. Bounds memory; a pool at least the corpus size "
-                         "reproduces the original tool exactly.")
+                         "within the unit. Units run on across input files. Bounds memory; a pool "
+                         "at least the corpus size reproduces the original tool exactly (for "
+                         "input files that end with a blank line).")
     flags.DEFINE_enum("tokenizer", "python", ["python", "tensorflow"], "WordPiece "
                       "implementation: 'python' (the original's rules with a word cache; fast, "
                       "no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "

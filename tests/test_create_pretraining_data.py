@@ -371,6 +371,35 @@ def test_units_are_cut_by_documents_and_by_bytes(tmp_path):
     assert read == [t.strip() for t in lines]
 
 
+def test_units_run_on_across_files(tmp_path):
+    # One document per file (e.g. one book a file): the pool must still hold many documents,
+    # or every "random next" segment would come from the same document.
+    files = [write_corpus(tmp_path / f"book{i}.txt", [f"book {i} line {k}." for k in range(3)])
+             for i in range(5)]
+    units, n = corpus.plan_work_units(files, 4)
+    # 4 + 1: the one-document tail joins the unit before it
+    assert n == 5 and [u.num_docs for u in units] == [5]
+    assert [sp.path for sp in units[0].spans] == files
+    lines = [t for _, t in corpus.read_unit_lines(units[0])]
+    assert corpus.split_documents([t.split() if t else None for t in lines]) == [
+        [[f"book", f"{i}", "line", f"{k}."] for k in range(3)] for i in range(5)]
+    units, _ = corpus.plan_work_units(files, 2)
+    assert [u.num_docs for u in units] == [2, 3]
+    assert [sp.first_line for sp in units[1].spans] == [1, 1, 1]
+
+
+def test_small_corpus_units_are_cut_at_equal_shares_of_text(tmp_path):
+    # One long document (2,761 bytes), then ten of 211 bytes: two shards get about half the
+    # text each ([1, 10] documents), not half the documents each ([5, 6]: 3,605 and 1,266).
+    lines = [f"long {k:02d} " + "x" * 60 for k in range(40)] + [""]
+    for d in range(10):
+        lines += [f"mid {d} {k} " + "x" * 61 for k in range(3)] + [""]
+    src = write_corpus(tmp_path / "c.txt", lines)
+    units, n = cpd.plan_units([src], 1000, 2)
+    assert n == 11 and [u.num_docs for u in units] == [1, 10]
+    assert [sum(sp.end - sp.start for sp in u.spans) for u in units] == [2761, 2110]
+
+
 def test_output_paths_and_unit_ranges():
     assert cpd.output_paths("a,b", 2) == ["a", "b"]
     with pytest.raises(ValueError, match="names 2 files"):
