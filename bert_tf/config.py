@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from typing import Any, Mapping
@@ -100,8 +101,20 @@ class BertConfig:
         # Our YAML files may nest the fields under `model:` (experiment configs do).
         if "model" in values and isinstance(values["model"], Mapping):
             values = dict(values["model"])
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = [f.name for f in dataclasses.fields(cls)]
         kwargs = {k: v for k, v in values.items() if k in names}
+        for key in values:
+            # Other keys are ignored (multilingual and HF configs carry extra ones), but a
+            # near miss of a field that is absent is a typo that would silently change the
+            # model (`vocab_szie` -> the 30522 default).
+            near = difflib.get_close_matches(str(key), names, n=1, cutoff=0.85)
+            if key not in names and near and near[0] not in values:
+                raise ConfigError(f"{source}: unknown field `{key}`: did you mean `{near[0]}`? "
+                                  f"(fields are named as in the original bert_config.json)")
+        embedding_type = values.get("position_embedding_type", "absolute")
+        if embedding_type not in (None, "absolute"):
+            raise ConfigError(f"{source}: position_embedding_type={embedding_type!r} is not "
+                              f"supported: BERT uses absolute position embeddings")
         missing = [n for n in ("hidden_size", "num_hidden_layers", "num_attention_heads")
                    if n not in kwargs]
         if missing:

@@ -452,8 +452,12 @@ def task_serving_module(task, model, tokenizer, max_seq_length: int,
     if "Squad" in kind:
         return SpanServing(model, tokenizer, max_seq_length, task,
                            text_signatures=text_signatures)
+    if getattr(task, "num_choices", None):
+        return MultipleChoiceServing(model, tokenizer, max_seq_length, task.num_choices,
+                                     text_signatures=text_signatures)
     raise ExportError(f"task {task.name!r}: no serving export for {kind} (classification, "
-                      f"regression, NER and SQuAD have one); export its encoder instead")
+                      f"regression, NER, SQuAD and multiple choice have one); export its "
+                      f"encoder instead")
 
 
 def _write_labels(labels: Sequence[str]) -> str:
@@ -579,6 +583,60 @@ class ClassifierServing(TaskServing):
 
     def from_text(self, a, b=None):
         return self.from_ids(self.encode(a, b))
+
+
+class MultipleChoiceServing(TaskServing):
+    """Multiple choice (SWAG): each (context, ending) pair is scored from its [CLS] vector and
+    a softmax over the choices picks one.
+
+    Text signature: `text` [b] (the context, segment A) and `endings` [b, num_choices]
+    (segment B of each pair: for SWAG the second sentence's start and the ending, joined by
+    a space, as finetune builds them) -> `logits` [b, num_choices], `probabilities`,
+    `label_id` [b] int32 (the chosen ending). The ids signature takes
+    [b, num_choices, seq] ids, masks and type ids and gives the same outputs.
+    """
+
+    text_inputs = ("text", "endings")
+
+    def __init__(self, model, tokenizer, max_seq_length, num_choices, text_signatures=True):
+        self.num_choices = int(num_choices)
+        super().__init__(model, tokenizer, max_seq_length, name="bert_multiple_choice_serving",
+                         text_signatures=text_signatures)
+        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=[
+            tf.TensorSpec([None, self.num_choices, None], tf.int32, name=n)
+            for n in MODEL_INPUT_NAMES])
+        if text_signatures:
+            self.serve_text = tf.function(self._serve_text_2, autograph=False, input_signature=[
+                _text_spec("text"),
+                tf.TensorSpec([None, self.num_choices], tf.string, name="endings")])
+
+    def _model(self, inputs):
+        ids = inputs["input_word_ids"]
+        flat = _check_length(tf.reshape(ids, [-1, tf.shape(ids)[-1]]), self.max_positions)
+        inputs = dict(inputs, input_word_ids=tf.reshape(flat, tf.shape(ids)))
+        return self.model({k: inputs[k] for k in MODEL_INPUT_NAMES}, training=False)
+
+    def from_ids(self, inputs):
+        logits = tf.cast(self._model(inputs)["logits"], tf.float32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    def from_text(self, a, b=None):
+        return self.from_ids(self.encode(a, b))
+
+    def encode(self, a, b=None):
+        # Every context once per choice, paired with its endings row by row.
+        contexts = tf.repeat(a, self.num_choices)
+        flat = _trim_padding(encode_text(self.tok, contexts, tf.reshape(b, [-1]),
+                                         self.max_seq_length))
+        return {k: tf.reshape(v, [-1, self.num_choices, tf.shape(v)[-1]])
+                for k, v in flat.items()}
+
+    def warmup_texts(self) -> Dict[str, np.ndarray]:
+        endings = [[f"{b} ({k})".encode() for k in range(self.num_choices)]
+                   for b in WARMUP_TEXTS_B]
+        return {"text": np.array([t.encode() for t in WARMUP_TEXTS], dtype=object),
+                "endings": np.array(endings, dtype=object)}
 
 
 def _pieces_in_windows(ids: tf.RaggedTensor, size: int):

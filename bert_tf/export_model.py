@@ -64,7 +64,18 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    path = run()
+    from bert_tf.config import ConfigError
+    from bert_tf.export import ExportError
+    from bert_tf.model_dir import CheckpointMismatchError
+    from bert_tf.tokenization import VocabError
+
+    try:
+        path = run()
+    except (ExportError, ConfigError, CheckpointMismatchError, VocabError,
+            FileNotFoundError) as e:
+        # What the user fixes with a flag or a file: the message, not a traceback.
+        logging.error("%s", e)
+        raise SystemExit(f"export_model: {e}") from None
     logging.info("exported %s", path)
     print(path)
 

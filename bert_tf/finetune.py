@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Dict
 
@@ -83,14 +84,23 @@ class FinetuneError(RuntimeError):
     """A problem the user fixes with a flag or a file; printed without a traceback."""
 
 
+class Preempted(RuntimeError):
+    """SIGTERM during training: the checkpoint is written, the run exits 143 (restart me)."""
+
+
+EXIT_PREEMPTED = 143  # 128 + SIGTERM, as pretrain
+
+
 def _resolve_model_files():
     """Config, vocab and casing: flags first, then --init_checkpoint's dir, then output_dir."""
     from bert_tf import model_dir as md
     from bert_tf.config import BertConfig
     from bert_tf.tokenization import infer_do_lower_case
 
+    import tensorflow as tf  # gfile: model dirs may be on gs:// (TPU runs)
+
     places = [p for p in (FLAGS.init_checkpoint, FLAGS.output_dir)
-              if p and os.path.exists(md.model_dir_of(p))]
+              if p and tf.io.gfile.exists(md.model_dir_of(p))]
     config = BertConfig.from_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
     vocab = FLAGS.vocab_file
     lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
@@ -112,12 +122,26 @@ def _resolve_model_files():
 def _make_task(tokenizer):
     from bert_tf import tasks
 
-    cls = tasks.get_task_class(FLAGS.task_name)
+    try:
+        cls = tasks.get_task_class(FLAGS.task_name)
+    except ValueError as e:
+        raise FinetuneError(f"--task_name: {e}") from None
     options = {name: FLAGS[name].value for name in cls.option_names}
     files = {k: v for k, v in (("train", FLAGS.train_file), ("dev", FLAGS.predict_file),
                                ("test", FLAGS.predict_file)) if v}
-    return cls(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
+    return cls(tokenizer=tokenizer, max_seq_length=_max_seq_length(),
                data_dir=FLAGS.data_dir, files=files, **options)
+
+
+def _max_seq_length() -> int:
+    """--max_seq_length, or the task's own default (SQuAD: 384, as run_squad) when neither
+    the command line nor --config_file set it."""
+    from bert_tf import tasks
+
+    flag = FLAGS["max_seq_length"]
+    if flag.present or flag.value != flag.default:
+        return flag.value
+    return tasks.default_max_seq_length(FLAGS.task_name, flag.value)
 
 
 def _init_objects(model, task):
@@ -151,7 +175,7 @@ def _check_records(file_patterns, spec) -> int:
         layout = {k: list(shape) for k, (shape, _) in spec.items()}
         raise FinetuneError(
             f"{files[0]}: not records of this task at --max_seq_length="
-            f"{FLAGS.max_seq_length} (expected features {layout}); rewrite them with "
+            f"{_max_seq_length()} (expected features {layout}); rewrite them with "
             f"data_prep.create_finetuning_data and the same flags "
             f"({str(e).splitlines()[0][:200] if str(e) else 'empty file'})") from None
     return sum(1 for _ in tf.data.TFRecordDataset(files))
@@ -179,16 +203,19 @@ def run() -> Dict:
 
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    # The strategy first: multi-worker collectives (and TPU init) must be configured before
+    # TensorFlow runs any op, and the tokenizer below runs some.
+    strategy = get_strategy(FLAGS.distribution_strategy, tpu=FLAGS.tpu)
     config, vocab, lower = _resolve_model_files()
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise FinetuneError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+    max_seq_length = _max_seq_length()
+    if max_seq_length > config.max_position_embeddings:
+        raise FinetuneError(f"--max_seq_length={max_seq_length} exceeds the model's "
                             f"max_position_embeddings={config.max_position_embeddings}")
     keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.mixed_precision != "float32":
         keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
     tokenizer = BertTokenizer(vocab, do_lower_case=lower)
     task = _make_task(tokenizer)
-    strategy = get_strategy(FLAGS.distribution_strategy, tpu=FLAGS.tpu)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab, do_lower_case=lower)
     task_config = task.task_config()
@@ -245,7 +272,7 @@ def run() -> Dict:
                       max_checkpoints_to_keep=FLAGS.keep_checkpoint_max,
                       gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
                       jit_compile=FLAGS.jit_compile,
-                      tokens_per_example=getattr(task, "num_choices", 1) * FLAGS.max_seq_length)
+                      tokens_per_example=getattr(task, "num_choices", 1) * max_seq_length)
     step = trainer.restore_or_initialize(FLAGS.init_checkpoint, init_required=init_items)
 
     if FLAGS.do_train:
@@ -268,7 +295,8 @@ def run() -> Dict:
         logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds,
                      trained * FLAGS.train_batch_size / max(seconds, 1e-9))
         if result.get("status") == "preempted":
-            return {}
+            raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
+                            f"same command resumes from it")
         # examples/s of the last loop: steady state when there was more than one loop
         # (the first one includes tracing the step function).
         train_speed = {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
@@ -338,6 +366,9 @@ def main(argv):
         raise app.UsageError(f"missing --{', --'.join(missing)}")
     try:
         run()
+    except Preempted as e:
+        logging.warning("%s", e)
+        sys.exit(EXIT_PREEMPTED)
     except (FinetuneError, TaskDataError, CheckpointMismatchError, FileNotFoundError,
             ConfigError, VocabError) as e:
         logging.error("%s", e)

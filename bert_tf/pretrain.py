@@ -57,7 +57,28 @@ def _resolve_config_and_vocab():
     vocab = FLAGS.vocab_file
     if not vocab and FLAGS.init_checkpoint:
         vocab = model_dir.find_vocab(FLAGS.init_checkpoint)
-    return config, vocab
+    if vocab:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(vocab):
+            raise flags.ValidationError(f"--vocab_file={vocab}: no such file")
+        with tf.io.gfile.GFile(vocab, "rb") as f:
+            size = sum(1 for _ in f)
+        if size > config.vocab_size:
+            # Ids past the embedding table fail on CPU but read zeros on GPU/TPU.
+            raise flags.ValidationError(
+                f"--vocab_file={vocab} has {size} tokens but the config's vocab_size is "
+                f"{config.vocab_size}: set vocab_size to {size} in the model config")
+    else:
+        logging.warning("no --vocab_file: OUTPUT_DIR will hold no vocab.txt, which finetune "
+                        "and export_model need (pass the vocab the records were made with)")
+    # Casing: the flag when given, else the init dir's (continuing a cased model keeps it
+    # cased), else the flag's default.
+    lower = FLAGS.do_lower_case
+    if not FLAGS["do_lower_case"].present and FLAGS.init_checkpoint:
+        recorded = model_dir.find_do_lower_case(FLAGS.init_checkpoint)
+        lower = lower if recorded is None else recorded
+    return config, vocab, lower
 
 
 def run():
@@ -76,7 +97,7 @@ def run():
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise flags.ValidationError("at least one of --do_train and --do_eval must be set")
     strategy = get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
-    config, vocab = _resolve_config_and_vocab()
+    config, vocab, do_lower_case = _resolve_config_and_vocab()
     if FLAGS.seed is not None:
         keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.mixed_precision != "float32":
@@ -102,7 +123,7 @@ def run():
     if trainer.is_chief:
         # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
         model_dir.write_metadata(FLAGS.output_dir, config, vocab_file=vocab,
-                                 do_lower_case=FLAGS.do_lower_case)
+                                 do_lower_case=do_lower_case)
     trainer.restore_or_initialize(
         FLAGS.init_checkpoint, init_required={"encoder": model.encoder},
         init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})

@@ -91,3 +91,20 @@ def test_yaml_exponent_without_dot_is_a_number(tmp_path):
                     "layer_norm_eps: 1e-12\n")
     cfg = BertConfig.from_file(str(path))
     assert cfg.layer_norm_eps == 1e-12 and cfg.intermediate_size == 256
+
+
+def test_misspelled_field_is_refused_with_the_likely_name(tmp_path):
+    values = BertConfig().to_dict()
+    values["vocab_szie"] = values.pop("vocab_size")
+    path = tmp_path / "typo.json"
+    path.write_text(json.dumps(values))
+    with pytest.raises(ConfigError, match="unknown field `vocab_szie`: did you mean `vocab_size`"):
+        BertConfig.from_file(str(path))
+
+
+def test_relative_position_embeddings_are_refused(tmp_path):
+    values = dict(BertConfig().to_dict(), position_embedding_type="relative_key")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(values))
+    with pytest.raises(ConfigError, match="position_embedding_type='relative_key'"):
+        BertConfig.from_file(str(path))

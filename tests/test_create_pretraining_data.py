@@ -436,3 +436,11 @@ def test_cli_error_names_the_glob(tmp_path, vocab_file):
     assert r.returncode == 1
     assert "no file matches" in r.stderr and "missing-*.txt" in r.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_remote_paths_point_to_the_beam_pipeline(tmp_path, vocab_file):
+    src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C d."])
+    with pytest.raises(CorpusError, match="--output_file=gs://bucket/x.*data_prep.beam_pipeline"):
+        cpd.run(dataclasses_replace(job(tmp_path, src, vocab_file),
+                                    output_file="gs://bucket/x.tfrecord"))
+    assert not os.path.exists("gs:")  # nothing written under the working directory

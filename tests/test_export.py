@@ -270,3 +270,17 @@ def test_cli_exports(encoder_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == os.path.join(str(tmp_path), "5")
     assert export.list_versions(str(tmp_path)) == [5]
+
+
+def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               KERAS_BACKEND="tensorflow")
+    (tmp_path / "empty").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
+                           f"--init_checkpoint={tmp_path / 'empty'}",
+                           f"--export_dir={tmp_path / 'out'}"],
+                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert proc.returncode == 1
+    assert "export_model: " in proc.stderr and "Traceback" not in proc.stderr
+    assert str(tmp_path / "empty") in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -312,3 +312,33 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
                                atol=1e-5)
     (log,) = read_warmup(path)
     assert log.predict_log.request.model_spec.signature_name == export.SERVING_DEFAULT
+
+
+# ------------------------------------------------------------------ SWAG (multiple choice)
+
+def test_multiple_choice_export(tmp_path, vocab_file, tokenizer):
+    (tmp_path / "m").mkdir()
+    task, model = fine_tuned_dir(tmp_path / "m", "swag", vocab_file, tokenizer,
+                                 max_seq_length=16)
+    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    loaded = tf.saved_model.load(path)
+    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    contexts = BAD_TEXTS[:4]
+    endings = [[BAD_TEXTS[(i + k) % len(BAD_TEXTS)] for k in range(4)] for i in range(4)]
+    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(contexts),
+               endings=np.array([as_bytes(row) for row in endings]))
+    flat = packed(tokenizer, [c for c in contexts for _ in range(4)],
+                  [e for row in endings for e in row])
+    ids = {k: v.reshape(4, 4, -1) for k, v in flat.items()}
+    want = model(ids, training=False)["logits"].numpy()
+    assert got["logits"].shape == (4, 4)
+    np.testing.assert_allclose(got["logits"], want, atol=1e-5)
+    np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(want).numpy(), atol=1e-5)
+    assert got["label_id"].tolist() == want.argmax(-1).tolist()
+    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
+    for log in read_warmup(path):
+        request = log.predict_log.request
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        out = call(loaded.signatures[request.model_spec.signature_name], **inputs)
+        assert out["logits"].shape[1] == 4 and np.isfinite(out["logits"]).all()

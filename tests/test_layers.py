@@ -57,6 +57,13 @@ def test_embeddings():
     np.testing.assert_allclose(layer(ids, types), ref, atol=1e-5)
 
 
+def test_embeddings_refuse_more_positions_than_the_table_has():
+    layer = layers.BertEmbeddings(vocab_size=30, hidden_size=8, max_position_embeddings=16,
+                                  type_vocab_size=2)
+    with pytest.raises(ValueError, match="17 positions, more than max_position_embeddings=16"):
+        layer(np.zeros((1, 17), np.int32))
+
+
 def test_attention_masks_padded_keys_only():
     layer = layers.BertSelfAttention(hidden_size=8, num_heads=2, attention_dropout_rate=0.0)
     x = RNG.normal(size=(2, 5, 8)).astype("float32")

@@ -51,6 +51,11 @@ class BertEmbeddings(keras.layers.Layer):
         if not self.built:
             self.build()
         seq_length = keras.ops.shape(input_word_ids)[1]
+        if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
+            raise ValueError(f"input_word_ids has {seq_length} positions, more than "
+                             f"max_position_embeddings={self.max_position_embeddings}: "
+                             f"truncate the inputs (--max_seq_length <= "
+                             f"{self.max_position_embeddings})")
         words = keras.ops.take(self.word_embeddings, input_word_ids, axis=0)
         positions = self.position_embeddings[:seq_length]
         x = words + keras.ops.expand_dims(positions, 0)

@@ -57,3 +57,17 @@ def task_from_config(task_config: dict, tokenizer=None, **kwargs):
     options.update(kwargs)
     return cls(tokenizer=tokenizer, max_seq_length=task_config.get("max_seq_length", 128),
                **options)
+
+
+def default_max_seq_length(name: str, fallback: int = 128) -> int:
+    """The task's own default sequence length (SQuAD: 384, as the original run_squad).
+
+        >>> default_max_seq_length("squad"), default_max_seq_length("sst-2")
+        (384, 128)
+    """
+    import inspect
+
+    parameter = inspect.signature(get_task_class(name).__init__).parameters.get("max_seq_length")
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        return fallback
+    return int(parameter.default)
