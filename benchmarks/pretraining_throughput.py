@@ -12,12 +12,19 @@ utilisation, MFU)?
 
 Both sides get the same synthetic batch (random ids, full-length sequences, 20 masked
 positions), so no input pipeline is measured. Ours runs through `Trainer.train` (the
-loop the CLI uses) with `steps_per_loop=--steps`, with and without XLA (`jit_compile`).
-keras-hub runs a `tf.function` step of BertBackbone + MaskedLMHead (tied embeddings) +
-a Dense NSP head on the pooled output with `keras.optimizers.AdamW(global_clipnorm=1)`,
-with and without `jit_compile`. Each number is the best of --repeats timed runs of
---steps steps after a warm-up run (the machine is shared: the best run is the least
-disturbed). Model FLOPs count the matmuls of a training step (3x forward): per layer
+loop the CLI uses) with `steps_per_loop=--steps`, with and without XLA (`jit_compile`),
+timed by the Trainer itself (the loop's tf.function call only). keras-hub runs a
+`tf.function` step of BertBackbone + MaskedLMHead (tied embeddings) + a Dense NSP head on
+the pooled output with `keras.optimizers.AdamW(global_clipnorm=1)`, with and without
+`jit_compile`.
+
+The machine may be shared, so the four contestants of a model (ours, keras-hub, each
+with and without XLA) are built first and then timed in alternation, --repeats rounds of
+one --steps-step run each, after a warm-up round (tracing, XLA compilation); each number
+is the best round (the least disturbed one). The matmul peak is measured the same way:
+1024^3 float32 bursts at the start of every round, the best burst counting. When the
+load average exceeds the core count, a warning says that the figures (and the peak) are
+depressed. Model FLOPs count the matmuls of a training step (3x forward): per layer
 QKV/output projections, attention scores and context, feed-forward; pooler; the masked-LM
 transform and vocabulary projection at the 20 positions.
 """
@@ -47,25 +54,31 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREDICTIONS = 20
 
 
-def matmul_peak(size=1024, repeats=20):
-    """Measured float32 matmul GFLOP/s (best of several timed bursts)."""
-    a = tf.random.normal([size, size])
-    b = tf.random.normal([size, size])
+class MatmulPeak:
+    """Float32 matmul GFLOP/s: `measure()` times bursts, `best` is the best so far."""
 
-    @tf.function
-    def burst(a, b):
-        x = a
-        for _ in range(repeats):
-            x = tf.matmul(x, b) * 1e-3
-        return x
+    def __init__(self, size=1024, repeats=20):
+        self.size, self.repeats, self.best = size, repeats, 0.0
+        a = tf.random.normal([size, size])
+        b = tf.random.normal([size, size]) / size ** 0.5
 
-    burst(a, b).numpy()
-    best = 0.0
-    for _ in range(5):
-        start = time.perf_counter()
-        burst(a, b).numpy()
-        best = max(best, 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e9)
-    return best
+        @tf.function
+        def burst():
+            x = a
+            for _ in range(repeats):
+                x = tf.matmul(x, b)
+            return tf.reduce_sum(x)
+
+        self._burst = burst
+        burst().numpy()  # trace
+
+    def measure(self, tries=3):
+        for _ in range(tries):
+            start = time.perf_counter()
+            self._burst().numpy()
+            seconds = time.perf_counter() - start
+            self.best = max(self.best, 2 * self.size ** 3 * self.repeats / seconds / 1e9)
+        return self.best
 
 
 def train_flops_per_example(cfg: BertConfig, seq: int, predictions: int) -> float:
@@ -93,17 +106,8 @@ def synthetic_batch(cfg: BertConfig, batch: int, seq: int, seed=0):
     return features, labels
 
 
-def time_best(run, repeats):
-    run()  # warm-up (tracing, XLA compilation)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def bench_ours(cfg, batch, seq, steps, repeats, jit):
+def make_ours(cfg, batch, seq, steps, jit):
+    """A function running one more `steps`-step loop of `Trainer.train`; returns ex/s."""
     features, labels = synthetic_batch(cfg, batch, seq)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
@@ -113,15 +117,22 @@ def bench_ours(cfg, batch, seq, steps, repeats, jit):
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
                       metrics_fn=losses.pretraining_metrics, label_fn=losses.add_global_mlm_weight,
                       steps_per_loop=steps, save_checkpoints_steps=10 ** 9, jit_compile=jit,
-                      handle_sigterm=False, write_summaries=False)
+                      handle_sigterm=False, write_summaries=False, max_checkpoints_to_keep=1)
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors((features, labels)).repeat()
-    # One train() call of (repeats + 1) loops; the Trainer times each loop itself (the
-    # tf.function call only, not the checkpoint written at the end). Loop 1 traces.
-    trainer.train(dataset_fn, batch, (repeats + 1) * steps)
-    return max(h["examples_per_second"] for h in trainer.history[1:])
+
+    def run():
+        # Each call trains `steps` more steps as one loop; the Trainer times the loop's
+        # tf.function call itself (not the checkpoint train() writes when it returns).
+        trainer.train(dataset_fn, batch, int(trainer.step.numpy()) + steps)
+        if trainer.train_loop_traces != 1:
+            raise RuntimeError(f"the train loop was traced {trainer.train_loop_traces} times")
+        return trainer.history[-1]["examples_per_second"]
+
+    return run
 
 
-def bench_keras_hub(cfg, batch, seq, steps, repeats, jit):
+def make_keras_hub(cfg, batch, seq, steps, jit):
+    """A function running `steps` keras-hub training steps; returns ex/s."""
     import keras_hub
 
     features, labels = synthetic_batch(cfg, batch, seq)
@@ -162,11 +173,19 @@ def bench_keras_hub(cfg, batch, seq, steps, repeats, jit):
         return loss
 
     def run():
+        start = time.perf_counter()
         for _ in range(steps):
             loss = step(data)
         loss.numpy()
+        return steps * batch / (time.perf_counter() - start)
 
-    return steps * batch / time_best(run, repeats)
+    return run
+
+
+def loaded(cores=os.cpu_count()):
+    """(1-minute load average, whether it exceeds the core count)."""
+    load = os.getloadavg()[0]
+    return load, load > cores
 
 
 def main():
@@ -179,36 +198,55 @@ def main():
     parser.add_argument("--skip_peer", action="store_true")
     args = parser.parse_args()
 
-    peak = matmul_peak()
-    print(f"float32 matmul peak (1024^3, best burst): {peak:.1f} GFLOP/s; model FLOPs "
-          f"per example: " + ", ".join(
-              f"{n} {train_flops_per_example(BertConfig.from_file(os.path.join(REPO, 'official_configs', 'models', n + '.yaml')), args.seq_length, PREDICTIONS) / 1e9:.2f} GFLOP"
-              for n in args.models.split(",")), flush=True)
-    print(f"load average at start: {os.getloadavg()[0]:.2f} (cores: {os.cpu_count()})",
-          flush=True)
-    rows = []
-    for name in args.models.split(","):
-        cfg = BertConfig.from_file(os.path.join(REPO, "official_configs", "models", f"{name}.yaml"))
-        flops = train_flops_per_example(cfg, args.seq_length, PREDICTIONS)
-        results = {}
+    names = args.models.split(",")
+    configs = {n: BertConfig.from_file(os.path.join(REPO, "official_configs", "models",
+                                                    f"{n}.yaml")) for n in names}
+    flops = {n: train_flops_per_example(configs[n], args.seq_length, PREDICTIONS)
+             for n in names}
+    print("model FLOPs per training example: " + ", ".join(
+        f"{n} {flops[n] / 1e9:.2f} GFLOP" for n in names), flush=True)
+    peak = MatmulPeak()
+    load, busy = loaded()
+    print(f"load average at start: {load:.2f} (cores: {os.cpu_count()})", flush=True)
+    if busy:
+        print("WARNING: the machine is busy (load average above the core count): "
+              "throughput and the matmul peak are both depressed, and the ratios noisy",
+              flush=True)
+    for name in names:
+        cfg = configs[name]
+        contestants = {}
         for jit in (False, True):
-            runs = [("bert_tf", bench_ours)] + ([] if args.skip_peer else
-                                                [("keras-hub", bench_keras_hub)])
-            for label, bench in runs:
-                label = f"{label}{' +XLA' if jit else ''}"
-                eps = bench(cfg, args.batch_size, args.seq_length, args.steps, args.repeats, jit)
-                results[label] = eps
-                mfu = eps * flops / 1e9 / peak
-                rows.append((name, label, eps, mfu))
-                print(f"{name:11s} {label:16s} {eps:7.1f} examples/s  MFU {mfu:6.1%} "
-                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            suffix = " +XLA" if jit else ""
+            contestants["bert_tf" + suffix] = make_ours(
+                cfg, args.batch_size, args.seq_length, args.steps, jit)
+            if not args.skip_peer:
+                contestants["keras-hub" + suffix] = make_keras_hub(
+                    cfg, args.batch_size, args.seq_length, args.steps, jit)
+        for run in contestants.values():
+            run()  # warm-up: tracing, XLA compilation
+        results = {label: 0.0 for label in contestants}
+        for _ in range(args.repeats):
+            peak.measure()
+            for label, run in contestants.items():
+                results[label] = max(results[label], run())
+        peak.measure()
+        load, busy = loaded()
+        for label, eps in results.items():
+            mfu = eps * flops[name] / 1e9 / peak.best
+            print(f"{name:11s} {label:16s} {eps:7.1f} examples/s  MFU {mfu:6.1%} "
+                  f"(of {peak.best:.0f} GFLOP/s; load {load:.1f})", flush=True)
+        if busy:
+            print(f"WARNING: load average {load:.1f} > {os.cpu_count()} cores during "
+                  f"{name}: figures depressed", flush=True)
         if not args.skip_peer:
             best_ours = max(results["bert_tf"], results["bert_tf +XLA"])
             best_peer = max(results["keras-hub"], results["keras-hub +XLA"])
             print(f"{name}: bert_tf best / keras-hub best = {best_ours / best_peer:.2f}x; "
-                  f"same settings without XLA: {results['bert_tf'] / results['keras-hub']:.2f}x",
+                  f"without XLA: {results['bert_tf'] / results['keras-hub']:.2f}x; "
+                  f"with XLA: {results['bert_tf +XLA'] / results['keras-hub +XLA']:.2f}x",
                   flush=True)
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    print(f"best float32 matmul peak (1024^3 bursts): {peak.best:.1f} GFLOP/s; "
+          f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -203,6 +203,12 @@ def run() -> Dict:
 
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    from bert_tf import tasks
+
+    try:
+        tasks.canonical_task_name(FLAGS.task_name)
+    except ValueError as e:
+        raise FinetuneError(f"--task_name: {e}") from None
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
     strategy = get_strategy(FLAGS.distribution_strategy, tpu=FLAGS.tpu)
@@ -232,6 +238,13 @@ def run() -> Dict:
         # Read the init checkpoint now: a checkpoint of another size fails here, naming
         # both shapes, before minutes of feature conversion.
         md.restore(FLAGS.init_checkpoint, init_items)
+    if (not FLAGS.do_train and not resuming and init_items is not None
+            and "task_head" not in init_items):
+        raise FinetuneError(
+            f"--init_checkpoint={FLAGS.init_checkpoint} holds no {task.name} head (it is a "
+            f"pretrained or converted model, or was fine-tuned on another task): "
+            f"--do_eval/--do_predict without --do_train would score a random head; add "
+            f"--do_train, or pass the output dir of a {task.name} fine-tuning run")
     if not FLAGS.init_checkpoint and not resuming:
         if not FLAGS.do_train:
             raise FinetuneError(f"no checkpoint in --output_dir={FLAGS.output_dir} and no "

@@ -72,12 +72,15 @@ def expand_globs(spec: str) -> List[str]:
     return paths
 
 
-def _local_vocab(path: str) -> str:
-    if not _is_remote(path):
-        return path
+def _read_bytes(path: str) -> bytes:
+    with open_any(path) as f:
+        return f.read()
+
+
+def _write_local_vocab(contents: bytes) -> str:
     fd, local = tempfile.mkstemp(suffix="-vocab.txt")
-    with os.fdopen(fd, "wb") as out, open_any(path) as src:
-        out.write(src.read())
+    with os.fdopen(fd, "wb") as out:
+        out.write(contents)
     return local
 
 
@@ -90,10 +93,14 @@ def _make_dofn(cfg: cpd.JobConfig):
 
         def __init__(self, job_cfg: cpd.JobConfig):
             self.cfg = job_cfg
+            # The vocab travels with the function: a remote worker cannot read the
+            # launching machine's --vocab_file (local or not).
+            self.vocab_bytes = _read_bytes(job_cfg.vocab_file)
             self.counters = {k: Metrics.counter(NAMESPACE, k) for k in cpd.STAT_KEYS}
 
         def setup(self):
-            local = dataclasses.replace(self.cfg, vocab_file=_local_vocab(self.cfg.vocab_file))
+            vocab = _write_local_vocab(self.vocab_bytes)
+            local = dataclasses.replace(self.cfg, vocab_file=vocab)
             self.processor = cpd.UnitProcessor(local, opener=open_any)
 
         def process(self, unit):

@@ -378,6 +378,13 @@ def run(cfg: JobConfig) -> Dict:
     """Runs the job; returns the summary (also written to OUTPUT.summary.json)."""
     start = time.time()
     cfg.validate()
+    for flag, value in (("--input_file", cfg.input_file), ("--output_file", cfg.output_file),
+                        ("--vocab_file", cfg.vocab_file)):
+        remote = [p for p in value.split(",") if corpus.is_remote(p.strip())]
+        if remote:
+            raise CorpusError(f"{flag}={remote[0]}: this job reads and writes local files; "
+                              f"for gs:// and other remote storage run the same job as "
+                              f"`python -m data_prep.beam_pipeline` (DirectRunner by default)")
     paths = corpus.expand_input_globs(cfg.input_file)
     check_vocab_file(cfg.vocab_file)
     shards = output_paths(cfg.output_file, cfg.num_output_shards)

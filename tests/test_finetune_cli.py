@@ -133,3 +133,21 @@ def test_init_checkpoint_of_another_size_is_refused(workspace, tmp_path):
         result.stderr[-2000:]
     assert "training examples" not in result.stderr  # refused before any data work
     assert "Traceback" not in result.stderr
+
+
+def test_eval_only_from_a_model_without_this_head_is_refused(workspace, tmp_path):
+    result = run_cli("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
+                     f"--init_checkpoint={workspace / 'init'}",
+                     f"--output_dir={tmp_path / 'out'}", "--do_eval")
+    assert result.returncode != 0
+    assert "would score a random head" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_task_is_a_message(workspace, tmp_path):
+    result = run_cli("bert_tf.finetune", "--task_name=glue-foo",
+                     f"--data_dir={workspace / 'sst2'}",
+                     f"--init_checkpoint={workspace / 'init'}",
+                     f"--output_dir={tmp_path / 'out'}", "--do_train")
+    assert result.returncode != 0
+    assert "unknown task 'glue-foo'" in result.stderr and "Traceback" not in result.stderr
