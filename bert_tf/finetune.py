@@ -263,10 +263,10 @@ def run() -> Dict:
             num_train_examples = len(examples)
             logging.info("%d training examples -> %d features in %.1fs", len(examples),
                          len(train_features["input_word_ids"]), time.time() - start)
-        num_features = (len(train_features["input_word_ids"]) if train_features is not None
-                        else num_train_examples)
+        # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
+        # doc-stride windows are more features than examples; records count features).
         num_steps = FLAGS.num_train_steps or max(1, int(
-            num_features / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+            num_train_examples / FLAGS.train_batch_size * FLAGS.num_train_epochs))
         warmup = (FLAGS.num_warmup_steps if FLAGS.num_warmup_steps is not None
                   else int(num_steps * FLAGS.warmup_proportion))
 

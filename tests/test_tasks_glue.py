@@ -219,3 +219,25 @@ def test_features_with_the_real_tokenizer(shared_data):
 
     labels = stsb.convert_examples([GlueExample("0", "a", "b", 3.8)], "dev")["label_ids"]
     assert labels.dtype == np.float32 and labels.tolist() == [pytest.approx(3.8)]
+
+
+def test_mnli_test_predictions_include_the_diagnostic_set(tmp_path):
+    mnli_dir = tmp_path / "MNLI"
+    mnli_dir.mkdir()
+    test_header = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\t" \
+                  "sentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2"
+    for subset, i in (("matched", 0), ("mismatched", 1)):
+        write(mnli_dir / f"test_{subset}.tsv", [test_header, mnli_row(i, "P.", "H.", [])])
+    (tmp_path / "diagnostic").mkdir()
+    write(tmp_path / "diagnostic" / "diagnostic.tsv",
+          ["index\tsentence1\tsentence2", "0\tThe cat sat.\tThe cat did not sit."])
+    mnli = make_task("MNLI", data_dir=str(mnli_dir))
+    test = mnli.get_examples("test")
+    assert [(e.subset, e.guid) for e in test] == [
+        ("matched", "0"), ("mismatched", "1"), ("diagnostic", "0")]
+    assert (test[2].text_a, test[2].text_b) == ("The cat sat.", "The cat did not sit.")
+    paths = mnli.write_predictions(["neutral", "entailment", "contradiction"], test,
+                                   str(tmp_path))
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"]
+    assert (tmp_path / "AX.tsv").read_text().split("\n")[:2] == ["index\tprediction",
+                                                                  "0\tcontradiction"]

@@ -305,7 +305,8 @@ class MnliTask(GlueTask):
     The "dev" split is dev_matched.tsv + dev_mismatched.tsv (examples carry `subset`), so
     one evaluation reports both: `accuracy` (= matched, the number usually quoted),
     `accuracy_matched`, `accuracy_mismatched`. "test" likewise writes MNLI-m.tsv and
-    MNLI-mm.tsv.
+    MNLI-mm.tsv, and AX.tsv from GLUE's diagnostic.tsv (in --data_dir or ../diagnostic/)
+    when it is there, as the GLUE submission expects.
     """
 
     name = "MNLI"
@@ -325,7 +326,34 @@ class MnliTask(GlueTask):
         for subset in ("matched", "mismatched"):
             path = os.path.join(self.data_dir or "", f"{split}_{subset}.tsv")
             examples += self._read(path, split, subset)
+        if split == "test":
+            examples += self._read_diagnostic()
         return examples
+
+    def _read_diagnostic(self) -> List[GlueExample]:
+        """GLUE's diagnostic set (AX), which the submission predicts with the MNLI model:
+        `diagnostic.tsv` in --data_dir or in the GLUE layout's `../diagnostic/`, if present."""
+        import tensorflow as tf
+
+        for path in (os.path.join(self.data_dir or "", "diagnostic.tsv"),
+                     os.path.join(self.data_dir or "", os.pardir, "diagnostic",
+                                  "diagnostic.tsv")):
+            if self.data_dir and tf.io.gfile.exists(path):
+                rows = read_tsv(path)
+                if not rows or rows[0][:3] != ["index", "sentence1", "sentence2"]:
+                    raise TaskDataError(f"{path}:1: expected the header "
+                                        f"index<TAB>sentence1<TAB>sentence2 of GLUE's AX set")
+                examples = []
+                for line_no, row in enumerate(rows[1:], start=2):
+                    if row == [""]:
+                        continue
+                    if len(row) < 3:
+                        raise TaskDataError(f"{path}:{line_no}: {len(row)} tab-separated "
+                                            f"columns, expected 3 (index, sentence1, sentence2)")
+                    examples.append(GlueExample(guid=row[0], text_a=row[1], text_b=row[2],
+                                                subset="diagnostic", source=f"{path}:{line_no}"))
+                return examples
+        return []
 
     def evaluate(self, predictions, examples) -> Dict[str, float]:
         results = {}
@@ -341,7 +369,8 @@ class MnliTask(GlueTask):
 
     def write_predictions(self, predictions, examples, output_dir: str) -> List[str]:
         paths = []
-        for subset, filename in (("matched", "MNLI-m.tsv"), ("mismatched", "MNLI-mm.tsv")):
+        for subset, filename in (("matched", "MNLI-m.tsv"), ("mismatched", "MNLI-mm.tsv"),
+                                 ("diagnostic", "AX.tsv")):
             chosen = [i for i, e in enumerate(examples) if e.subset == subset]
             if chosen:
                 paths.append(self._write(os.path.join(output_dir, filename),
