@@ -229,3 +229,29 @@ def test_evaluate_writes_eval_results_json(records, tmp_path):
                 "next_sentence_loss", "perplexity", "loss"):
         assert stored[key] == pytest.approx(results[key])
     assert 0 <= stored["masked_lm_accuracy"] <= 1
+
+
+def test_sigterm_handler_is_only_installed_while_training(records, tmp_path):
+    import signal
+
+    def previous(*_):
+        raise AssertionError("not called")
+
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        _, trainer = _pretrainer_trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), tmp_path,
+                                         steps_per_loop=2)
+        trainer._handle_sigterm = True
+        seen = []
+        original = trainer._train
+
+        def spy(*args):
+            seen.append(signal.getsignal(signal.SIGTERM))
+            return original(*args)
+
+        trainer._train = spy
+        trainer.train(_dataset_fn(records, 8), global_batch_size=8, num_steps=2)
+        assert seen and seen[0] is not previous  # the preemption handler while training
+        assert signal.getsignal(signal.SIGTERM) is previous  # restored afterwards
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -139,8 +139,7 @@ class Trainer:
         self._train_loop = None
         self._eval_step = None
         self._writers = {}
-        if handle_sigterm and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_: self._preempted.set())
+        self._handle_sigterm = handle_sigterm
 
     # ----------------------------------------------------------------- setup
     def _check_scope(self):
@@ -303,8 +302,21 @@ class Trainer:
         """Trains until `step == num_steps`; returns the last loop's values.
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
-        metrics of the last loop.
+        metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
+        save a checkpoint after the running loop and return "preempted"; outside of it
+        SIGTERM keeps its previous meaning (by default: terminate).
         """
+        install = (self._handle_sigterm
+                   and threading.current_thread() is threading.main_thread())
+        previous = (signal.signal(signal.SIGTERM, lambda *_: self._preempted.set())
+                    if install else None)
+        try:
+            return self._train(dataset_fn, global_batch_size, num_steps)
+        finally:
+            if install:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise ValueError(
