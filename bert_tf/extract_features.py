@@ -86,13 +86,21 @@ def read_examples(input_file: str) -> List[InputExample]:
     """One example per line (UTF-8); `A ||| B` is a pair. Unique ids count lines from 0."""
     import tensorflow as tf  # gfile: inputs may live on gs://
 
+    from absl import logging
+
     examples = []
     with tf.io.gfile.GFile(input_file, "rb") as f:
-        text = f.read().decode("utf-8")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line is not an extra (empty) line
-    for unique_id, line in enumerate(lines):
+        raw_lines = f.read().split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the newline that ends the last line is not an extra (empty) line
+    for unique_id, raw in enumerate(raw_lines):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            # The original read with decode("utf-8", "ignore"): keep the line, say where.
+            logging.warning("%s:%d: not valid UTF-8 (byte %d: %s); invalid bytes dropped",
+                            input_file, unique_id + 1, e.start, e.reason)
+            line = raw.decode("utf-8", "ignore")
         line = line.strip()
         match = _PAIR.match(line)
         if match:

@@ -149,3 +149,13 @@ def test_command_line_refuses_a_missing_layer(model_dir, input_file, tmp_path):
         capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode != 0 and "layer 7 does not exist" in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_invalid_utf8_line_is_kept_without_its_bad_bytes(tmp_path):
+    from bert_tf.extract_features import read_examples
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"good line\nbad \xff line ||| pair\n")
+    examples = read_examples(str(path))
+    assert [(e.unique_id, e.text_a, e.text_b) for e in examples] == [
+        (0, "good line", None), (1, "bad  line", "pair")]
