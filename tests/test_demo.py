@@ -4,7 +4,8 @@ The default test runs `python -m demo.run_demo --fast` as `make demo` runs the d
 process, every step, tiny amounts of training: about 2 minutes on 2 cores) and checks that
 every step ran and produced its files, and that the fresh serving process printed one
 classification per raw sentence. With BERT_TF_FULL_DEMO=1 the full demo runs instead
-(about 5 minutes) and its dev accuracy and raw-sentence classifications are checked too.
+(as `make demo` runs it: about 100 s once set up) and its dev accuracy and raw-sentence
+classifications are checked too.
 """
 
 import json
@@ -74,7 +75,7 @@ def test_fresh_process_classified_every_raw_sentence(demo_run):
     assert all(0.5 <= c["probability"] <= 1 for c in summary["classifications"])
 
 
-@pytest.mark.skipif(not FULL, reason="the full demo takes ~5 minutes: BERT_TF_FULL_DEMO=1")
+@pytest.mark.skipif(not FULL, reason="the full demo (what make demo runs) needs BERT_TF_FULL_DEMO=1")
 def test_full_demo_classifies_correctly(demo_run):
     _, stdout, summary = demo_run
     assert summary["dev_accuracy_minilm"] >= 0.9
