@@ -255,3 +255,21 @@ def test_sigterm_handler_is_only_installed_while_training(records, tmp_path):
         assert signal.getsignal(signal.SIGTERM) is previous  # restored afterwards
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def test_input_options_fetch_to_device_only_for_accelerators():
+    """CPU replicas read batches where they are; GPUs/TPUs keep TF's prefetch to device."""
+    import doctest
+    import types
+
+    from bert_tf.training import strategy as strategy_lib
+
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")][:2]
+    for strategy in (tf.distribute.OneDeviceStrategy("/cpu:0"),
+                     tf.distribute.MirroredStrategy(cpus)):
+        assert not strategy_lib.input_options(strategy).experimental_fetch_to_device
+    gpu = types.SimpleNamespace(extended=types.SimpleNamespace(
+        worker_devices=("/job:localhost/replica:0/task:0/device:GPU:0",
+                        "/job:localhost/replica:0/task:0/device:GPU:1")))
+    assert strategy_lib.input_options(gpu).experimental_fetch_to_device
+    assert doctest.testmod(strategy_lib).failed == 0

@@ -227,6 +227,8 @@ def predict_outputs(model, strategy, features: Mapping[str, np.ndarray], batch_s
     """
     import tensorflow as tf
 
+    from bert_tf.training.strategy import input_options
+
     replicas = strategy.num_replicas_in_sync
     batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
     inputs = {k: np.asarray(features[k], np.int32) for k in MODEL_INPUT_NAMES}
@@ -236,7 +238,7 @@ def predict_outputs(model, strategy, features: Mapping[str, np.ndarray], batch_s
         inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
                   for k, v in inputs.items()}
     dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size, drop_remainder=True)
-    dataset = strategy.experimental_distribute_dataset(dataset)
+    dataset = strategy.experimental_distribute_dataset(dataset, input_options(strategy))
 
     @tf.function
     def step(batch):

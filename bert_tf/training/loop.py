@@ -68,7 +68,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
-from bert_tf.training.strategy import is_chief
+from bert_tf.training.strategy import input_options, is_chief
 
 EVAL_RESULTS_FILE = "eval_results.json"
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -288,7 +288,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ train
     def _distribute(self, dataset_fn, must_be_static: bool):
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        dataset = self.strategy.distribute_datasets_from_function(
+            dataset_fn, input_options(self.strategy))
         specs = tf.nest.flatten(dataset.element_spec, expand_composites=True)
         if any(not s.shape.is_fully_defined() for s in specs if hasattr(s, "shape")):
             message = ("the dataset's element shapes are not static "
