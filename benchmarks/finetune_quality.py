@@ -13,7 +13,10 @@ clipping at 1.0 and dropout 0.1. Dev metrics are computed by the same functions
 (bert_tf.tasks.metrics). The update rule is the same too: ours runs with
 `--optimizer=adamw_bias_correction`, which is torch.optim.AdamW's (pass
 `--optimizer=adamw` for the original BERT AdamWeightDecay, which skips bias correction
-and so takes ~3x larger steps at first: on short runs that alone moves the score).
+and so takes ~3x larger steps at first: on short runs that alone moves the score), and
+so is the schedule: ours runs with `--decay_from_warmup_end`, as
+get_linear_schedule_with_warmup decays (pass `--no-decay_from_warmup_end` for the original
+BERT schedule, which decays from step 0: 10% lower rate right after warmup).
 
 Speed = training examples per second in steady state (ours: the last training loop,
 after tracing; reference: after its first 5 steps), plus the total training wall time.
@@ -66,7 +69,7 @@ def convert(work_dir: str) -> str:
 
 
 def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs, n_train,
-             n_eval, seed, optimizer, batch_size=32):
+             n_eval, seed, optimizer, decay_from_warmup_end, batch_size=32):
     results_file = os.path.join(out_dir, "eval_results.json")
     if not os.path.exists(results_file):
         command = [sys.executable, "-m", "bert_tf.finetune", f"--task_name={task_name}",
@@ -77,6 +80,8 @@ def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs,
                    f"--num_train_epochs={epochs}", "--warmup_proportion=0.1",
                    f"--seed={seed}", "--steps_per_loop=25", "--save_checkpoints_steps=100000",
                    f"--optimizer={optimizer}"]
+        if decay_from_warmup_end:
+            command.append("--decay_from_warmup_end")
         if n_train:
             command.append(f"--max_train_examples={n_train}")
         if n_eval:
@@ -188,6 +193,12 @@ def main():
                         help="ours: adamw_bias_correction = the reference's torch AdamW "
                              "update; adamw = the original BERT AdamWeightDecay (no bias "
                              "correction: ~3x larger first steps)")
+    parser.add_argument("--decay_from_warmup_end", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="ours: decay the learning rate from the end of warmup, as "
+                             "get_linear_schedule_with_warmup does (--no-decay_from_warmup_end: "
+                             "the original BERT schedule, decaying from step 0 so that after "
+                             "warmup the rate is 10%% lower than the reference's)")
     args = parser.parse_args()
 
     from bert_tf import tasks
@@ -209,10 +220,13 @@ def main():
                              "train_examples": n_train, "batch_size": 32, "seed": args.seed}
         entry["settings"]["eval_examples"] = args.eval_examples
         entry["settings"]["ours_optimizer"] = args.optimizer
+        entry["settings"]["ours_decay_from_warmup_end"] = args.decay_from_warmup_end
+        schedule = "_warmup_end" if args.decay_from_warmup_end else ""
         out_dir = os.path.join(args.work_dir, f"ours_{folder}_{n_train}_{epochs}_{lr:g}_"
-                                              f"{args.eval_examples}_{args.optimizer}")
+                                              f"{args.eval_examples}_{args.optimizer}{schedule}")
         entry["ours"] = run_ours(name, data_dir, init_dir, out_dir, max_len, lr, epochs,
-                                 n_train, args.eval_examples, args.seed, args.optimizer)
+                                 n_train, args.eval_examples, args.seed, args.optimizer,
+                                 args.decay_from_warmup_end)
         if not args.skip_reference:
             train = task.get_examples("train")
             train = train[:n_train] if n_train else train

