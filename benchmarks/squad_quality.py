@@ -224,7 +224,8 @@ def run_reference(hf_dir, paths):
     task = squad.SquadTask(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
                            doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
                            files={"train": paths["train"], "dev": paths["dev"]})
-    train = task.convert_examples(task.get_examples("train"), "train")
+    train_examples = task.get_examples("train")
+    train = task.convert_examples(train_examples, "train")
     dev_examples = task.get_examples("dev")
     dev = task.convert_examples(dev_examples, "dev")
 
@@ -238,7 +239,9 @@ def run_reference(hf_dir, paths):
          "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=FLAGS.learning_rate, eps=1e-6)
     n = len(train["input_word_ids"])
-    steps = max(1, int(n / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+    # Updates counted from questions, not windows, as the original run_squad and our
+    # finetune count them: both sides make the same number of updates.
+    steps = max(1, int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs))
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
     rng = np.random.default_rng(FLAGS.seed)
     order = np.concatenate([rng.permutation(n) for _ in range(int(np.ceil(
