@@ -192,6 +192,7 @@ def run() -> Dict:
     import numpy as np
     import tensorflow as tf
 
+    from bert_tf import flags_common
     from bert_tf import model_dir as md
     from bert_tf.data import finetuning as data_lib
     from bert_tf.encoder import BertEncoder
@@ -199,7 +200,7 @@ def run() -> Dict:
     from bert_tf.tokenization import BertTokenizer
     from bert_tf.training.loop import Trainer
     from bert_tf.training.optimization import create_optimizer
-    from bert_tf.training.strategy import get_strategy
+    from bert_tf.training.strategy import is_chief
 
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
@@ -211,7 +212,10 @@ def run() -> Dict:
         raise FinetuneError(f"--task_name: {e}") from None
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
-    strategy = get_strategy(FLAGS.distribution_strategy, tpu=FLAGS.tpu)
+    try:
+        strategy = flags_common.strategy_from_flags(FLAGS)
+    except flags.ValidationError as e:
+        raise FinetuneError(str(e)) from None
     config, vocab, lower = _resolve_model_files()
     max_seq_length = _max_seq_length()
     if max_seq_length > config.max_position_embeddings:
@@ -223,11 +227,12 @@ def run() -> Dict:
     tokenizer = BertTokenizer(vocab, do_lower_case=lower)
     task = _make_task(tokenizer)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab, do_lower_case=lower)
-    task_config = task.task_config()
-    task_config["do_lower_case"] = lower
-    with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
-        json.dump(task_config, f, indent=2)
+    if is_chief(strategy):  # one writer per cluster (workers share --output_dir)
+        md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab, do_lower_case=lower)
+        task_config = task.task_config()
+        task_config["do_lower_case"] = lower
+        with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
+            json.dump(task_config, f, indent=2)
 
     with strategy.scope():
         encoder = BertEncoder(config, name="encoder")

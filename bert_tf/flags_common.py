@@ -66,6 +66,7 @@ def define_common_flags() -> None:
     f.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
                   "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
     f.DEFINE_string("tpu", None, "TPU name or grpc:// address (\"local\" on a TPU VM).")
+    define_original_tpu_flags()
     f.DEFINE_enum("mixed_precision", "float32", list(PRECISIONS),
                   "Compute dtype policy; mixed_float16 adds dynamic loss scaling.")
     f.DEFINE_integer("steps_per_loop", 100, "Steps run inside one tf.function between "
@@ -80,6 +81,84 @@ def define_common_flags() -> None:
     f.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer update "
                      "(train_batch_size is split into them).")
     f.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+
+
+def define_original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The original run_pretraining / run_classifier / run_squad / extract_features TPU
+    flags, accepted as they are and mapped by `original_tpu_flags` (idempotent)."""
+    if "use_tpu" in flag_values:
+        return
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_bool("use_tpu", False, "Original flag: = --distribution_strategy=tpu.", **fv)
+    flags.DEFINE_string("tpu_name", None, "Original flag: the Cloud TPU's name or grpc:// "
+                        "address (= --tpu).", **fv)
+    flags.DEFINE_string("tpu_zone", None, "Original flag: GCE zone of --tpu_name (default: "
+                        "from the metadata server).", **fv)
+    flags.DEFINE_string("gcp_project", None, "Original flag: GCP project of --tpu_name "
+                        "(default: from the metadata server).", **fv)
+    flags.DEFINE_string("master", None, "Original flag: the TPU's grpc:// address, used "
+                        "when --tpu_name is not given.", **fv)
+    flags.DEFINE_integer("iterations_per_loop", None, "Original flag: = --steps_per_loop.",
+                         **fv)
+    flags.DEFINE_integer("num_tpu_cores", None, "Original flag: TPU cores to use (default: "
+                         "all of the TPU's).", **fv)
+
+
+def original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
+    """Maps the original TPU flags onto ours; returns the TPU keyword arguments.
+
+    `--use_tpu` sets `--distribution_strategy=tpu`, `--tpu_name` (else `--master`) sets
+    `--tpu`, `--iterations_per_loop` sets `--steps_per_loop`. Returns `{tpu, tpu_zone,
+    gcp_project, num_tpu_cores}` for `strategy.get_strategy`. Raises
+    flags.ValidationError when an original flag and ours say different things.
+
+    >>> fv = flags.FlagValues()
+    >>> for name, default in (("distribution_strategy", "one_device"), ("tpu", None)):
+    ...     flags.DEFINE_string(name, default, "", flag_values=fv)
+    >>> flags.DEFINE_integer("steps_per_loop", 100, "", flag_values=fv)
+    >>> define_original_tpu_flags(fv)
+    >>> _ = fv(["pretrain", "--use_tpu", "--tpu_name=my-tpu", "--iterations_per_loop=1000"])
+    >>> original_tpu_flags(fv)["tpu"], fv.distribution_strategy, fv.steps_per_loop
+    ('my-tpu', 'tpu', 1000)
+    """
+    fv = flag_values
+
+    def given(name):  # on the command line or from --config_file
+        return fv[name].present or fv[name].value != fv[name].default
+
+    if fv.use_tpu:
+        if given("distribution_strategy") and fv.distribution_strategy != "tpu":
+            raise flags.ValidationError(
+                f"--use_tpu contradicts --distribution_strategy={fv.distribution_strategy}; "
+                f"pass one of them")
+        fv.distribution_strategy = "tpu"
+    original_tpu = fv.tpu_name or fv.master
+    if original_tpu:
+        if fv.tpu and fv.tpu != original_tpu:
+            raise flags.ValidationError(
+                f"--tpu={fv.tpu} contradicts --{'tpu_name' if fv.tpu_name else 'master'}="
+                f"{original_tpu}; pass one of them")
+        if fv.distribution_strategy == "tpu":
+            fv.tpu = original_tpu
+    if fv.iterations_per_loop is not None:
+        if given("steps_per_loop") and fv.steps_per_loop != fv.iterations_per_loop:
+            raise flags.ValidationError(
+                f"--iterations_per_loop={fv.iterations_per_loop} contradicts "
+                f"--steps_per_loop={fv.steps_per_loop}; pass one of them")
+        fv.steps_per_loop = fv.iterations_per_loop
+    return {"tpu": fv.tpu, "tpu_zone": fv.tpu_zone, "gcp_project": fv.gcp_project,
+            "num_tpu_cores": fv.num_tpu_cores}
+
+
+def strategy_from_flags(flag_values: flags.FlagValues = flags.FLAGS, **factories):
+    """The tf.distribute strategy the flags ask for, original TPU flags included
+    (`original_tpu_flags`); `factories` go to `strategy.get_strategy` (tests)."""
+    from bert_tf.training.strategy import get_strategy
+
+    tpu_options = original_tpu_flags(flag_values)
+    if flag_values.distribution_strategy != "tpu":
+        tpu_options = {}
+    return get_strategy(flag_values.distribution_strategy, **tpu_options, **factories)
 
 
 def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,

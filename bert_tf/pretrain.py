@@ -91,12 +91,11 @@ def run():
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses, optimization
     from bert_tf.training.loop import Trainer
-    from bert_tf.training.strategy import get_strategy
 
     flags_common.require(FLAGS, ["output_dir", "input_file"])
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise flags.ValidationError("at least one of --do_train and --do_eval must be set")
-    strategy = get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    strategy = flags_common.strategy_from_flags(FLAGS)
     config, vocab, do_lower_case = _resolve_config_and_vocab()
     if FLAGS.seed is not None:
         keras.utils.set_random_seed(FLAGS.seed)

@@ -94,10 +94,15 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
     when training, every record once otherwise."""
     files = list_record_files(file_patterns)
     dataset = tf.data.Dataset.from_tensor_slices(files)
-    if input_context and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines,
-                                input_context.input_pipeline_id)
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    # By file when every pipeline gets one; else by record (every pipeline reads every
+    # file and keeps its share), so no worker is left without data.
+    by_file = len(files) >= pipelines
+    if pipelines > 1 and by_file:
+        dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
     dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8))
+    if pipelines > 1 and not by_file:
+        dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed).repeat()
     dataset = dataset.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE)

@@ -4,6 +4,8 @@ import math
 
 import keras
 
+from bert_tf.layers.dropout import ReplicaDropout
+
 
 def attention_bias_from_mask(input_mask, dtype="float32"):
     """[batch, seq] 1/0 mask -> additive [batch, 1, 1, seq] bias (0 or -10000).
@@ -66,7 +68,7 @@ class BertSelfAttention(keras.layers.Layer):
         self.key = dense("key")
         self.value = dense("value")
         self.output_dense = dense("output")
-        self.dropout = keras.layers.Dropout(attention_dropout_rate)
+        self.dropout = ReplicaDropout(attention_dropout_rate)
 
     def build(self, input_shape):
         for layer in (self.query, self.key, self.value, self.output_dense):

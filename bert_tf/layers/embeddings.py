@@ -2,6 +2,7 @@
 
 import keras
 
+from bert_tf.layers.dropout import ReplicaDropout
 from bert_tf.layers.normalization import float32_layer_norm
 
 
@@ -32,7 +33,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.dropout_rate = dropout_rate
         self.layer_norm = float32_layer_norm(layer_norm_eps, name="layer_norm")
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = ReplicaDropout(dropout_rate)
 
     def build(self, input_shape=None):
         init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import dense_on_tokens
+from bert_tf.layers.dropout import ReplicaDropout
 from bert_tf.layers.normalization import float32_layer_norm
 
 
@@ -101,7 +102,7 @@ class ClassificationHead(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = ReplicaDropout(dropout_rate)
         self.dense = keras.layers.Dense(
             num_classes, dtype=self.dtype_policy, name="dense",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))

@@ -222,12 +222,15 @@ def predict_outputs(model, strategy, features: Mapping[str, np.ndarray], batch_s
                     ) -> Dict[str, np.ndarray]:
     """Runs `model` over every row of `features` under `strategy`; numpy outputs in order.
 
-    Batches have a static size (a multiple of the replica count; TPUs need it): the last
-    one is padded with zero rows whose outputs are dropped.
+    Batches have a static size (a multiple of the replica count; TPUs need it): the rows
+    are padded with zero rows to a whole number of batches, whose outputs are dropped.
+    Each input pipeline (one per worker) takes every k-th row, and every row carries its
+    index, so under multi_worker_mirrored each worker gathers all workers' outputs
+    (`strategy.gather`) and every worker returns the same complete arrays.
     """
     import tensorflow as tf
 
-    from bert_tf.training.strategy import input_options
+    from bert_tf.training.strategy import input_options, num_workers
 
     replicas = strategy.num_replicas_in_sync
     batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
@@ -237,21 +240,42 @@ def predict_outputs(model, strategy, features: Mapping[str, np.ndarray], batch_s
     if extra:
         inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
                   for k, v in inputs.items()}
-    dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size, drop_remainder=True)
-    dataset = strategy.experimental_distribute_dataset(dataset, input_options(strategy))
+    rows = np.arange(n + extra, dtype=np.int32)
+    gather = num_workers(strategy) > 1
+
+    def dataset_fn(ctx):
+        dataset = tf.data.Dataset.from_tensor_slices((inputs, rows))
+        # By row, not by file: every pipeline gets the same number of whole batches.
+        dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return dataset.batch(ctx.get_per_replica_batch_size(batch_size), drop_remainder=True)
+
+    dataset = strategy.distribute_datasets_from_function(dataset_fn, input_options(strategy))
 
     @tf.function
-    def step(batch):
-        return strategy.run(lambda x: model(x, training=False), args=(batch,))
+    def step(batch, batch_rows):
+        outputs = strategy.run(lambda x: model(x, training=False), args=(batch,))
+        if gather:
+            return (tf.nest.map_structure(lambda t: strategy.gather(t, axis=0), outputs),
+                    strategy.gather(batch_rows, axis=0))
+        return outputs, batch_rows
+
+    def local(value):
+        parts = strategy.experimental_local_results(value)
+        return np.concatenate([np.asarray(t) for t in parts])
 
     parts: Dict[str, list] = {}
-    for batch in dataset:
-        for key, value in step(batch).items():
-            # Replica i holds the i-th slice of the global batch: concatenating the
-            # local results in replica order keeps the rows in order.
-            local = strategy.experimental_local_results(value)
-            parts.setdefault(key, []).append(np.concatenate([np.asarray(t) for t in local]))
-    return {k: np.concatenate(v)[:n] for k, v in parts.items()}
+    order = []
+    for batch, batch_rows in dataset:
+        outputs, out_rows = step(batch, batch_rows)
+        order.append(np.asarray(out_rows) if gather else local(out_rows))
+        for key, value in outputs.items():
+            parts.setdefault(key, []).append(np.asarray(value) if gather else local(value))
+    order = np.concatenate(order)
+    if sorted(order.tolist()) != list(range(n + extra)):
+        raise RuntimeError(f"predict_outputs: got rows {sorted(order.tolist())[:20]}... for "
+                           f"{n + extra} inputs; the strategy lost or repeated rows")
+    keep = np.argsort(order)[:n]
+    return {k: np.concatenate(v)[keep] for k, v in parts.items()}
 
 
 def write_json(path: str, obj) -> str:

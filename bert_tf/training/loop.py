@@ -46,9 +46,19 @@ Example (a fine-tuning task would look the same):
     trainer.evaluate(eval_dataset_fn, global_batch_size=256, num_steps=100)
 
 Inside `train`, `steps_per_loop` steps run in one `tf.function` (`strategy.run` in a
-`tf.range` loop, no host round trip), which is what TPUs need. A non-finite loss stops
-the loop at that step and raises `NonFiniteLossError` without saving. SIGTERM makes
-the loop save a checkpoint after the current loop and return `"preempted"`.
+`tf.while_loop`) whose condition depends only on the step count and the host-side
+preemption flag, so a TPU runs the steps back to back; the loss and metrics are summed
+on the side and read once per loop. A non-finite loss is checked at the loop's end: the
+loop raises `NonFiniteLossError` naming the first bad step, without saving.
+
+Preemption (`bert_tf.training.preemption`): SIGTERM during `train` stops the loop after
+the running step (not the running block), saves a checkpoint and returns
+`"preempted"`. Under multi_worker_mirrored the notice rides on the gradient all-reduce,
+so every worker stops after the same step and they save the same checkpoint.
+
+Mixed float16: a step the loss scaler skips (non-finite gradients) still counts as a
+step: the optimizer's `iterations` (the learning-rate schedule's step) is set to the
+Trainer's `step` after each step, so the schedule never lags the step counter.
 """
 
 from __future__ import annotations
@@ -56,9 +66,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import tempfile
-import threading
 import time
 from typing import Callable, Dict, Mapping, Optional
 
@@ -68,7 +76,8 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
-from bert_tf.training.strategy import input_options, is_chief
+from bert_tf.training.preemption import PreemptionWatcher
+from bert_tf.training.strategy import input_options, is_chief, num_workers
 
 EVAL_RESULTS_FILE = "eval_results.json"
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -81,6 +90,13 @@ class NonFiniteLossError(RuntimeError):
 
 def _inner_optimizer(optimizer):
     return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def _relax_batch_dimension(*element):
+    """Dataset map: the same tensors with an unknown first (batch) dimension."""
+    def relax(t):
+        return tf.compat.v1.placeholder_with_default(t, [None] + t.shape.as_list()[1:])
+    return tf.nest.map_structure(relax, element)
 
 
 def _split(tree, parts: int):
@@ -103,7 +119,8 @@ class Trainer:
                  steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
                  max_checkpoints_to_keep: int = 5, gradient_accumulation_steps: int = 1,
                  jit_compile: bool = False, handle_sigterm: bool = True,
-                 write_summaries: bool = True, tokens_per_example: Optional[int] = None):
+                 write_summaries: bool = True, tokens_per_example: Optional[int] = None,
+                 termination_watcher_fn: Optional[Callable[[], bool]] = None):
         self.model = model
         self.loss_fn = loss_fn
         self.metrics_fn = metrics_fn
@@ -121,7 +138,6 @@ class Trainer:
         self.is_chief = is_chief(self.strategy)
         self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
         self.history = []  # one dict per loop: step + reported values
-        self._preempted = threading.Event()
         self._check_scope()
         with self.strategy.scope():
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
@@ -139,7 +155,9 @@ class Trainer:
         self._train_loop = None
         self._eval_step = None
         self._writers = {}
-        self._handle_sigterm = handle_sigterm
+        # Several workers must agree on the step to stop at (see module doc).
+        self._agree_on_stop = num_workers(self.strategy) > 1
+        self._preemption = PreemptionWatcher(handle_sigterm, termination_watcher_fn)
 
     # ----------------------------------------------------------------- setup
     def _check_scope(self):
@@ -241,10 +259,17 @@ class Trainer:
             accumulate = tf.function(accumulate, jit_compile=True, autograph=False)
         loss, grads, metrics = accumulate(features, labels)
         ctx = tf.distribute.get_replica_context()
-        if ctx.num_replicas_in_sync > 1:
+        stop_votes = tf.zeros([], tf.float32)
+        if self._agree_on_stop:
+            # This worker's preemption flag travels in the gradient all-reduce: after
+            # it, every replica of every worker holds the same count.
+            stop_votes = tf.cast(self._preemption.requested.read_value(), tf.float32)
+            *grads, stop_votes = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                                                grads + [stop_votes])
+        elif ctx.num_replicas_in_sync > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         self.optimizer.apply(grads, self.model.trainable_variables)
-        return loss, metrics
+        return loss, metrics, stop_votes
 
     def _build_train_loop(self):
         strategy = self.strategy
@@ -252,37 +277,52 @@ class Trainer:
         # flow, and converting Keras internals dominated tracing time.
         replica_step = tf.autograph.experimental.do_not_convert(self._replica_train_step)
 
+        iterations = _inner_optimizer(self.optimizer).iterations
+
         @tf.function(autograph=False)
         def one_step(iterator):
             features, labels = next(iterator)
-            loss, metrics = strategy.run(replica_step, args=(features, labels))
+            loss, metrics, stop_votes = strategy.run(replica_step, args=(features, labels))
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
             metrics = tf.nest.map_structure(
                 lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), metrics)
             self.step.assign_add(1)
-            return loss, metrics
+            # A step the loss scaler skipped did not advance `iterations`; the schedule
+            # must still see this step.
+            iterations.assign(tf.cast(self.step, iterations.dtype))
+            if self._agree_on_stop:
+                # Every replica holds the same all-reduced count: no collective here.
+                stop = strategy.experimental_local_results(stop_votes)[0] > 0
+            else:
+                stop = self._preemption.requested.read_value()
+            return loss, metrics, stop
 
         def loop(iterator, num_steps):
             self.train_loop_traces += 1
             # The first step is peeled off so the metric totals get their structure;
             # `one_step` is a tf.function, so it is traced once and called twice.
-            loss, metrics = one_step(iterator)
+            loss, metrics, stop = one_step(iterator)
             not_finite = lambda loss: tf.logical_not(tf.math.is_finite(loss))
             bad_step = tf.where(not_finite(loss), tf.identity(self.step), tf.constant(-1, tf.int64))
 
-            def cond(done, bad_step, *_):
-                return tf.logical_and(done < num_steps, bad_step < 0)
+            # The condition reads no device value except, on several workers, the
+            # agreed stop flag: the loss is only summed, and checked after the loop.
+            def cond(done, stop, *_):
+                return tf.logical_and(done < num_steps, tf.logical_not(stop))
 
-            def body(done, bad_step, loss_sum, last_loss, metrics):
-                loss, step_metrics = one_step(iterator)
-                bad_step = tf.where(not_finite(loss), tf.identity(self.step), bad_step)
-                return (done + 1, bad_step, loss_sum + loss, loss,
+            def body(done, stop, bad_step, bad_loss, loss_sum, last_loss, metrics):
+                loss, step_metrics, stop = one_step(iterator)
+                first_bad = tf.logical_and(bad_step < 0, not_finite(loss))
+                bad_step = tf.where(first_bad, tf.identity(self.step), bad_step)
+                bad_loss = tf.where(first_bad, loss, bad_loss)
+                return (done + 1, stop, bad_step, bad_loss, loss_sum + loss, loss,
                         tf.nest.map_structure(tf.add, metrics, step_metrics))
 
-            done, bad_step, loss_sum, last_loss, metrics = tf.while_loop(
-                cond, body, (tf.constant(1), bad_step, loss, loss, metrics))
+            done, stop, bad_step, bad_loss, loss_sum, last_loss, metrics = tf.while_loop(
+                cond, body, (tf.constant(1), stop, bad_step, loss, loss, loss, metrics))
             return {"loss_sum": loss_sum, "last_loss": last_loss, "steps": done,
-                    "bad_step": bad_step, "metrics": metrics}
+                    "bad_step": bad_step, "bad_loss": bad_loss, "stopped": stop,
+                    "metrics": metrics}
 
         return tf.function(loop, autograph=False)
 
@@ -304,18 +344,12 @@ class Trainer:
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
         metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
-        save a checkpoint after the running loop and return "preempted"; outside of it
-        SIGTERM keeps its previous meaning (by default: terminate).
+        stop after the running step, save a checkpoint and return "preempted" (on every
+        worker, at the same step); outside of it SIGTERM keeps its previous meaning
+        (by default: terminate).
         """
-        install = (self._handle_sigterm
-                   and threading.current_thread() is threading.main_thread())
-        previous = (signal.signal(signal.SIGTERM, lambda *_: self._preempted.set())
-                    if install else None)
-        try:
+        with self._preemption:
             return self._train(dataset_fn, global_batch_size, num_steps)
-        finally:
-            if install:
-                signal.signal(signal.SIGTERM, previous)
 
     def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
@@ -342,22 +376,22 @@ class Trainer:
             seconds = time.time() - start
             if out["bad_step"] >= 0:
                 raise NonFiniteLossError(
-                    f"loss is {float(out['last_loss'])} at step {int(out['bad_step'])}; "
+                    f"loss is {float(out['bad_loss'])} at step {int(out['bad_step'])}; "
                     f"stopped without saving a checkpoint (the last good one is "
                     f"{self.manager.latest_checkpoint}). Lower --learning_rate, raise "
                     f"--num_warmup_steps or check the input records")
             step = int(self.step.numpy())
             result = self._report(out, step, seconds, global_batch_size, seq_length)
+            if bool(out["stopped"]):
+                path = self.save()
+                logging.info("SIGTERM: saved checkpoint %s at step %d; rerun the same "
+                             "command to resume", path or "(chief's)", step)
+                result.update(status="preempted", step=step)
+                return result
             if step % self.save_checkpoints_steps == 0 or step >= num_steps:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
-            if self._preempted.is_set():
-                path = self.save()
-                logging.info("SIGTERM: saved checkpoint %s at step %d; rerun the same "
-                             "command to resume", path, step)
-                result.update(status="preempted", step=step)
-                return result
         self._flush()
         result.update(status="finished", step=step)
         return result
@@ -409,43 +443,61 @@ class Trainer:
 
     # --------------------------------------------------------------- evaluate
     def _replica_eval_step(self, features, labels):
+        # Under multi-worker (and for a last partial batch over several replicas) a
+        # replica whose data ran out gets an empty batch: its loss counts with weight 0.
+        rows = tf.shape(tf.nest.flatten(features)[0])[0]
         outputs = self.model(features, training=False)
         loss = tf.cast(self.loss_fn(labels, outputs), tf.float32)
+        weight = tf.cast(rows, tf.float32)
+        loss_sum = tf.where(rows > 0, loss * weight, 0.0)
         metrics = self.metrics_fn(labels, outputs) if self.metrics_fn else {}
-        return loss, metrics
+        return loss_sum, weight, metrics
 
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
                  write_results: bool = True) -> Dict:
         """Runs over the eval dataset (at most `num_steps` batches) and returns metrics.
 
-        Writes OUTPUT_DIR/eval_results.json (metric name -> number, plus `global_step`
-        and `eval_steps`) on the chief.
+        `loss` is the mean of the batches' losses weighted by their rows. Writes
+        OUTPUT_DIR/eval_results.json (metric name -> number, plus `global_step` and
+        `eval_steps`) on the chief. Under multi_worker_mirrored, workers whose eval data
+        ends first take part with empty batches until every worker's data has ended.
         """
         strategy = self.strategy
-        dataset = self._distribute(dataset_fn, must_be_static=False)
-        if self._eval_step is None:
+        if self._agree_on_stop:
+            # Several workers: the batch dimension made unknown, so the strategy hands
+            # empty batches to workers whose data has ended while others still have
+            # some, and the step below is traced once for every batch size (a retrace
+            # on one worker only would make the workers' collectives disagree and hang).
+            # One host (TPUs included) keeps static shapes.
+            relaxed_fn = lambda ctx: dataset_fn(ctx).map(_relax_batch_dimension)
+        else:
+            relaxed_fn = dataset_fn
+        dataset = self._distribute(relaxed_fn, must_be_static=False)
+        spec = dataset.element_spec
+        if self._eval_step is None or self._eval_step[0] != spec:
             replica_step = tf.autograph.experimental.do_not_convert(self._replica_eval_step)
 
             def eval_step(features, labels):
-                loss, metrics = strategy.run(replica_step, args=(features, labels))
-                return (strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None),
-                        tf.nest.map_structure(lambda t: strategy.reduce(
-                            tf.distribute.ReduceOp.SUM, t, axis=None), metrics))
-            self._eval_step = tf.function(eval_step, autograph=False)
-        loss_sum, totals, steps = 0.0, None, 0
+                loss, weight, metrics = strategy.run(replica_step, args=(features, labels))
+                reduce = lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None)
+                return reduce(loss), reduce(weight), tf.nest.map_structure(reduce, metrics)
+            self._eval_step = (spec, tf.function(eval_step, autograph=False,
+                                                 input_signature=list(spec)))
+        loss_sum, weight_sum, totals, steps = 0.0, 0.0, None, 0
         for features, labels in dataset:
             if num_steps is not None and steps >= num_steps:
                 break
-            loss, metrics = self._eval_step(features, labels)
+            loss, weight, metrics = self._eval_step[1](features, labels)
             metrics = tf.nest.map_structure(lambda t: float(t.numpy()), metrics)
             totals = metrics if totals is None else tf.nest.map_structure(
                 lambda a, b: a + b, totals, metrics)
             loss_sum += float(loss.numpy())
+            weight_sum += float(weight.numpy())
             steps += 1
         if steps == 0:
             raise ValueError("evaluate: the eval dataset yielded no batch; is the eval "
                              "batch size larger than the eval data?")
-        results = {"loss": loss_sum / steps}
+        results = {"loss": loss_sum / max(weight_sum, 1.0)}
         for name, (num, den) in (totals or {}).items():
             results[name] = num / max(den, 1e-12)
         if self.metrics_finalizer:

@@ -3,7 +3,7 @@
     one_device             the first GPU if any, else the CPU
     mirrored               all local GPUs (or all logical CPUs), all-reduce per step
     multi_worker_mirrored  every worker of `TF_CONFIG` (JSON: cluster + this task)
-    tpu                    the TPU named by `tpu` ("" or "local" for a TPU VM's own)
+    tpu                    the TPU named by `tpu` ("local", the default: a TPU VM's own)
 
 Create the strategy before anything else touches TensorFlow devices (multi-worker and
 TPU set up the cluster at creation).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -28,8 +28,20 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
 def get_strategy(name: str, tpu: Optional[str] = None,
-                 all_reduce_alg: Optional[str] = None) -> tf.distribute.Strategy:
+                 all_reduce_alg: Optional[str] = None, *, tpu_zone: Optional[str] = None,
+                 gcp_project: Optional[str] = None, num_tpu_cores: Optional[int] = None,
+                 tpu_resolver_factory: Optional[Callable] = None,
+                 tpu_strategy_factory: Optional[Callable] = None,
+                 tpu_initializer: Optional[Callable] = None) -> tf.distribute.Strategy:
     """Returns the tf.distribute.Strategy called `name` (one of STRATEGIES).
+
+    For `tpu`: `tpu` is a Cloud TPU name, a `grpc://` address or `"local"` (a TPU VM's own
+    TPU; also the default when `tpu` is None or ""), `tpu_zone`/`gcp_project` locate a
+    named TPU, `num_tpu_cores` (the original `--num_tpu_cores`) uses only that many cores
+    (default: all). `tpu_resolver_factory` (default `TPUClusterResolver`) and
+    `tpu_strategy_factory` (default `TPUStrategy`) and `tpu_initializer(resolver,
+    remote) -> topology` (default: connect to a remote TPU, then `initialize_tpu_system`)
+    are for tests without a TPU.
 
     Raises ValueError for an unknown name, or for multi_worker_mirrored without a
     TF_CONFIG naming this task.
@@ -60,15 +72,38 @@ def get_strategy(name: str, tpu: Optional[str] = None,
                 implementation=impl[all_reduce_alg])
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu="" if tpu in (None, "local") else tpu)
-        if tpu not in (None, "", "local"):
-            tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        logging.info("TPU %s: %d cores", tpu or "local",
-                     resolver.num_accelerators().get("TPU", 0))
-        return tf.distribute.TPUStrategy(resolver)
+        return _tpu_strategy(tpu, tpu_zone, gcp_project, num_tpu_cores,
+                             tpu_resolver_factory or
+                             tf.distribute.cluster_resolver.TPUClusterResolver,
+                             tpu_strategy_factory or tf.distribute.TPUStrategy,
+                             tpu_initializer or _initialize_tpu)
     raise ValueError(f"--distribution_strategy={name!r}: expected one of {', '.join(STRATEGIES)}")
+
+
+def _initialize_tpu(resolver, remote: bool):
+    if remote:
+        # A TPU node or pod slice driven from this host: its workers are remote.
+        tf.config.experimental_connect_to_cluster(resolver)
+    return tf.tpu.experimental.initialize_tpu_system(resolver)
+
+
+def _tpu_strategy(tpu, zone, project, num_cores, resolver_factory, strategy_factory,
+                  initializer):
+    # "local" is what attaches a TPU VM's own chips; "" would take the Cloud TPU *node*
+    # path (look up TPU_NAME / the metadata server) and fail on a TPU VM.
+    tpu = tpu or "local"
+    resolver = resolver_factory(tpu=tpu, zone=zone, project=project)
+    topology = initializer(resolver, tpu != "local")
+    total = int(topology.num_tasks * topology.num_tpus_per_task)
+    device_assignment = None
+    if num_cores and num_cores != total:
+        if num_cores > total:
+            raise ValueError(f"--num_tpu_cores={num_cores}: the TPU {tpu} has {total} cores")
+        # The original's TPUConfig(num_shards=N): data parallelism over N cores only.
+        device_assignment = tf.tpu.experimental.DeviceAssignment.build(
+            topology, num_replicas=int(num_cores))
+    logging.info("TPU %s: %d cores, using %d", tpu, total, num_cores or total)
+    return strategy_factory(resolver, experimental_device_assignment=device_assignment)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -99,3 +134,19 @@ def input_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputOption
     types = {tf.DeviceSpec.from_string(d).device_type
              for d in strategy.extended.worker_devices}
     return tf.distribute.InputOptions(experimental_fetch_to_device=types != {"CPU"})
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+    """How many worker processes take part in `strategy`'s collectives (1 off-cluster
+    and on TPUs, where one host drives the slice).
+
+    >>> num_workers(get_strategy("one_device"))
+    1
+    """
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return 1
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return sum(len(cluster.get(job, [])) for job in ("chief", "worker")) or 1
