@@ -114,8 +114,8 @@ def original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
 
     >>> fv = flags.FlagValues()
     >>> for name, default in (("distribution_strategy", "one_device"), ("tpu", None)):
-    ...     flags.DEFINE_string(name, default, "", flag_values=fv)
-    >>> flags.DEFINE_integer("steps_per_loop", 100, "", flag_values=fv)
+    ...     _ = flags.DEFINE_string(name, default, "", flag_values=fv)
+    >>> _ = flags.DEFINE_integer("steps_per_loop", 100, "", flag_values=fv)
     >>> define_original_tpu_flags(fv)
     >>> _ = fv(["pretrain", "--use_tpu", "--tpu_name=my-tpu", "--iterations_per_loop=1000"])
     >>> original_tpu_flags(fv)["tpu"], fv.distribution_strategy, fv.steps_per_loop

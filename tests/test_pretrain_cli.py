@@ -118,9 +118,15 @@ def _free_ports(count):
 def test_two_workers_on_loopback_train_and_write_one_checkpoint(setup, tmp_path):
     out = tmp_path / "run"
     workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    # Eval files of different sizes, one per worker: worker 0 has 6 batches of 4, worker 1
+    # has 2; worker 1 takes part with empty batches until worker 0's data ends (no hang).
+    eval_files = [write_records(tmp_path / "eval_a.tfrecord", 24),
+                  write_records(tmp_path / "eval_b.tfrecord", 8)]
     command = _command(setup, out, "--distribution_strategy=multi_worker_mirrored",
                        "--train_batch_size=8", "--num_train_steps=4",
-                       "--save_checkpoints_steps=4", "--steps_per_loop=2")
+                       "--save_checkpoints_steps=4", "--steps_per_loop=2", "--do_eval",
+                       f"--eval_input_file={','.join(map(str, eval_files))}",
+                       "--eval_batch_size=8")
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},
@@ -137,3 +143,5 @@ def test_two_workers_on_loopback_train_and_write_one_checkpoint(setup, tmp_path)
     assert "step 4:" in logs[0]
     assert sorted(p for p in os.listdir(out) if p.endswith(".index")) == ["ckpt-4.index"]
     assert _latest_step(out) == 4
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["eval_steps"] == 6 and results["global_step"] == 4

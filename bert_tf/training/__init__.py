@@ -4,4 +4,5 @@
     optimization.py  AdamWeightDecay (the original's), LAMB, schedules, create_optimizer
     losses.py        pretraining loss and metrics (masked LM + next sentence)
     loop.py          Trainer: the train/eval loop shared by pretraining and fine-tuning
+    preemption.py    PreemptionWatcher: SIGTERM -> a flag the running loop reads
 """
