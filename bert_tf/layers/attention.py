@@ -30,7 +30,9 @@ def dense_on_tokens(layer, x):
     """
     shape = keras.ops.shape(x)
     y = layer(keras.ops.reshape(x, (-1, shape[-1])))
-    return keras.ops.reshape(y, (shape[0], shape[1], -1))
+    # The static output width, not -1: with an unknown batch size, -1 would make the
+    # last dimension unknown too (and the LayerNorm after it unbuildable).
+    return keras.ops.reshape(y, (shape[0], shape[1], y.shape[-1]))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
