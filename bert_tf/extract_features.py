@@ -18,6 +18,9 @@ paper's best feature-based setting with the default layers (last four, 4H values
 
 `--init_checkpoint=DIR` supplies config, vocab and casing (from convert_checkpoint,
 pretrain or finetune); `--bert_config_file`, `--vocab_file`, `--do_lower_case` override.
+The original's TPU flags are accepted as they are: `--use_tpu` runs the encoder on the TPU
+named by `--tpu_name` / `--master` (default: a TPU VM's own), over `--num_tpu_cores`;
+`--use_one_hot_embeddings` is accepted (the embedding gather is used on every device).
 
 Library use (no flags):
 
@@ -30,6 +33,7 @@ Library use (no flags):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -73,6 +77,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer("max_seq_length", 128, "Tokens per input after WordPiece, including "
                          "[CLS]/[SEP]; longer inputs are truncated.", **fv)
     flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", **fv)
+    from bert_tf import flags_common
+
+    flags_common.define_original_tpu_flags(flag_values)
+    flags.DEFINE_bool("use_one_hot_embeddings", False, "Original flag, accepted: the "
+                      "embedding lookup is a gather on every device.", **fv)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,8 +175,12 @@ def parse_layers(layers: str, num_hidden_layers: int) -> List[int]:
 
 def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes: Sequence[int],
             max_seq_length: int = 128, batch_size: int = 32,
-            concat_layers: bool = False) -> Iterator[dict]:
-    """Yields one output object (as the JSON lines hold them) per example, in order."""
+            concat_layers: bool = False, strategy=None) -> Iterator[dict]:
+    """Yields one output object (as the JSON lines hold them) per example, in order.
+
+    With a `strategy` (the encoder built in its scope, e.g. a TPUStrategy), each batch is
+    padded to a static size divisible by the replicas and split among them.
+    """
     import numpy as np
     import tensorflow as tf
 
@@ -178,11 +191,30 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
         raise ValueError(f"--max_seq_length={max_seq_length} cannot hold [CLS] and [SEP]")
     layer_indexes = list(layer_indexes)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, max_seq_length], tf.int32)] * 3)
-    def layer_outputs(word_ids, mask, type_ids):
+    def forward(word_ids, mask, type_ids):
         outputs = encoder({"input_word_ids": word_ids, "input_mask": mask,
                            "input_type_ids": type_ids}, training=False)["encoder_outputs"]
         return [tf.cast(outputs[i], tf.float32) for i in layer_indexes]
+
+    if strategy is None:
+        layer_outputs = tf.function(
+            forward, input_signature=[tf.TensorSpec([None, max_seq_length], tf.int32)] * 3)
+    else:
+        replicas = strategy.num_replicas_in_sync
+        per_replica = -(-batch_size // replicas)
+        run = tf.function(lambda args: strategy.run(forward, args=args))
+
+        def layer_outputs(*arrays):
+            rows = len(arrays[0])
+            padded = [np.concatenate([a, np.zeros((per_replica * replicas - rows,) + a.shape[1:],
+                                                  a.dtype)]) for a in arrays]
+            inputs = strategy.experimental_distribute_values_from_function(
+                lambda ctx: tuple(a[ctx.replica_id_in_sync_group * per_replica:
+                                    (ctx.replica_id_in_sync_group + 1) * per_replica]
+                                  for a in padded))
+            return [np.concatenate([np.asarray(t) for t in
+                                    strategy.experimental_local_results(out)])[:rows]
+                    for out in run(inputs)]
 
     for start in range(0, len(examples), batch_size):
         chunk = examples[start:start + batch_size]
@@ -231,6 +263,19 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
     return count
 
 
+def tpu_strategy(flag_values: flags.FlagValues = FLAGS, **factories):
+    """The TPUStrategy the original flags ask for (`--use_tpu`), else None. `factories`
+    go to `strategy.get_strategy` (tests without a TPU)."""
+    fv = flag_values
+    if not fv.use_tpu:
+        return None
+    from bert_tf.training.strategy import get_strategy
+
+    return get_strategy("tpu", tpu=fv.tpu_name or fv.master, tpu_zone=fv.tpu_zone,
+                        gcp_project=fv.gcp_project, num_tpu_cores=fv.num_tpu_cores,
+                        **factories)
+
+
 def run(flag_values: flags.FlagValues = FLAGS) -> int:
     """Runs the extraction the parsed flags describe; returns the number of lines written."""
     from bert_tf import model_dir as md
@@ -256,12 +301,14 @@ def run(flag_values: flags.FlagValues = FLAGS) -> int:
     if lower is None:
         lower = infer_do_lower_case(vocab)
     layer_indexes = parse_layers(fv.layers, config.num_hidden_layers)
-    encoder = md.load_encoder(fv.init_checkpoint, config)
+    strategy = tpu_strategy(fv)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        encoder = md.load_encoder(fv.init_checkpoint, config)
     tokenizer = BertTokenizer(vocab, do_lower_case=lower)
     examples = read_examples(fv.input_file)
     count = write_jsonl(fv.output_file, extract(
         encoder, tokenizer, examples, layer_indexes, max_seq_length=fv.max_seq_length,
-        batch_size=fv.batch_size, concat_layers=fv.concat_layers))
+        batch_size=fv.batch_size, concat_layers=fv.concat_layers, strategy=strategy))
     logging.info("wrote %d lines of features (layers %s%s) to %s", count, layer_indexes,
                  ", concatenated" if fv.concat_layers else "", fv.output_file)
     return count

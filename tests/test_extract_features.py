@@ -159,3 +159,41 @@ def test_invalid_utf8_line_is_kept_without_its_bad_bytes(tmp_path):
     examples = read_examples(str(path))
     assert [(e.unique_id, e.text_a, e.text_b) for e in examples] == [
         (0, "good line", None), (1, "bad  line", "pair")]
+
+
+def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, input_file):
+    """The original's --use_tpu/--master/--num_tpu_cores/--use_one_hot_embeddings parse;
+    --use_tpu builds the named TPU's strategy (factories injected: no TPU here); and the
+    strategy path (batches padded and split among replicas, here 2 CPU replicas) gives
+    the features of the plain path."""
+    import tensorflow as tf
+
+    from bert_tf.model_dir import load_encoder
+    from tests.test_distributed_training import _FakeTpu
+
+    fv = flags.FlagValues()
+    ef.define_flags(fv)
+    fv(["extract_features", "--input_file=a", "--output_file=b", "--init_checkpoint=c",
+        "--use_tpu", "--master=grpc://10.0.0.2:8470", "--num_tpu_cores=8",
+        "--use_one_hot_embeddings"])
+    fake = _FakeTpu()
+    assert ef.tpu_strategy(fv, **fake.factories()).kind == "strategy"
+    assert fake.calls[0] == ("resolver", {"tpu": "grpc://10.0.0.2:8470", "zone": None,
+                                          "project": None})
+    fv.use_tpu = False
+    assert ef.tpu_strategy(fv) is None
+
+    strategy = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with strategy.scope():
+        encoder = load_encoder(model_dir)
+    _, tokenizer = loaded
+    distributed = list(ef.extract(encoder, tokenizer, ef.read_examples(input_file), [-1, 0],
+                                  max_seq_length=8, batch_size=3, strategy=strategy))
+    plain = _extract(loaded, input_file, [-1, 0])
+    assert [[t["token"] for t in r["features"]] for r in distributed] == [
+        [t["token"] for t in r["features"]] for r in plain]
+    for a, b in zip(distributed, plain):
+        for ta, tb in zip(a["features"], b["features"]):
+            for la, lb in zip(ta["layers"], tb["layers"]):
+                np.testing.assert_allclose(la["values"], lb["values"], atol=2e-6)
