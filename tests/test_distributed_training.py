@@ -236,6 +236,27 @@ def test_evaluate_counts_the_empty_batch_of_a_replica_whose_data_ended(tmp_path)
     assert two["eval_steps"] == 3
 
 
+# ------------------------------------------------ fewer record files than workers
+def test_task_records_are_sharded_by_record_when_files_are_fewer_than_workers(tmp_path):
+    from bert_tf.data.finetuning import record_dataset, write_records as write_task_records
+
+    spec = {"input_word_ids": ([4], "int64"), "input_mask": ([4], "int64"),
+            "input_type_ids": ([4], "int64"), "label_ids": ([], "int64")}
+    rows = np.arange(10)
+    features = {"input_word_ids": np.stack([rows] * 4, axis=1), "input_mask": np.ones((10, 4)),
+                "input_type_ids": np.zeros((10, 4)), "label_ids": rows}
+    one_file = str(tmp_path / "train.tf_record")
+    write_task_records(one_file, features, spec)
+    seen = []
+    for worker in range(3):
+        context = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=worker)
+        labels = [int(v) for _, y in record_dataset(one_file, spec, 1, False, context)
+                  for v in y["label_ids"].numpy()]
+        assert labels, f"worker {worker} got no data"
+        seen += labels
+    assert sorted(seen) == list(range(10))  # every record once, over all workers
+
+
 # ---------------------------------------- two workers: preemption, eval, predict
 WORDS = ["good", "great", "fun", "wonderful", "movie", "film", "acting", "truly", "bad",
          "awful", "terrible", "and", "a", "an"]
