@@ -48,6 +48,7 @@ from absl import logging
 
 from bert_tf import model_dir as model_dir_lib
 from bert_tf.config import BertConfig, ConfigError
+from bert_tf.errors import BertTfError
 from bert_tf.model_dir import CheckpointMismatchError
 
 HEADS = ("masked_lm", "next_sentence")
@@ -72,7 +73,7 @@ _IGNORED = re.compile(r"(/adam_[mv]$|/Adam(_1)?$|/Momentum$|^global_step$|"
                       r"(^|\.)position_ids$|^_CHECKPOINTABLE_OBJECT_GRAPH$)")
 
 
-class CheckpointFormatError(ValueError):
+class CheckpointFormatError(BertTfError, ValueError):
     """A source that is missing, or is not a BERT checkpoint of the format asked for."""
 
 

@@ -33,6 +33,9 @@ from typing import Dict
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.errors import BertTfError
+
 FLAGS = flags.FLAGS
 
 # Fine-tuning's own defaults for flags shared with pretrain (flags_common): epochs and a
@@ -80,7 +83,7 @@ def define_flags() -> None:
     d.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
 
 
-class FinetuneError(RuntimeError):
+class FinetuneError(BertTfError, RuntimeError):
     """A problem the user fixes with a flag or a file; printed without a traceback."""
 
 
@@ -363,11 +366,6 @@ def _subdir(name):
 
 def main(argv):
     del argv
-    from bert_tf.config import ConfigError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.tasks.base import TaskDataError
-    from bert_tf.tokenization import VocabError
-
     from bert_tf import flags_common
 
     try:
@@ -378,16 +376,12 @@ def main(argv):
     if missing:
         raise app.UsageError(f"missing --{', --'.join(missing)}")
     try:
-        run()
+        run()  # errors derived from BertTfError: one line from cli.run_main
     except Preempted as e:
         logging.warning("%s", e)
         sys.exit(EXIT_PREEMPTED)
-    except (FinetuneError, TaskDataError, CheckpointMismatchError, FileNotFoundError,
-            ConfigError, VocabError) as e:
-        logging.error("%s", e)
-        raise SystemExit(f"finetune: {e}") from None
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

@@ -36,6 +36,7 @@ from typing import Mapping, Optional
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -43,7 +44,7 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TASK_CONFIG_FILE = "task_config.json"
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(BertTfError, ValueError):
     """A checkpoint whose variables do not fit the model built from the config."""
 
 

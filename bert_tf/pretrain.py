@@ -23,6 +23,7 @@ import sys
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
 from bert_tf import flags_common
 
 flags_common.define_common_flags()
@@ -153,24 +154,18 @@ def run():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.data.pretraining import RecordFormatError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.training.loop import NonFiniteLossError
+    from bert_tf.errors import BertTfError
 
     try:
         flags_common.apply_config_file(FLAGS)
         code = run()
-    except (flags.ValidationError, ValueError) as e:
-        if not isinstance(e, (RecordFormatError, CheckpointMismatchError)):
-            raise app.UsageError(str(e)) from None
-        logging.error("%s", e)
-        code = 1
-    except (FileNotFoundError, NonFiniteLossError) as e:
-        logging.error("%s", e)
-        code = 1
+    except ValueError as e:
+        if isinstance(e, BertTfError):
+            raise  # cli.run_main prints it as one line
+        raise app.UsageError(str(e)) from None
     logging.flush()
     sys.exit(code)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

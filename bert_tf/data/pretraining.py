@@ -29,6 +29,8 @@ from typing import Iterable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
+
 # record feature -> (model name, length kind, dtype)
 _SEQ, _PRED, _ONE = "max_seq_length", "max_predictions_per_seq", "1"
 RECORD_FEATURES = {
@@ -44,7 +46,7 @@ FEATURE_KEYS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_pos
 LABEL_KEYS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(BertTfError, ValueError):
     """A record file that does not hold DESIGN 2.2 pretraining examples of the expected size."""
 
 

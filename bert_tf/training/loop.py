@@ -68,6 +68,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
+from bert_tf.errors import BertTfError
 from bert_tf.training.strategy import input_options, is_chief
 
 EVAL_RESULTS_FILE = "eval_results.json"
@@ -75,7 +76,7 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(BertTfError, RuntimeError):
     """The training loss became NaN or Inf; the run stopped without saving."""
 
 
