@@ -164,7 +164,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
 
 
 def run(flag_values: flags.FlagValues = FLAGS) -> str:
-    """Runs the conversion the parsed flags describe; exits with a message on bad input."""
+    """Runs the conversion the parsed flags describe; a bad input raises a BertTfError."""
     try:
         return convert(flag_values.source_format, flag_values.input, flag_values.output_dir,
                        target_format=flag_values.target_format,
@@ -172,8 +172,8 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
                        bert_config_file=flag_values.bert_config_file,
                        vocab_file=flag_values.vocab_file,
                        do_lower_case=flag_values.do_lower_case)
-    except UsageError:
-        raise
+    except UsageError as e:
+        raise app.UsageError(str(e)) from None
     except ValueError as e:
         # A source that does not fit is the user's to fix, not a crash: no traceback
         # (cli.run_main prints BertTfError as one line).

@@ -300,25 +300,48 @@ class Trainer:
             logging.warning("Trainer: %s", message)
         return dataset
 
-    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
+              on_data_loss: Optional[Callable] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
         metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
         save a checkpoint after the running loop and return "preempted"; outside of it
         SIGTERM keeps its previous meaning (by default: terminate).
+
+        A damaged input record (tf.errors.DataLossError) stops the run without saving;
+        `on_data_loss(error)` (e.g. `bert_tf.data.pretraining.RecordFiles.handle_data_loss`)
+        may explain it by raising, or repair the input and return: training then goes on
+        from the current step with a new input pipeline from `dataset_fn`.
         """
         install = (self._handle_sigterm
                    and threading.current_thread() is threading.main_thread())
         previous = (signal.signal(signal.SIGTERM, lambda *_: self._preempted.set())
                     if install else None)
         try:
-            return self._train(dataset_fn, global_batch_size, num_steps)
+            return self._train(dataset_fn, global_batch_size, num_steps, on_data_loss)
         finally:
             if install:
                 signal.signal(signal.SIGTERM, previous)
 
-    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+    def _data_loss(self, error, on_data_loss) -> None:
+        """Lets `on_data_loss` explain or repair a damaged input record; a user error it
+        raises gets the checkpoint state appended (nothing was saved)."""
+        from bert_tf.errors import BertTfError
+
+        if on_data_loss is None:
+            raise error
+        try:
+            on_data_loss(error)
+        except BertTfError as e:
+            latest = self.manager.latest_checkpoint
+            state = (f"the last checkpoint ({latest}) is intact and the same command "
+                     f"resumes from it" if latest else "no checkpoint had been written yet")
+            raise type(e)(f"{e}. Stopped at step {int(self.step.numpy())} without saving; "
+                          f"{state}") from None
+
+    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
+               on_data_loss: Optional[Callable] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise ValueError(
@@ -338,8 +361,15 @@ class Trainer:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
             start = time.time()
-            out = self._train_loop(iterator, tf.constant(n, tf.int32))
-            out = tf.nest.map_structure(lambda t: t.numpy(), out)
+            try:
+                out = self._train_loop(iterator, tf.constant(n, tf.int32))
+                out = tf.nest.map_structure(lambda t: t.numpy(), out)
+            except tf.errors.DataLossError as e:
+                self._data_loss(e, on_data_loss)  # raises, or the input was repaired
+                step = int(self.step.numpy())
+                logging.warning("continuing from step %d with a new input pipeline", step)
+                iterator = iter(self._distribute(dataset_fn, must_be_static=True))
+                continue
             seconds = time.time() - start
             if out["bad_step"] >= 0:
                 raise NonFiniteLossError(
@@ -416,12 +446,21 @@ class Trainer:
         return loss, metrics
 
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
-                 write_results: bool = True) -> Dict:
+                 write_results: bool = True, on_data_loss: Optional[Callable] = None) -> Dict:
         """Runs over the eval dataset (at most `num_steps` batches) and returns metrics.
 
         Writes OUTPUT_DIR/eval_results.json (metric name -> number, plus `global_step`
-        and `eval_steps`) on the chief.
+        and `eval_steps`) on the chief. A damaged record goes to `on_data_loss` as in
+        `train`; when it returns, the evaluation starts over on the repaired input.
         """
+        while True:
+            try:
+                return self._evaluate(dataset_fn, num_steps, write_results)
+            except tf.errors.DataLossError as e:
+                self._data_loss(e, on_data_loss)
+                logging.warning("evaluating again on the repaired input")
+
+    def _evaluate(self, dataset_fn, num_steps, write_results) -> Dict:
         strategy = self.strategy
         dataset = self._distribute(dataset_fn, must_be_static=False)
         if self._eval_step is None:
