@@ -275,7 +275,8 @@ def locate_data_loss(files: Sequence[str], message: str) -> Optional[Tuple[str, 
         reader = _random_reader(path)
         for start in starts:
             record, error = _read_at(reader, start)
-            if error and _DATA_LOSS.search(error).group(2) == str(offset) and (
+            said = _DATA_LOSS.search(error) if record is None and error else None
+            if said and said.group(2) == str(offset) and (
                     kind == "truncated" or start == offset - _HEADER_BYTES):
                 return path, start
         candidates.append(path)
