@@ -163,7 +163,12 @@ def configure_environment(argv: Optional[Sequence[str]] = None) -> None:
     verbose = verbosity is not None and verbosity >= 1
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    if not verbose and "tensorflow" not in sys.modules:
+    # A multiprocessing worker (spawn re-imports the command module) writes to the
+    # command's stderr, which is filtered already.
+    worker = "--multiprocessing-fork" in sys.argv or (
+        "multiprocessing" in sys.modules
+        and sys.modules["multiprocessing"].parent_process() is not None)
+    if not verbose and not worker and "tensorflow" not in sys.modules:
         _install_stderr_filter()
 
 
