@@ -212,8 +212,19 @@ class _OursOrWarnings:
                 or os.path.abspath(record.pathname).startswith(_OUR_DIRS))
 
 
+def _short_format(record, message: str) -> str:
+    """`2026-11-24 12:03:04 message` (`... WARNING: message` above INFO) instead of absl's
+    `I1124 12:03:04.123456 140112258055040 file.py:162] message`."""
+    import time
+
+    level = "" if record.levelno <= 20 else f"{record.levelname}: "
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+    return f"{when} {level}{message}"
+
+
 def _quiet_python_loggers() -> None:
-    """Other libraries' Python INFO lines only at --verbosity >= 1."""
+    """Other libraries' Python INFO lines, and absl's long line prefix, only at
+    --verbosity >= 1."""
     import logging
 
     from absl import flags
@@ -221,7 +232,14 @@ def _quiet_python_loggers() -> None:
 
     if flags.FLAGS["verbosity"].value >= 1:
         return
-    for handler in [absl_logging.get_absl_handler()] + logging.getLogger().handlers:
+
+    class ShortFormatter(logging.Formatter):
+        def format(self, record):
+            return _short_format(record, super().format(record))
+
+    absl_handler = absl_logging.get_absl_handler()
+    absl_handler.setFormatter(ShortFormatter())
+    for handler in [absl_handler] + logging.getLogger().handlers:
         if _OursOrWarnings not in handler.filters:
             handler.addFilter(_OursOrWarnings)
 
