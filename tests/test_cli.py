@@ -119,3 +119,13 @@ def test_the_wrapper_loads_no_tensorflow():
     code = "import sys, bert_tf.cli, bert_tf.errors; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env=dict(os.environ, PYTHONPATH=REPO), timeout=60)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from bert_tf import errors
+
+    for module in (cli, errors):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

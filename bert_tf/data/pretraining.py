@@ -297,7 +297,7 @@ class RecordFiles:
     local scratch directory, logs and counts what it skipped, and returns; `paths()`
     then lists the copy in place of the file and the caller rebuilds its dataset.
 
-    >>> RecordFiles("/nonexistent/*.tfrecord")
+    >>> RecordFiles("/nonexistent/*.tfrecord")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     FileNotFoundError: no record file matches --input_file=/nonexistent/*.tfrecord; ...
