@@ -227,12 +227,31 @@ def first_corrupt_record(path: str, start: int = 0) -> Optional[int]:
         offset = following
 
 
+def _next_sound_record(path: str, reader, offset: int, size: int) -> int:
+    """The first offset >= `offset` where a sound record starts (`size` if none).
+
+    Only offsets whose 8-byte length fits in the rest of the file are tried (each try is
+    a seek and a buffered read in the C++ reader)."""
+    window = 1 << 16
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while offset < size:
+            f.seek(offset)
+            data = f.read(window + 8)
+            for i in range(min(window, len(data) - 7)):
+                length = int.from_bytes(data[i:i + 8], "little")
+                if length + 16 <= size - offset - i and \
+                        _read_at(reader, offset + i)[0] is not None:
+                    return offset + i
+            offset += window
+    return size
+
+
 def copy_sound_records(path: str, output_path: str) -> List[Tuple[int, int]]:
     """Copies every sound record of `path` to `output_path`; returns the skipped byte
     ranges `(start, end)`, one per damaged record (end: the next sound record or EOF).
 
-    After a damaged record the next sound one is found by trying each following byte
-    offset: a false match needs two CRC32C checksums to agree by chance.
+    After a damaged record the next sound one is found by trying the following byte
+    offsets: a false match needs two CRC32C checksums to agree by chance.
     """
     reader, offset, skipped = _random_reader(path), 0, []
     size = tf.io.gfile.stat(path).length
@@ -243,10 +262,8 @@ def copy_sound_records(path: str, output_path: str) -> List[Tuple[int, int]]:
             continue
         if following is None:
             break
-        start, offset = offset, offset + 1
-        while offset < size and _read_at(reader, offset)[0] is None:
-            offset += 1
-        skipped.append((start, min(offset, size)))
+        skipped.append((offset, _next_sound_record(path, reader, offset + 1, size)))
+        offset = skipped[-1][1]
     # The sound ranges are valid TFRecord streams as they are: copy their bytes.
     chunk = 16 << 20
     with tf.io.gfile.GFile(path, "rb") as source, tf.io.gfile.GFile(output_path, "wb") as out:
