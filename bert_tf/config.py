@@ -27,13 +27,15 @@ from typing import Any, Mapping
 
 import yaml
 
+from bert_tf.errors import BertTfError
+
 # `gelu` is the exact erf form (Hugging Face's meaning); `gelu_approximate` (alias
 # `gelu_new`) is the tanh form the original TF1 code computed.
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_approximate", "gelu_new", "gelu_pytorch_tanh",
                          "relu", "tanh", "swish", "silu")
 
 
-class ConfigError(ValueError):
+class ConfigError(BertTfError, ValueError):
     """A config file or value that cannot describe a BERT model."""
 
 

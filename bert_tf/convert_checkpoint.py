@@ -24,6 +24,9 @@ from typing import Optional
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import errors
+
 SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1")
 
@@ -64,7 +67,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.mark_flags_as_required(["source_format", "input", "output_dir"], **fv)
 
 
-class UsageError(ValueError):
+class UsageError(errors.UsageError):
     """Flag values that do not make a conversion."""
 
 
@@ -161,7 +164,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
 
 
 def run(flag_values: flags.FlagValues = FLAGS) -> str:
-    """Runs the conversion the parsed flags describe; exits with a message on bad input."""
+    """Runs the conversion the parsed flags describe; a bad input raises a BertTfError."""
     try:
         return convert(flag_values.source_format, flag_values.input, flag_values.output_dir,
                        target_format=flag_values.target_format,
@@ -171,9 +174,12 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
                        do_lower_case=flag_values.do_lower_case)
     except UsageError as e:
         raise app.UsageError(str(e)) from None
-    except (FileNotFoundError, ValueError) as e:
-        # A source that does not fit is the user's to fix, not a crash: no traceback.
-        raise SystemExit(f"convert_checkpoint: error: {e}") from None
+    except ValueError as e:
+        # A source that does not fit is the user's to fix, not a crash: no traceback
+        # (cli.run_main prints BertTfError as one line).
+        if isinstance(e, errors.BertTfError):
+            raise
+        raise errors.BertTfError(str(e)) from None
 
 
 def main(argv):
@@ -184,4 +190,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

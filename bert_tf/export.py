@@ -48,6 +48,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
+
 SERVING_DEFAULT = "serving_default"
 IDS_SIGNATURE = "serving_ids"
 TEXT_SIGNATURE = "serving_text"
@@ -63,7 +65,7 @@ WARMUP_TEXTS_B = ("A fast fox leaps over a dog.", "Tokenization happens in the g
                   "Seoul is the capital of Korea.")
 
 
-class ExportError(ValueError):
+class ExportError(BertTfError, ValueError):
     """An export that cannot be done as asked; says which file and what to do."""
 
 

@@ -11,6 +11,8 @@ See docs/serving.md for the signatures and client requests.
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+
 FLAGS = flags.FLAGS
 
 
@@ -64,22 +66,11 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from bert_tf.config import ConfigError
-    from bert_tf.export import ExportError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.tokenization import VocabError
-
-    try:
-        path = run()
-    except (ExportError, ConfigError, CheckpointMismatchError, VocabError,
-            FileNotFoundError) as e:
-        # What the user fixes with a flag or a file: the message, not a traceback.
-        logging.error("%s", e)
-        raise SystemExit(f"export_model: {e}") from None
+    path = run()  # errors derived from BertTfError: one line from cli.run_main
     logging.info("exported %s", path)
     print(path)
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

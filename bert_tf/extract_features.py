@@ -41,6 +41,8 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+
 FLAGS = flags.FLAGS
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -317,17 +319,16 @@ def run(flag_values: flags.FlagValues = FLAGS) -> int:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.config import ConfigError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.tokenization import VocabError
+    from bert_tf.errors import BertTfError
 
     try:
-        run(FLAGS)
-    except (ValueError, FileNotFoundError, ConfigError, CheckpointMismatchError,
-            VocabError) as e:
-        raise SystemExit(f"extract_features: error: {e}") from None
+        run(FLAGS)  # errors derived from BertTfError: one line from cli.run_main
+    except ValueError as e:
+        if isinstance(e, BertTfError):
+            raise
+        raise BertTfError(str(e)) from None
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

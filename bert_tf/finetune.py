@@ -33,6 +33,9 @@ from typing import Dict
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.errors import BertTfError
+
 FLAGS = flags.FLAGS
 
 # Fine-tuning's own defaults for flags shared with pretrain (flags_common): epochs and a
@@ -80,7 +83,7 @@ def define_flags() -> None:
     d.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
 
 
-class FinetuneError(RuntimeError):
+class FinetuneError(BertTfError, RuntimeError):
     """A problem the user fixes with a flag or a file; printed without a traceback."""
 
 
@@ -162,13 +165,14 @@ def _init_objects(model, task):
     return items
 
 
-def _check_records(file_patterns, spec) -> int:
-    """Counts the records and checks that the first one has the task's layout."""
+def _check_records(records, spec) -> int:
+    """Counts the records (`RecordFiles`: damaged ones are named, or skipped with
+    --skip_corrupt_records) and checks that the first one has the task's layout."""
     import tensorflow as tf
 
     from bert_tf.data import finetuning as data_lib
 
-    files = data_lib.list_record_files(file_patterns)
+    files = records.paths()
     try:
         next(iter(data_lib.record_dataset(files[0], spec, 1, is_training=False)))
     except (tf.errors.InvalidArgumentError, StopIteration) as e:
@@ -178,7 +182,7 @@ def _check_records(file_patterns, spec) -> int:
             f"{_max_seq_length()} (expected features {layout}); rewrite them with "
             f"data_prep.create_finetuning_data and the same flags "
             f"({str(e).splitlines()[0][:200] if str(e) else 'empty file'})") from None
-    return sum(1 for _ in tf.data.TFRecordDataset(files))
+    return records.count_records()
 
 
 def _examples(task, split, limit):
@@ -259,8 +263,11 @@ def run() -> Dict:
     train_features = num_train_examples = None
     if FLAGS.do_train:
         if FLAGS.input_file:
+            from bert_tf.data.pretraining import RecordFiles
+
             spec = task.feature_spec()
-            num_train_examples = _check_records(FLAGS.input_file, spec)
+            records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
+            num_train_examples = _check_records(records, spec)
         else:
             examples = _examples(task, "train", FLAGS.max_train_examples)
             start = time.time()
@@ -301,13 +308,15 @@ def run() -> Dict:
         def dataset_fn(ctx):
             batch = ctx.get_per_replica_batch_size(FLAGS.train_batch_size)
             if FLAGS.input_file:
-                return data_lib.record_dataset(FLAGS.input_file, spec, batch, True, ctx,
+                return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
                                                seed=FLAGS.seed)
             return data_lib.array_dataset(train_features, task.label_names, batch, True, ctx,
                                           seed=FLAGS.seed)
 
         start, cpu_start = time.time(), time.process_time()
-        result = trainer.train(dataset_fn, FLAGS.train_batch_size, num_steps)
+        result = trainer.train(dataset_fn, FLAGS.train_batch_size, num_steps,
+                               on_data_loss=records.handle_data_loss if FLAGS.input_file
+                               else None)
         seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
         trained = result["step"] - step
         logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds,
@@ -368,11 +377,6 @@ def _subdir(name):
 
 def main(argv):
     del argv
-    from bert_tf.config import ConfigError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.tasks.base import TaskDataError
-    from bert_tf.tokenization import VocabError
-
     from bert_tf import flags_common
 
     try:
@@ -383,16 +387,12 @@ def main(argv):
     if missing:
         raise app.UsageError(f"missing --{', --'.join(missing)}")
     try:
-        run()
+        run()  # errors derived from BertTfError: one line from cli.run_main
     except Preempted as e:
         logging.warning("%s", e)
         sys.exit(EXIT_PREEMPTED)
-    except (FinetuneError, TaskDataError, CheckpointMismatchError, FileNotFoundError,
-            ConfigError, VocabError) as e:
-        logging.error("%s", e)
-        raise SystemExit(f"finetune: {e}") from None
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

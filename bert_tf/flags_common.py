@@ -81,6 +81,9 @@ def define_common_flags() -> None:
     f.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer update "
                      "(train_batch_size is split into them).")
     f.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+    f.DEFINE_bool("skip_corrupt_records", False, "Skip input records that fail their "
+                  "checksum or are cut short (each is logged with its file and byte offset, "
+                  "and counted) instead of stopping the run, which names the file.")
 
 
 def define_original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:

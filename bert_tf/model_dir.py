@@ -36,6 +36,7 @@ from typing import Mapping, Optional
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -43,8 +44,59 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TASK_CONFIG_FILE = "task_config.json"
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(BertTfError, ValueError):
     """A checkpoint whose variables do not fit the model built from the config."""
+
+
+class DamagedCheckpointError(BertTfError, ValueError):
+    """Checkpoint files that are cut short or damaged (an interrupted copy or download)."""
+
+
+_COPY_AGAIN = "copy or download the checkpoint again"
+
+
+def check_checkpoint_files(prefix: str) -> None:
+    """Checks that a TensorFlow checkpoint's index reads and its data files are all there
+    and hold at least the bytes of the tensors the index lists (a cheap test of a cut
+    short copy, before any tensor is read). Raises DamagedCheckpointError naming the file.
+    """
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise DamagedCheckpointError(
+            f"{prefix}.index: cannot be read ({getattr(e, 'message', e)}); the checkpoint is "
+            f"damaged or not a TensorFlow checkpoint: {_COPY_AGAIN}") from None
+    shards = tf.io.gfile.glob(prefix + ".data-*-of-*")
+    match = re.search(r"-of-(\d+)$", shards[0]) if shards else None
+    expected = int(match.group(1)) if match else 1
+    if len(shards) < expected:
+        raise DamagedCheckpointError(
+            f"{prefix}: {expected} data file(s) {prefix}.data-*-of-{expected:05d} expected, "
+            f"{len(shards)} found: {_COPY_AGAIN}")
+    dtypes = reader.get_variable_to_dtype_map()
+    needed = 0
+    for name, shape in reader.get_variable_to_shape_map().items():
+        if dtypes[name] != tf.string:  # strings have no fixed size: a lower bound
+            count = 1
+            for dim in shape:
+                count *= dim
+            needed += count * dtypes[name].size
+    have = sum(tf.io.gfile.stat(path).length for path in shards)
+    if have < needed:
+        raise DamagedCheckpointError(
+            f"{', '.join(sorted(shards))}: {have:,} bytes, but the index lists {needed:,} "
+            f"bytes of tensors: the checkpoint is cut short (an interrupted copy or "
+            f"download?): {_COPY_AGAIN}")
+
+
+def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
+    """The error to raise when reading a tensor of `prefix` failed (a checksum mismatch,
+    a short read)."""
+    message = getattr(error, "message", None) or str(error)
+    message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)  # graph op name
+    return DamagedCheckpointError(f"{prefix}: cannot read the checkpoint's tensors "
+                                  f"({message.splitlines()[0][:200]}); its data files are "
+                                  f"damaged or cut short: {_COPY_AGAIN}")
 
 
 def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, object], *,
@@ -148,10 +200,13 @@ def restore(path: str, objects: Mapping[str, object], *, require_all: bool = Tru
     Returns the checkpoint prefix restored.
     """
     prefix = resolve_checkpoint(path)
+    check_checkpoint_files(prefix)
     _check_layer_count(prefix, objects)
     checkpoint = tf.train.Checkpoint(**objects)
     try:
         status = checkpoint.read(prefix)
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError, IndexError) as e:
+        raise damaged_checkpoint(prefix, e) from None
     except (ValueError, tf.errors.InvalidArgumentError) as e:
         match = _SHAPE_ERROR.search(str(e).strip())
         if match:

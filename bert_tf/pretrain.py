@@ -23,6 +23,7 @@ import sys
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
 from bert_tf import flags_common
 
 flags_common.define_common_flags()
@@ -87,7 +88,7 @@ def run():
     import tensorflow as tf
 
     from bert_tf import model_dir
-    from bert_tf.data.pretraining import pretraining_dataset
+    from bert_tf.data.pretraining import RecordFiles, pretraining_dataset
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses, optimization
     from bert_tf.training.loop import Trainer
@@ -127,24 +128,32 @@ def run():
         FLAGS.init_checkpoint, init_required={"encoder": model.encoder},
         init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})
 
-    def dataset_fn(files, global_batch, training):
+    def dataset_fn(records: RecordFiles, global_batch, training):
         def make(ctx: tf.distribute.InputContext):
+            # records.paths(): a damaged file is replaced by a sound copy once
+            # --skip_corrupt_records has met it (Trainer rebuilds the pipeline).
             return pretraining_dataset(
-                files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                records.paths(), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                 ctx.get_per_replica_batch_size(global_batch), is_training=training,
                 input_context=ctx, seed=FLAGS.seed)
         return make
 
     if FLAGS.do_train:
-        result = trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
-                               FLAGS.train_batch_size, FLAGS.num_train_steps)
+        records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
+        result = trainer.train(dataset_fn(records, FLAGS.train_batch_size, True),
+                               FLAGS.train_batch_size, FLAGS.num_train_steps,
+                               on_data_loss=records.handle_data_loss)
+        if records.skipped_records:
+            logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
+                            "training", records.skipped_records)
         if result["status"] == "preempted":
             trainer.close()
             return EXIT_PREEMPTED
     if FLAGS.do_eval:
-        trainer.evaluate(dataset_fn(FLAGS.eval_input_file or FLAGS.input_file,
-                                    FLAGS.eval_batch_size, False),
-                         num_steps=FLAGS.max_eval_steps)
+        records = RecordFiles(FLAGS.eval_input_file or FLAGS.input_file,
+                              FLAGS.skip_corrupt_records)
+        trainer.evaluate(dataset_fn(records, FLAGS.eval_batch_size, False),
+                         num_steps=FLAGS.max_eval_steps, on_data_loss=records.handle_data_loss)
     trainer.close()
     return 0
 
@@ -152,24 +161,18 @@ def run():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.data.pretraining import RecordFormatError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.training.loop import NonFiniteLossError
+    from bert_tf.errors import BertTfError
 
     try:
         flags_common.apply_config_file(FLAGS)
         code = run()
-    except (flags.ValidationError, ValueError) as e:
-        if not isinstance(e, (RecordFormatError, CheckpointMismatchError)):
-            raise app.UsageError(str(e)) from None
-        logging.error("%s", e)
-        code = 1
-    except (FileNotFoundError, NonFiniteLossError) as e:
-        logging.error("%s", e)
-        code = 1
+    except ValueError as e:
+        if isinstance(e, BertTfError):
+            raise  # cli.run_main prints it as one line
+        raise app.UsageError(str(e)) from None
     logging.flush()
     sys.exit(code)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run_main(main)

@@ -28,6 +28,8 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+
 PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
 PAPER_EPOCHS = (2, 3, 4)
 PAPER_BATCH_SIZES = (16, 32)
@@ -147,4 +149,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

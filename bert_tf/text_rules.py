@@ -32,6 +32,8 @@ from array import array
 from itertools import chain
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from bert_tf.errors import BertTfError
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
@@ -42,7 +44,7 @@ __all__ = ["SPECIAL_TOKENS", "UNK_TOKEN", "MAX_INPUT_CHARS_PER_WORD", "VocabErro
            "BasicTokenizer", "WordPieceTokenizer"]
 
 
-class VocabError(ValueError):
+class VocabError(BertTfError, ValueError):
     """A vocabulary file that cannot serve BERT (e.g. special tokens missing)."""
 
 

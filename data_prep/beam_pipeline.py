@@ -232,13 +232,14 @@ def main():
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         summary = run(sys.argv[1:])
-    except (corpus.CorpusError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1)
+    except ValueError as e:  # CorpusError and bad values: one line from cli.run_plain
+        raise corpus.CorpusError(str(e)) from None
     if summary:
         print(f"{summary['instances']} instances; summary: "
               f"{summary['config']['output_file']}.summary.json", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    from bert_tf import cli
+
+    cli.run_plain(main)

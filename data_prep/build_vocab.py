@@ -537,12 +537,12 @@ def main(argv):
                     min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines,
                     max_distinct_words=FLAGS.max_distinct_words, strict=FLAGS.strict,
                     show_progress=FLAGS.progress, log=logging.info)
-    except (CorpusError, ValueError) as e:
-        sys.exit(f"build_vocab: error: {e}")
+    except ValueError as e:  # CorpusError and bad values: one line from cli.run_main
+        raise CorpusError(str(e)) from None
 
 
 if __name__ == "__main__":
-    from absl import app
+    from bert_tf import cli
 
     _define_flags()
-    app.run(main)
+    cli.run_main(main)

@@ -33,6 +33,7 @@ import numpy as np
 # next to the character rules the in-graph BertTokenizer is built from, and imports no
 # TensorFlow, so worker processes start fast. Re-exported here for the jobs' callers.
 from bert_tf.text_rules import WordPieceTokenizer  # noqa: F401
+from bert_tf.errors import BertTfError
 
 SNIFF_BYTES = 64 << 10   # the head of each file that sniff_text_file looks at
 SNIFF_NUL_BYTES = 1024   # ... and of it, where a NUL byte means "binary"
@@ -53,7 +54,7 @@ def is_remote(path: str) -> bool:
     return bool(_SCHEME.match(path))
 
 
-class CorpusError(ValueError):
+class CorpusError(BertTfError, ValueError):
     """A corpus (or vocab) the job cannot use; the message names the file and what to do."""
 
 

@@ -20,6 +20,8 @@ import os
 
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+
 FLAGS = flags.FLAGS
 
 
@@ -91,7 +93,6 @@ def main(argv):
     del argv
     from bert_tf import model_dir as md
     from bert_tf import tasks
-    from bert_tf.tasks.base import TaskDataError
     from bert_tf.tokenization import BertTokenizer, infer_do_lower_case
 
     missing = [f for f in ("task_name", "output_dir") if not FLAGS[f].value]
@@ -115,13 +116,11 @@ def main(argv):
         if split not in ("train", "dev"):
             raise app.UsageError(f"--splits: {split!r} is not train or dev (test has no labels "
                                  f"to train on; finetune --do_predict reads it directly)")
-        try:
-            write_split(task, split, FLAGS.output_dir, FLAGS.num_output_shards,
-                        FLAGS.max_examples)
-        except TaskDataError as e:
-            raise SystemExit(f"create_finetuning_data: {e}") from None
+        # TaskDataError (a BertTfError): one line from cli.run_main
+        write_split(task, split, FLAGS.output_dir, FLAGS.num_output_shards,
+                    FLAGS.max_examples)
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

@@ -553,7 +553,7 @@ def main(argv):
     from absl import flags
 
     if len(argv) > 1:
-        raise SystemExit(f"unexpected arguments: {' '.join(argv[1:])}")
+        raise flags.ValidationError(f"unexpected arguments: {' '.join(argv[1:])}")
     F = flags.FLAGS
     cfg = JobConfig(
         input_file=F.input_file, output_file=F.output_file, vocab_file=F.vocab_file,
@@ -566,15 +566,14 @@ def main(argv):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         summary = run(cfg)
-    except (CorpusError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1)
+    except ValueError as e:  # CorpusError and bad values: one line from cli.run_main
+        raise CorpusError(str(e)) from None
     print(f"{summary['instances']} instances in {len(summary['output_files'])} file(s), "
           f"{summary['seconds']:.1f} s; summary: {summary_path(cfg)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    from absl import app
+    from bert_tf import cli
 
     _define_flags()
-    app.run(main)
+    cli.run_main(main)

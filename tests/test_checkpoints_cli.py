@@ -10,6 +10,7 @@ from absl import app, flags
 
 from bert_tf import checkpoints, convert_checkpoint, model_dir
 from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 from bert_tf.models import BertPretrainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,10 +78,16 @@ def test_flag_validation_in_process(tmp_path):
 
 
 def test_source_errors_exit_without_traceback(tmp_path):
-    """run() turns a bad source into `convert_checkpoint: error: ...` (exit status 1)."""
+    """A bad source is a BertTfError (cli.run_main prints it as one line, exit status 1)."""
     (tmp_path / "model.onnx").write_text("x")
     fv = _parse("--source_format=huggingface", f"--input={tmp_path}/model.onnx",
                 f"--output_dir={tmp_path}/out")
-    with pytest.raises(SystemExit, match="error: .*model.onnx: unknown weights format"):
+    with pytest.raises(BertTfError, match="model.onnx: unknown weights format"):
         convert_checkpoint.run(fv)
     assert not (tmp_path / "out").exists()
+    result = run_cli("--source_format=huggingface", f"--input={tmp_path}/model.onnx",
+                     f"--output_dir={tmp_path}/out")
+    assert result.returncode == 1
+    assert result.stderr.startswith("convert_checkpoint: error: ") and \
+        "model.onnx: unknown weights format" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

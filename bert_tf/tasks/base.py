@@ -81,11 +81,12 @@ import keras
 import numpy as np
 
 from bert_tf.layers.heads import ClassificationHead
+from bert_tf.errors import BertTfError
 
 MODEL_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
-class TaskDataError(ValueError):
+class TaskDataError(BertTfError, ValueError):
     """Task data that cannot be read: names the file, the line and what to do."""
 
 

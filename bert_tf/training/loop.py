@@ -76,6 +76,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
+from bert_tf.errors import BertTfError
 from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.strategy import input_options, is_chief, num_workers
 
@@ -84,7 +85,7 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(BertTfError, RuntimeError):
     """The training loss became NaN or Inf; the run stopped without saving."""
 
 
@@ -339,7 +340,8 @@ class Trainer:
             logging.warning("Trainer: %s", message)
         return dataset
 
-    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
+              on_data_loss: Optional[Callable] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
@@ -347,11 +349,33 @@ class Trainer:
         stop after the running step, save a checkpoint and return "preempted" (on every
         worker, at the same step); outside of it SIGTERM keeps its previous meaning
         (by default: terminate).
+
+        A damaged input record (tf.errors.DataLossError) stops the run without saving;
+        `on_data_loss(error)` (e.g. `bert_tf.data.pretraining.RecordFiles.handle_data_loss`)
+        may explain it by raising, or repair the input and return: training then goes on
+        from the current step with a new input pipeline from `dataset_fn`.
         """
         with self._preemption:
-            return self._train(dataset_fn, global_batch_size, num_steps)
+            return self._train(dataset_fn, global_batch_size, num_steps, on_data_loss)
 
-    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+    def _data_loss(self, error, on_data_loss) -> None:
+        """Lets `on_data_loss` explain or repair a damaged input record; a user error it
+        raises gets the checkpoint state appended (nothing was saved)."""
+        from bert_tf.errors import BertTfError
+
+        if on_data_loss is None:
+            raise error
+        try:
+            on_data_loss(error)
+        except BertTfError as e:
+            latest = self.manager.latest_checkpoint
+            state = (f"the last checkpoint ({latest}) is intact and the same command "
+                     f"resumes from it" if latest else "no checkpoint had been written yet")
+            raise type(e)(f"{e}. Stopped at step {int(self.step.numpy())} without saving; "
+                          f"{state}") from None
+
+    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
+               on_data_loss: Optional[Callable] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise ValueError(
@@ -371,8 +395,15 @@ class Trainer:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
             start = time.time()
-            out = self._train_loop(iterator, tf.constant(n, tf.int32))
-            out = tf.nest.map_structure(lambda t: t.numpy(), out)
+            try:
+                out = self._train_loop(iterator, tf.constant(n, tf.int32))
+                out = tf.nest.map_structure(lambda t: t.numpy(), out)
+            except tf.errors.DataLossError as e:
+                self._data_loss(e, on_data_loss)  # raises, or the input was repaired
+                step = int(self.step.numpy())
+                logging.warning("continuing from step %d with a new input pipeline", step)
+                iterator = iter(self._distribute(dataset_fn, must_be_static=True))
+                continue
             seconds = time.time() - start
             if out["bad_step"] >= 0:
                 raise NonFiniteLossError(
@@ -454,14 +485,24 @@ class Trainer:
         return loss_sum, weight, metrics
 
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
-                 write_results: bool = True) -> Dict:
+                 write_results: bool = True, on_data_loss: Optional[Callable] = None) -> Dict:
         """Runs over the eval dataset (at most `num_steps` batches) and returns metrics.
 
         `loss` is the mean of the batches' losses weighted by their rows. Writes
         OUTPUT_DIR/eval_results.json (metric name -> number, plus `global_step` and
         `eval_steps`) on the chief. Under multi_worker_mirrored, workers whose eval data
         ends first take part with empty batches until every worker's data has ended.
+        A damaged record goes to `on_data_loss` as in `train`; when it returns, the
+        evaluation starts over on the repaired input.
         """
+        while True:
+            try:
+                return self._evaluate(dataset_fn, num_steps, write_results)
+            except tf.errors.DataLossError as e:
+                self._data_loss(e, on_data_loss)
+                logging.warning("evaluating again on the repaired input")
+
+    def _evaluate(self, dataset_fn, num_steps, write_results) -> Dict:
         strategy = self.strategy
         if self._agree_on_stop:
             # Several workers: the batch dimension made unknown, so the strategy hands

@@ -1,0 +1,310 @@
+"""The one entry wrapper of every command (`python -m bert_tf.pretrain`, `data_prep.*`, ...).
+
+A command module imports this module before anything that loads TensorFlow and ends with
+
+    if __name__ == "__main__":
+        cli.run_main(main)              # instead of absl's app.run(main)
+
+What it does, in one place for all commands:
+
+* Quiet start-up. TensorFlow's C++ start-up lines (oneDNN, CUDA stub, cuInit, CPU
+  features), its per-operation C++ INFO/WARNING lines and its Python INFO lines are not
+  for users; progress, results and warnings are. Because TensorFlow reads its logging
+  environment when it loads, and its first lines are written by absl C++ logging before
+  anything can configure it, importing this module (when the process runs a command)
+  sets `TF_CPP_MIN_LOG_LEVEL=2` and routes the process's stderr through a small filter
+  process that drops those lines and passes everything else through unchanged, as it
+  comes (progress bars included). `--verbosity=1` (or higher) turns all of this off and
+  shows everything; `TF_CPP_MIN_LOG_LEVEL` set by the caller is respected.
+* Usage errors reason first: `COMMAND: error: REASON` then where to find the flags, not
+  the whole flag list before the reason.
+* An error derived from `bert_tf.errors.BertTfError` (and a missing file) is printed as
+  one line, `COMMAND: error: MESSAGE`, with exit status 1 and no traceback. Commands keep
+  their own exit codes (e.g. 143 after SIGTERM) by raising SystemExit.
+
+This module imports no TensorFlow (data_prep commands stay TF-free).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import subprocess
+import sys
+from typing import Callable, List, Optional, Sequence
+
+from bert_tf.errors import BertTfError, UsageError
+
+_PACKAGES = ("bert_tf", "data_prep")
+# Lines a user does not need, in TensorFlow's two C++ log formats (absl and tsl):
+# INFO and WARNING from C++ sources, the absl pre-initialisation banner, the CPU
+# feature hint, and C++ "errors" that are normal on a machine without a GPU.
+NOISE = re.compile(
+    r"^(?:"
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|[IW]\d{4} [\d:.]+\s+\d+ [\w./+-]+\.(?:cc|h|cpp|cu):\d+\] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] [\w./+-]+\.(?:cc|h|cpp|cu):\d+\] "
+    r"|To enable the following instructions: .* rebuild TensorFlow"
+    r"|(?:E\d{4} [\d:.]+\s+\d+ |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E )"
+    r"[\w./+-]+\.(?:cc|h):\d+\] (?:failed call to cuInit|Unable to register cu"
+    r"|oneDNN supports DT_\w+ only on platforms with AVX-512|Could not find cuda drivers)"
+    r")")
+
+# The filter process: reads the command's stderr from a pipe, drops NOISE lines, writes
+# the rest to the real stderr as soon as it arrives. Its own copy of the code keeps it
+# free of imports (python -I -S starts in ~20 ms). It ignores SIGINT/SIGTERM/SIGHUP and
+# exits when the command (and every child holding the pipe) has exited, so a crash
+# message written just before an abort still gets through.
+_FILTER_CODE = r"""
+import os, re, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+noise = re.compile(sys.argv[1].encode())
+out = sys.stdout.fileno()
+def write(data):
+    while data:
+        data = data[os.write(out, data):]
+pending = b""
+while True:
+    try:
+        chunk = os.read(0, 65536)
+    except InterruptedError:
+        continue
+    if not chunk:
+        break
+    pending += chunk
+    parts = re.split(rb"(?<=[\n\r])", pending)
+    pending = parts.pop()
+    kept = b"".join(p for p in parts if not noise.match(p))
+    # A partial line that cannot become a noise line goes out now (progress bars).
+    if pending and (pending[:1] not in b"WIET0123456789" or len(pending) > 4096):
+        kept, pending = kept + pending, b""
+    if kept:
+        try:
+            write(kept)
+        except OSError:
+            pass
+if pending and not noise.match(pending):
+    write(pending)
+"""
+
+_configured = False
+
+
+def requested_verbosity(argv: Sequence[str]) -> Optional[int]:
+    """The value of absl's `--verbosity` / `-v` on a command line, or None.
+
+    >>> requested_verbosity(["prog", "--verbosity=1"]), requested_verbosity(["prog", "-v", "2"])
+    (1, 2)
+    >>> requested_verbosity(["prog", "--input_file=x"]) is None
+    True
+    """
+    value = None
+    for i, arg in enumerate(argv):
+        for name in ("--verbosity", "-verbosity", "--v", "-v"):
+            if arg == name and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
+
+
+def is_command_process() -> bool:
+    """True when this process runs one of our commands (`python -m bert_tf.X`), not when
+    a test or a notebook imports a command module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return bool(spec and spec.name.split(".")[0] in _PACKAGES)
+
+
+def _install_stderr_filter() -> None:
+    """Points fd 2 at a pipe read by the filter process, which writes to the real stderr."""
+    try:
+        sys.stderr.flush()
+        read_end, write_end = os.pipe()
+        real_stderr = os.dup(2)
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _FILTER_CODE, NOISE.pattern],
+            stdin=read_end, stdout=real_stderr, stderr=real_stderr, close_fds=True)
+        os.close(read_end)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+    except OSError:
+        return  # no filter: the output is noisier, never lost
+
+    def drain():
+        # Everything written so far reaches the terminal before the shell prompt: give
+        # fd 2 back (closing our end of the pipe) and let the filter finish.
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(real_stderr, 2)
+        try:
+            process.wait(timeout=5)  # longer only while a child still holds the pipe
+        except subprocess.TimeoutExpired:
+            pass
+
+    atexit.register(drain)
+
+
+def configure_environment(argv: Optional[Sequence[str]] = None) -> None:
+    """Sets TensorFlow's logging environment for a command (before TensorFlow loads) and,
+    unless `--verbosity` >= 1 asks for everything, filters its C++ noise from stderr.
+    Idempotent."""
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    verbosity = requested_verbosity(sys.argv if argv is None else argv)
+    verbose = verbosity is not None and verbosity >= 1
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    # A multiprocessing worker (spawn re-imports the command module) writes to the
+    # command's stderr, which is filtered already.
+    worker = "--multiprocessing-fork" in sys.argv or (
+        "multiprocessing" in sys.modules
+        and sys.modules["multiprocessing"].parent_process() is not None)
+    if not verbose and not worker and "tensorflow" not in sys.modules:
+        _install_stderr_filter()
+
+
+def command_name() -> str:
+    """`pretrain`, `create_pretraining_data`, ... (the module's last name)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = spec.name if spec else os.path.basename(sys.argv[0] or "bert_tf")
+    return name.rsplit(".", 1)[-1].replace(".py", "")
+
+
+def _print_error(message: str) -> None:
+    sys.stdout.flush()
+    print(f"{command_name()}: error: {message}", file=sys.stderr, flush=True)
+
+
+def _usage_error(message: str) -> None:
+    _print_error(message)
+    print(f"Run `python -m {_module_name()} --help` for this command's flags "
+          f"(--helpfull for all).", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def _module_name() -> str:
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec else command_name()
+
+
+_OUR_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               package, "") for package in _PACKAGES + ("demo",))
+
+
+class _OursOrWarnings:
+    """A logging filter: INFO records of our own code, and warnings and errors of any.
+
+    TensorFlow and Keras log through absl too (saver timings, traced functions, renamed
+    signature inputs), so the source file, not the logger, tells them apart."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return (record.levelno >= 30 or not record.pathname
+                or os.path.abspath(record.pathname).startswith(_OUR_DIRS))
+
+
+def _short_format(record, message: str) -> str:
+    """`2026-11-24 12:03:04 message` (`... WARNING: message` above INFO) instead of absl's
+    `I1124 12:03:04.123456 140112258055040 file.py:162] message`."""
+    import time
+
+    level = "" if record.levelno <= 20 else f"{record.levelname}: "
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+    return f"{when} {level}{message}"
+
+
+def _quiet_python_loggers() -> None:
+    """Other libraries' Python INFO lines, and absl's long line prefix, only at
+    --verbosity >= 1."""
+    import logging
+
+    from absl import flags
+    from absl import logging as absl_logging
+
+    if flags.FLAGS["verbosity"].value >= 1:
+        return
+
+    class ShortFormatter(logging.Formatter):
+        def format(self, record):
+            return _short_format(record, super().format(record))
+
+    absl_handler = absl_logging.get_absl_handler()
+    absl_handler.setFormatter(ShortFormatter())
+    for handler in [absl_handler] + logging.getLogger().handlers:
+        if _OursOrWarnings not in handler.filters:
+            handler.addFilter(_OursOrWarnings)
+
+
+def _user_errors() -> tuple:
+    """Exception types printed as one line: ours, missing files, and TensorFlow's
+    file-system errors (gs:// paths) when TensorFlow is loaded."""
+    kinds = [BertTfError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+             PermissionError]
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    if errors is not None:
+        kinds += [errors.NotFoundError, errors.PermissionDeniedError]
+    return tuple(kinds)
+
+
+def run_errors_as_messages(function: Callable, *args):
+    """Calls `function(*args)`; usage and user errors become a message and exit 1."""
+    from absl import app, flags
+
+    try:
+        return function(*args)
+    except (app.UsageError, flags.ValidationError, UsageError) as e:
+        _usage_error(str(e))
+    except KeyboardInterrupt:
+        _print_error("interrupted")
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - re-raised unless it is the user's to fix
+        if not isinstance(e, _user_errors()):
+            raise
+        message = getattr(e, "message", None) if not isinstance(e, BertTfError) else None
+        _print_error(message or str(e))
+        sys.exit(1)
+
+
+def _parse_flags(argv: List[str]) -> List[str]:
+    """absl's flag parsing with the reason first (absl's own says FATAL before it)."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        _usage_error(str(e))
+
+
+def run_main(main: Callable[[List[str]], object], argv: Optional[List[str]] = None) -> None:
+    """Runs `main(argv)` as absl's app.run does, with the behaviour of this module."""
+    from absl import app
+
+    configure_environment(argv)
+
+    def wrapped(args):
+        _quiet_python_loggers()
+        return run_errors_as_messages(main, args)
+
+    app.run(wrapped, argv=argv, flags_parser=_parse_flags)
+
+
+def run_plain(main: Callable[[], object]) -> None:
+    """For a command that parses its own arguments (the Beam pipeline): the same quiet
+    start-up and one-line user errors, without absl flags."""
+    configure_environment()
+    code = run_errors_as_messages(main)
+    sys.exit(code)
+
+
+if is_command_process():
+    configure_environment()

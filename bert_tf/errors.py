@@ -1,0 +1,23 @@
+"""The base class of every error a user fixes with a flag, a file or a path.
+
+Every command runs through `bert_tf.cli.run_main`, which prints such an error as one line
+(`COMMAND: error: MESSAGE`) on stderr and exits with status 1, without a traceback; any
+other exception is a bug and keeps its traceback. The concrete classes keep a builtin base
+too (`class ConfigError(BertTfError, ValueError)`), so `except ValueError` still catches them.
+
+TF-free, so the offline data tools (data_prep) derive their errors from it too.
+
+>>> class VocabError(BertTfError, ValueError):
+...     pass
+>>> isinstance(VocabError("vocab.txt: line 3 is empty"), ValueError)
+True
+"""
+
+
+class BertTfError(Exception):
+    """An error in the user's input: the message names the file, flag or variable and
+    says what to do."""
+
+
+class UsageError(BertTfError, ValueError):
+    """Flag values that do not make a run: printed first, then a pointer to --helpfull."""
