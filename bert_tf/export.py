@@ -137,7 +137,9 @@ def _track_captured_variables(module: tf.Module, signatures: Mapping[str, Callab
     # Keras 3 wraps each tf.Variable in a KerasVariable; unless the raw variables the
     # traced functions capture are tracked themselves, the SavedModel loads in TF2 Python
     # but TF1-style loaders (tensorflow_model_server, saved_model_cli run) fail with
-    # "Could not find variable ...". Keras' own ExportArchive does the same.
+    # "Could not find variable ...". Keras' own ExportArchive does the same. The serving
+    # modules keep the Keras model itself untracked: tracked too, every weight would be
+    # saved twice (its KerasVariable has a checkpoint value of its own).
     seen, captured = set(), []
     for fn in signatures.values():
         concrete = fn.get_concrete_function() if hasattr(fn, "get_concrete_function") else fn
@@ -237,7 +239,7 @@ class EncoderServing(tf.Module):
     def __init__(self, encoder, tokenizer=None, max_seq_length: int = 128,
                  text_signatures: bool = True):
         super().__init__(name="bert_encoder_serving")
-        self.encoder = encoder
+        self._keras_model = _Untracked(encoder)  # saved once, as _serving_variables
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(encoder.config.max_position_embeddings)
         _attach_tokenizer(self, tokenizer, text_signatures)
@@ -246,6 +248,10 @@ class EncoderServing(tf.Module):
         if tokenizer is not None and text_signatures:
             self.serve_text = tf.function(self._serve_text, autograph=False,
                                           input_signature=[_text_spec("text")])
+
+    @property
+    def encoder(self):
+        return self._keras_model.value
 
     @property
     def tok(self):
@@ -501,7 +507,7 @@ class TaskServing(tf.Module):
     def __init__(self, model, tokenizer, max_seq_length: int, name: str,
                  text_signatures: bool = True):
         super().__init__(name=name)
-        self.model = model
+        self._keras_model = _Untracked(model)  # saved once, as _serving_variables
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(model.encoder.config.max_position_embeddings)
         _attach_tokenizer(self, tokenizer, text_signatures)
@@ -511,6 +517,10 @@ class TaskServing(tf.Module):
             text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
             self.serve_text = tf.function(text_fn, autograph=False, input_signature=[
                 _text_spec(n) for n in self.text_inputs])
+
+    @property
+    def model(self):
+        return self._keras_model.value
 
     @property
     def tok(self):
