@@ -41,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -112,6 +113,22 @@ def save_versioned(module: tf.Module, signatures: Mapping[str, Callable], export
     >>> os.path.basename(save_versioned(m, {"serving_default": m.f}, d, version=7))
     '7'
     """
+    target = new_version_dir(export_dir, version)
+    with written_atomically(target) as tmp:
+        _track_captured_variables(module, signatures)
+        tf.saved_model.save(module, tmp, signatures=dict(signatures))
+        if warmup_requests:
+            write_warmup_file(os.path.join(tmp, "assets.extra", WARMUP_FILE), warmup_requests)
+    return target
+
+
+def new_version_dir(export_dir: str, version: Optional[int] = None) -> str:
+    """`export_dir/<version>` for a new export: the next free version by default; an
+    existing one or a negative one is an ExportError.
+
+    >>> import tempfile; d = tempfile.mkdtemp(); os.path.basename(new_version_dir(d))
+    '1'
+    """
     version = next_version(export_dir) if version is None else int(version)
     if version < 0:
         raise ExportError(f"{export_dir}: version must be a non-negative integer, got {version}")
@@ -119,18 +136,31 @@ def save_versioned(module: tf.Module, signatures: Mapping[str, Callable], export
     if tf.io.gfile.exists(target):
         raise ExportError(f"{target} already exists; pass another version or none to take "
                           f"the next one ({next_version(export_dir)})")
-    tf.io.gfile.makedirs(export_dir)
-    tmp = os.path.join(export_dir, f".tmp-{version}-{uuid.uuid4().hex[:8]}")
+    return target
+
+
+@contextlib.contextmanager
+def written_atomically(target: str):
+    """Yields a new hidden directory beside `target` to fill; it is renamed to `target`
+    when the block ends without error and removed when it raises, so a watcher of the
+    parent (TF Serving watches integer names only) never sees a partial export.
+
+    >>> import tempfile; target = os.path.join(tempfile.mkdtemp(), "3")
+    >>> with written_atomically(target) as tmp:
+    ...     open(os.path.join(tmp, "a.txt"), "w").close()
+    >>> os.listdir(target)
+    ['a.txt']
+    """
+    parent, name = os.path.split(target)
+    tf.io.gfile.makedirs(parent)
+    tmp = os.path.join(parent, f".tmp-{name}-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(tmp)
     try:
-        _track_captured_variables(module, signatures)
-        tf.saved_model.save(module, tmp, signatures=dict(signatures))
-        if warmup_requests:
-            write_warmup_file(os.path.join(tmp, "assets.extra", WARMUP_FILE), warmup_requests)
+        yield tmp
         tf.io.gfile.rename(tmp, target)
     finally:
         if tf.io.gfile.exists(tmp):
             tf.io.gfile.rmtree(tmp)
-    return target
 
 
 def _track_captured_variables(module: tf.Module, signatures: Mapping[str, Callable]) -> None:

@@ -44,7 +44,6 @@ import json
 import os
 import re
 import tempfile
-import uuid
 from typing import Optional
 
 import tensorflow as tf
@@ -71,8 +70,7 @@ def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8"
     >>> len(convert_saved_model(d, "float32", "f")) > 0
     True
     """
-    if quantization not in QUANTIZATIONS:
-        raise ExportError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+    _check_quantization(quantization)
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir,
                                                          signature_keys=[signature_key])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -92,6 +90,11 @@ def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8"
             f"tokenize on the device with vocab.txt) or use --format=saved_model") from None
 
 
+def _check_quantization(quantization: str) -> None:
+    if quantization not in QUANTIZATIONS:
+        raise ExportError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+
+
 def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[int] = None,
                       max_seq_length: Optional[int] = None, *,
                       quantization: str = "dynamic_int8", **export_options) -> str:
@@ -100,15 +103,8 @@ def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[i
     `export_options` are `export.export_model_dir`'s (config, vocab and casing overrides).
     The version directory appears complete or not at all, as for SavedModels.
     """
-    if quantization not in QUANTIZATIONS:
-        raise ExportError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
-    version = export.next_version(export_dir) if version is None else int(version)
-    if version < 0:
-        raise ExportError(f"{export_dir}: version must be a non-negative integer, got {version}")
-    target = os.path.join(export_dir, str(version))
-    if tf.io.gfile.exists(target):
-        raise ExportError(f"{target} already exists; pass another version or none to take "
-                          f"the next one ({export.next_version(export_dir)})")
+    _check_quantization(quantization)
+    target = export.new_version_dir(export_dir, version)
     with tempfile.TemporaryDirectory(prefix="bert_tf_litert_") as scratch:
         saved_model = export.export_model_dir(init_checkpoint, scratch, version=1,
                                               max_seq_length=max_seq_length,
@@ -116,10 +112,7 @@ def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[i
         flatbuffer = convert_saved_model(saved_model, quantization)
         info = _model_info(flatbuffer, init_checkpoint, quantization, max_seq_length,
                            export_options)
-        tf.io.gfile.makedirs(export_dir)
-        tmp = os.path.join(export_dir, f".tmp-{version}-{uuid.uuid4().hex[:8]}")
-        try:
-            tf.io.gfile.makedirs(tmp)
+        with export.written_atomically(target) as tmp:
             with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
                 f.write(flatbuffer)
             for name in (export.LABELS_FILE, "vocab.txt"):
@@ -127,10 +120,6 @@ def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[i
                 if tf.io.gfile.exists(asset):
                     tf.io.gfile.copy(asset, os.path.join(tmp, name))
             _write_model_info(os.path.join(tmp, INFO_FILE), info)
-            tf.io.gfile.rename(tmp, target)
-        finally:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.rmtree(tmp)
     return target
 
 
