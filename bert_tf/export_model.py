@@ -53,6 +53,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_enum("quantization", None, ["dynamic_int8", "float32"],
                       "--format=litert only: dynamic_int8 (default) stores matmul weights as "
                       "int8; float32 keeps float weights.", **fv)
+    flags.register_multi_flags_validator(
+        ["format", "quantization"],
+        lambda v: v["quantization"] is None or v["format"] == "litert",
+        message="--quantization applies to --format=litert only", **fv)
     flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
 
 
@@ -60,8 +64,6 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
     """Exports as the flags say; returns EXPORT_DIR/<version>."""
     if flag_values.format == "litert":
         return _run_litert(flag_values)
-    if flag_values.quantization is not None:
-        raise app.UsageError("--quantization applies to --format=litert only")
     from bert_tf.export import export_model_dir  # late: flags parse before TF loads
 
     return export_model_dir(flag_values.init_checkpoint, flag_values.export_dir,
