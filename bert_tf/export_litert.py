@@ -57,10 +57,12 @@ QUANTIZATIONS = ("dynamic_int8", "float32")
 
 
 def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8",
-                        signature_key: str = export.SERVING_DEFAULT) -> bytes:
+                        signature_key: str = export.SERVING_DEFAULT,
+                        source: Optional[str] = None) -> bytes:
     """One SavedModel signature -> LiteRT flatbuffer bytes (builtin ops only).
 
-    A graph with an op LiteRT has no builtin kernel for raises ExportError naming the ops.
+    A graph with an op LiteRT has no builtin kernel for raises ExportError naming the ops
+    and `source` (what the user exported; default: the SavedModel).
 
     >>> class M(tf.Module):
     ...     @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
@@ -78,16 +80,17 @@ def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8"
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     try:
         return converter.convert()
-    except Exception as e:  # ConverterError: its message is pages of MLIR
+    except Exception as e:  # TF's ConverterError (not public): its message is pages of MLIR
         ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op",
                                     str(e))))
         if not ops:
             raise
         raise ExportError(
-            f"{saved_model_dir}: signature {signature_key!r} uses TensorFlow ops with no "
-            f"LiteRT builtin kernel ({', '.join(ops)}), so it cannot run on the plain LiteRT "
-            f"runtime; export its ids signature (raw-text tokenization cannot be converted: "
-            f"tokenize on the device with vocab.txt) or use --format=saved_model") from None
+            f"{source or saved_model_dir}: signature {signature_key!r} uses TensorFlow ops "
+            f"with no LiteRT builtin kernel ({', '.join(ops)}), so it cannot run on the "
+            f"plain LiteRT runtime; export its ids signature (raw-text tokenization cannot "
+            f"be converted: tokenize on the device with vocab.txt) or use "
+            f"--format=saved_model") from None
 
 
 def _check_quantization(quantization: str) -> None:
@@ -109,7 +112,7 @@ def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[i
         saved_model = export.export_model_dir(init_checkpoint, scratch, version=1,
                                               max_seq_length=max_seq_length,
                                               text_signatures=False, **export_options)
-        flatbuffer = convert_saved_model(saved_model, quantization)
+        flatbuffer = convert_saved_model(saved_model, quantization, source=init_checkpoint)
         info = _model_info(flatbuffer, init_checkpoint, quantization, max_seq_length,
                            export_options)
         with export.written_atomically(target) as tmp:
