@@ -41,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -114,6 +115,22 @@ def save_versioned(module: tf.Module, signatures: Mapping[str, Callable], export
     >>> os.path.basename(save_versioned(m, {"serving_default": m.f}, d, version=7))
     '7'
     """
+    target = new_version_dir(export_dir, version)
+    with written_atomically(target) as tmp:
+        _track_captured_variables(module, signatures)
+        tf.saved_model.save(module, tmp, signatures=dict(signatures))
+        if warmup_requests:
+            write_warmup_file(os.path.join(tmp, "assets.extra", WARMUP_FILE), warmup_requests)
+    return target
+
+
+def new_version_dir(export_dir: str, version: Optional[int] = None) -> str:
+    """`export_dir/<version>` for a new export: the next free version by default; an
+    existing one or a negative one is an ExportError.
+
+    >>> import tempfile; d = tempfile.mkdtemp(); os.path.basename(new_version_dir(d))
+    '1'
+    """
     version = next_version(export_dir) if version is None else int(version)
     if version < 0:
         raise ExportError(f"{export_dir}: version must be a non-negative integer, got {version}")
@@ -121,25 +138,40 @@ def save_versioned(module: tf.Module, signatures: Mapping[str, Callable], export
     if tf.io.gfile.exists(target):
         raise ExportError(f"{target} already exists; pass another version or none to take "
                           f"the next one ({next_version(export_dir)})")
-    tf.io.gfile.makedirs(export_dir)
-    tmp = os.path.join(export_dir, f".tmp-{version}-{uuid.uuid4().hex[:8]}")
+    return target
+
+
+@contextlib.contextmanager
+def written_atomically(target: str):
+    """Yields a new hidden directory beside `target` to fill; it is renamed to `target`
+    when the block ends without error and removed when it raises, so a watcher of the
+    parent (TF Serving watches integer names only) never sees a partial export.
+
+    >>> import tempfile; target = os.path.join(tempfile.mkdtemp(), "3")
+    >>> with written_atomically(target) as tmp:
+    ...     open(os.path.join(tmp, "a.txt"), "w").close()
+    >>> os.listdir(target)
+    ['a.txt']
+    """
+    parent, name = os.path.split(target)
+    tf.io.gfile.makedirs(parent)
+    tmp = os.path.join(parent, f".tmp-{name}-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(tmp)
     try:
-        _track_captured_variables(module, signatures)
-        tf.saved_model.save(module, tmp, signatures=dict(signatures))
-        if warmup_requests:
-            write_warmup_file(os.path.join(tmp, "assets.extra", WARMUP_FILE), warmup_requests)
+        yield tmp
         tf.io.gfile.rename(tmp, target)
     finally:
         if tf.io.gfile.exists(tmp):
             tf.io.gfile.rmtree(tmp)
-    return target
 
 
 def _track_captured_variables(module: tf.Module, signatures: Mapping[str, Callable]) -> None:
     # Keras 3 wraps each tf.Variable in a KerasVariable; unless the raw variables the
     # traced functions capture are tracked themselves, the SavedModel loads in TF2 Python
     # but TF1-style loaders (tensorflow_model_server, saved_model_cli run) fail with
-    # "Could not find variable ...". Keras' own ExportArchive does the same.
+    # "Could not find variable ...". Keras' own ExportArchive does the same. The serving
+    # modules keep the Keras model itself untracked: tracked too, every weight would be
+    # saved twice (its KerasVariable has a checkpoint value of its own).
     seen, captured = set(), []
     for fn in signatures.values():
         concrete = fn.get_concrete_function() if hasattr(fn, "get_concrete_function") else fn
@@ -239,7 +271,7 @@ class EncoderServing(tf.Module):
     def __init__(self, encoder, tokenizer=None, max_seq_length: int = 128,
                  text_signatures: bool = True):
         super().__init__(name="bert_encoder_serving")
-        self.encoder = encoder
+        self._keras_model = _Untracked(encoder)  # saved once, as _serving_variables
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(encoder.config.max_position_embeddings)
         _attach_tokenizer(self, tokenizer, text_signatures)
@@ -248,6 +280,10 @@ class EncoderServing(tf.Module):
         if tokenizer is not None and text_signatures:
             self.serve_text = tf.function(self._serve_text, autograph=False,
                                           input_signature=[_text_spec("text")])
+
+    @property
+    def encoder(self):
+        return self._keras_model.value
 
     @property
     def tok(self):
@@ -503,7 +539,7 @@ class TaskServing(tf.Module):
     def __init__(self, model, tokenizer, max_seq_length: int, name: str,
                  text_signatures: bool = True):
         super().__init__(name=name)
-        self.model = model
+        self._keras_model = _Untracked(model)  # saved once, as _serving_variables
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(model.encoder.config.max_position_embeddings)
         _attach_tokenizer(self, tokenizer, text_signatures)
@@ -513,6 +549,10 @@ class TaskServing(tf.Module):
             text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
             self.serve_text = tf.function(text_fn, autograph=False, input_signature=[
                 _text_spec(n) for n in self.text_inputs])
+
+    @property
+    def model(self):
+        return self._keras_model.value
 
     @property
     def tok(self):

@@ -1,12 +1,14 @@
-"""Exports a model dir as a SavedModel for TF Serving (DESIGN 2.5).
+"""Exports a model dir as a SavedModel for TF Serving (DESIGN 2.5), or for LiteRT.
 
     python -m bert_tf.export_model --init_checkpoint=DIR --export_dir=EXPORT_DIR \\
-        [--version=N] [--max_seq_length=128]
+        [--version=N] [--max_seq_length=128] [--format=litert [--quantization=float32]]
 
 DIR is what convert_checkpoint, pretrain or finetune wrote. The SavedModel goes to
 EXPORT_DIR/<version> (default: the next free integer, 1 for a new EXPORT_DIR), ready for
 `tensorflow_model_server --model_base_path=EXPORT_DIR`; the path is printed last.
-See docs/serving.md for the signatures and client requests.
+See docs/serving.md for the signatures and client requests. `--format=litert` writes
+EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
+(bert_tf/export_litert.py; docs/serving.md, "LiteRT").
 """
 
 from absl import app, flags, logging
@@ -47,11 +49,23 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       "Include the raw-text signatures (tokenizer in the graph: needs TF Text "
                       "ops in the server). --notext_signatures exports ids signatures only.",
                       **fv)
+    flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"],
+                      "saved_model: TF Serving SavedModel. litert: a LiteRT (TFLite) model "
+                      "on ids for on-device use (EXPORT_DIR/<version>/model.tflite).", **fv)
+    flags.DEFINE_enum("quantization", None, ["dynamic_int8", "float32"],
+                      "--format=litert only: dynamic_int8 (default) stores matmul weights as "
+                      "int8; float32 keeps float weights.", **fv)
+    flags.register_multi_flags_validator(
+        ["format", "quantization"],
+        lambda v: v["quantization"] is None or v["format"] == "litert",
+        message="--quantization applies to --format=litert only", **fv)
     flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
 
 
 def run(flag_values: flags.FlagValues = FLAGS) -> str:
     """Exports as the flags say; returns EXPORT_DIR/<version>."""
+    if flag_values.format == "litert":
+        return _run_litert(flag_values)
     from bert_tf.export import export_model_dir  # late: flags parse before TF loads
 
     return export_model_dir(flag_values.init_checkpoint, flag_values.export_dir,
@@ -61,6 +75,22 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
                             vocab_file=flag_values.vocab_file,
                             do_lower_case=flag_values.do_lower_case,
                             text_signatures=flag_values.text_signatures)
+
+
+def _run_litert(flag_values: flags.FlagValues) -> str:
+    if flag_values["text_signatures"].present and flag_values.text_signatures:
+        raise app.UsageError("--format=litert exports the ids input only (LiteRT has no "
+                             "kernels for the in-graph tokenizer); drop --text_signatures "
+                             "and tokenize on the device with the exported vocab.txt")
+    from bert_tf.export_litert import export_litert_dir  # late: flags parse before TF loads
+
+    return export_litert_dir(flag_values.init_checkpoint, flag_values.export_dir,
+                             version=flag_values.version,
+                             max_seq_length=flag_values.max_seq_length,
+                             quantization=flag_values.quantization or "dynamic_int8",
+                             bert_config_file=flag_values.bert_config_file,
+                             vocab_file=flag_values.vocab_file,
+                             do_lower_case=flag_values.do_lower_case)
 
 
 def main(argv):

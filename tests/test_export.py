@@ -284,3 +284,13 @@ def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path):
     assert "export_model: " in proc.stderr and "Traceback" not in proc.stderr
     assert str(tmp_path / "empty") in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_each_weight_is_saved_once(exported):
+    # Tracked both as Keras variables and as the raw variables TF1 loaders need, every
+    # weight used to be written twice (a SavedModel twice the model's size).
+    _, path, encoder = exported
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    shapes = reader.get_variable_to_shape_map()
+    saved = sum(int(np.prod(s)) for k, s in shapes.items() if k != "_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert saved == encoder.count_params()

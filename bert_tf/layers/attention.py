@@ -14,7 +14,9 @@ def attention_bias_from_mask(input_mask, dtype="float32"):
     row still yields a finite softmax; queries are not masked.
     """
     mask = keras.ops.cast(input_mask, dtype)
-    return (1.0 - mask)[:, None, None, :] * -10000.0
+    # expand_dims, not [:, None, None, :]: a strided slice with new axes has no LiteRT
+    # builtin kernel, so that one op would make the LiteRT export need TF Select ops.
+    return keras.ops.expand_dims(keras.ops.expand_dims(1.0 - mask, 1), 1) * -10000.0
 
 
 def dense_on_tokens(layer, x):

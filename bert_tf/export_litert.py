@@ -1,0 +1,181 @@
+"""LiteRT (TensorFlow Lite) export for on-device use: `export_model --format=litert`.
+
+`export_litert_dir(DIR, EXPORT_DIR)` converts the ids signature of what a model dir holds
+(encoder, classifier / regressor, NER, SQuAD, multiple choice) into a `.tflite` flatbuffer
+and returns `EXPORT_DIR/<version>/`:
+
+    EXPORT_DIR/<version>/model.tflite            one signature, `serving_default`
+    EXPORT_DIR/<version>/vocab.txt               the WordPiece vocab (clients tokenize)
+    EXPORT_DIR/<version>/labels.txt              classifier / NER label names (if any)
+    EXPORT_DIR/<version>/model_info.json         inputs, outputs, quantization, casing,
+                                                 max_seq_length: what an app needs
+
+The model is converted from the very SavedModel `export_model` writes with
+`--notext_signatures` (so both formats compute the same function on ids), with LiteRT
+builtin ops only: it runs on the plain LiteRT runtime of a phone (`ai_edge_litert` in
+Python, `com.google.ai.edge.litert` on Android), no TF Select ("Flex") ops, no custom ops.
+`quantization="dynamic_int8"` (default) stores the weights of the matmuls as int8 with a
+float scale per output channel (LiteRT's dynamic-range quantization: activations stay
+float, no calibration data); `"float32"` keeps float weights.
+
+Raw text is not offered: the in-graph tokenizer needs core TF string ops (UnicodeDecode,
+RegexReplace, StringSplit, ...) that LiteRT has only as Flex ops, and TF Text's
+FastWordpieceTokenizeWithOffsets as a custom op; neither the `ai_edge_litert` interpreter nor
+TF 2.21's own `tf.lite.Interpreter` links the Flex delegate (docs/serving.md has the
+details). Clients tokenize with the exported vocab.txt, as the original FullTokenizer does.
+
+Example:
+
+>>> import tempfile, os
+>>> from bert_tf.config import BertConfig
+>>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model_dir import write_model_dir
+>>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+...                  num_attention_heads=2, intermediate_size=16)
+>>> src = tempfile.mkdtemp(); _ = write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
+>>> path = export_litert_dir(src, tempfile.mkdtemp())
+>>> sorted(os.listdir(path))
+['model.tflite', 'model_info.json']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from typing import Optional
+
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf.export import ExportError
+
+MODEL_FILE = "model.tflite"
+INFO_FILE = "model_info.json"
+QUANTIZATIONS = ("dynamic_int8", "float32")
+
+
+def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8",
+                        signature_key: str = export.SERVING_DEFAULT,
+                        source: Optional[str] = None) -> bytes:
+    """One SavedModel signature -> LiteRT flatbuffer bytes (builtin ops only).
+
+    A graph with an op LiteRT has no builtin kernel for raises ExportError naming the ops
+    and `source` (what the user exported; default: the SavedModel).
+
+    >>> class M(tf.Module):
+    ...     @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    ...     def f(self, x):
+    ...         return {"y": x * 2}
+    >>> m = M(); d = tempfile.mkdtemp(); tf.saved_model.save(m, d, signatures={"f": m.f})
+    >>> len(convert_saved_model(d, "float32", "f")) > 0
+    True
+    """
+    _check_quantization(quantization)
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir,
+                                                         signature_keys=[signature_key])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantization == "dynamic_int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    try:
+        return converter.convert()
+    except Exception as e:  # TF's ConverterError (not public): its message is pages of MLIR
+        ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op",
+                                    str(e))))
+        if not ops:
+            raise
+        raise ExportError(
+            f"{source or saved_model_dir}: signature {signature_key!r} uses TensorFlow ops "
+            f"with no LiteRT builtin kernel ({', '.join(ops)}), so it cannot run on the "
+            f"plain LiteRT runtime; export its ids signature (raw-text tokenization cannot "
+            f"be converted: tokenize on the device with vocab.txt) or use "
+            f"--format=saved_model") from None
+
+
+def _check_quantization(quantization: str) -> None:
+    if quantization not in QUANTIZATIONS:
+        raise ExportError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+
+
+def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[int] = None,
+                      max_seq_length: Optional[int] = None, *,
+                      quantization: str = "dynamic_int8", **export_options) -> str:
+    """Exports a model dir as a LiteRT model; returns `export_dir/<version>`.
+
+    `export_options` are `export.export_model_dir`'s (config, vocab and casing overrides).
+    The version directory appears complete or not at all, as for SavedModels.
+    """
+    _check_quantization(quantization)
+    target = export.new_version_dir(export_dir, version)
+    with tempfile.TemporaryDirectory(prefix="bert_tf_litert_") as scratch:
+        saved_model = export.export_model_dir(init_checkpoint, scratch, version=1,
+                                              max_seq_length=max_seq_length,
+                                              text_signatures=False, **export_options)
+        flatbuffer = convert_saved_model(saved_model, quantization, source=init_checkpoint)
+        info = _model_info(flatbuffer, init_checkpoint, quantization, max_seq_length,
+                           export_options)
+        with export.written_atomically(target) as tmp:
+            with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
+                f.write(flatbuffer)
+            for name in (export.LABELS_FILE, "vocab.txt"):
+                asset = os.path.join(saved_model, "assets", name)
+                if tf.io.gfile.exists(asset):
+                    tf.io.gfile.copy(asset, os.path.join(tmp, name))
+            _write_model_info(os.path.join(tmp, INFO_FILE), info)
+    return target
+
+
+def _write_model_info(path: str, info: dict) -> None:
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(info, indent=2) + "\n")
+
+
+def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
+                max_seq_length: Optional[int], export_options: dict) -> dict:
+    """What an app needs besides the model: tensor names, dtypes and shapes (read back by
+    the LiteRT runtime, which so proves it loads the model) and the text settings the ids
+    must be made with (the model dir's, with the export's overrides)."""
+    from bert_tf import model_dir
+    from bert_tf.config import BertConfig
+
+    runner = load_interpreter(model_content=flatbuffer).get_signature_runner(
+        export.SERVING_DEFAULT)
+
+    def describe(details):
+        return {name: {"dtype": d["dtype"].__name__,
+                       "shape": [int(n) for n in d["shape_signature"]]}
+                for name, d in sorted(details.items())}
+
+    config_file = export_options.get("bert_config_file")
+    config = (BertConfig.from_file(config_file) if config_file
+              else model_dir.find_config(init_checkpoint))
+    task_config = model_dir.read_task_config(init_checkpoint) or {}
+    tokenizer = {}
+    path = os.path.join(model_dir.model_dir_of(init_checkpoint), model_dir.TOKENIZER_CONFIG_FILE)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            tokenizer = json.load(f)
+    for key in ("do_lower_case", "strip_accents"):
+        if export_options.get(key) is not None:
+            tokenizer[key] = bool(export_options[key])
+        elif key not in tokenizer and task_config.get(key) is not None:
+            tokenizer[key] = task_config[key]
+    return {"format": "litert", "signature": export.SERVING_DEFAULT,
+            "quantization": quantization, "task": task_config.get("task_name"),
+            "inputs": describe(runner.get_input_details()),
+            "outputs": describe(runner.get_output_details()),
+            "tokenizer": tokenizer,
+            "max_seq_length": export._pick_max_seq_length(
+                max_seq_length, task_config.get("max_seq_length"), config),
+            "max_position_embeddings": int(config.max_position_embeddings)}
+
+
+def load_interpreter(model_path: Optional[str] = None, model_content: Optional[bytes] = None,
+                     num_threads: Optional[int] = None):
+    """The LiteRT runtime's Interpreter: the `ai_edge_litert` package, the same C++ runtime
+    (builtin ops + XNNPACK) as on Android and iOS (TF's tf.lite.Interpreter is deprecated)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter(model_path=model_path, model_content=model_content,
+                       num_threads=num_threads)
