@@ -23,7 +23,8 @@ THIRD_PARTY = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow_text",
                "safetensors": "safetensors", "apache_beam": "apache_beam", "torch": "torch",
                "transformers": "transformers", "tokenizers": "tokenizers",
                "keras_hub": "keras_hub", "tensorflow_serving": "tensorflow_serving_api",
-               "pytest": "pytest", "psutil": "psutil"}
+               "pytest": "pytest", "psutil": "psutil", "ai_edge_litert": "ai_edge_litert",
+               "matplotlib": "matplotlib", "kiwipiepy": "kiwipiepy"}
 
 
 def python_files():
