@@ -211,6 +211,7 @@ class Task:
                   "max_seq_length": self.max_seq_length}
         if self.tokenizer is not None and hasattr(self.tokenizer, "do_lower_case"):
             config["do_lower_case"] = bool(self.tokenizer.do_lower_case)
+            config["strip_accents"] = getattr(self.tokenizer, "strip_accents", None)
         config.update({k: v for k, v in self.options.items()})
         return config
 
