@@ -11,7 +11,7 @@ export PYTHONPATH := $(CURDIR)
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt requirements-korean.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-dev.txt

@@ -87,7 +87,11 @@ class KiwiSplitter:
             raise PreTokenizerError(
                 f"--pre_tokenizer=kiwi needs the kiwipiepy package, which is not installed: "
                 f"{_PIP_HINT['kiwi']}") from None
-        self._kiwi = Kiwi(num_workers=0)
+        import warnings
+
+        with warnings.catch_warnings():  # 0 = one thread since kiwipiepy 0.21 (it warns)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._kiwi = Kiwi(num_workers=0)
 
     def __call__(self, lines: Sequence[str]) -> List[str]:
         lines = [t if unicodedata.is_normalized("NFC", t) else unicodedata.normalize("NFC", t)
