@@ -106,23 +106,12 @@ def spelling_ids(piece: str, old_tokenizer) -> List[int]:
     """
     continuation = piece.startswith("##")
     text = piece[2:] if continuation else piece
-    vocab = old_tokenizer.vocab
     ids: List[int] = []
     for word in old_tokenizer._basic.split_token(text):
-        start, first = 0, True
-        while start < len(word):
-            end = len(word)
-            while end > start:
-                sub = word[start:end]
-                if continuation or not first or start > 0:
-                    sub = "##" + sub
-                if sub in vocab:
-                    ids.append(vocab[sub])
-                    break
-                end -= 1
-            else:
-                return []
-            start, first = end, False
+        pieces = old_tokenizer._wordpiece_uncached(word, continuation)
+        if pieces == (old_tokenizer.unk_id,):
+            return []
+        ids.extend(pieces)
         continuation = False  # a later word of the piece starts fresh
     return ids
 

@@ -230,7 +230,8 @@ def run() -> Dict:
                       pre_tokenizer=text.pre_tokenizer)
     task_config = task.task_config()
     task_config["do_lower_case"] = text.do_lower_case
-    task_config["strip_accents"] = text.strip_accents
+    if text.strip_accents is not None:
+        task_config["strip_accents"] = text.strip_accents
     with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
         json.dump(task_config, f, indent=2)
 

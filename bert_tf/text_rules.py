@@ -442,14 +442,17 @@ class WordPieceTokenizer:
             cached = self._pieces[word] = self._wordpiece_uncached(word)
         out.extend(cached)
 
-    def _wordpiece_uncached(self, word: str) -> tuple:
+    def _wordpiece_uncached(self, word: str, continuation: bool = False) -> tuple:
+        """Greedy longest match; `continuation`: the word continues a previous one (its
+        first piece is a "##" piece too: how extend_vocab spells a new "##" token)."""
         if len(word) > self.max_chars:
             return (self.unk_id,)
         vocab, longest, start, ids = self.vocab, self._longest, 0, []
         while start < len(word):
             end = min(len(word), start + longest)
             while start < end:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                piece = (word[start:end] if start == 0 and not continuation
+                         else "##" + word[start:end])
                 if piece in vocab:
                     ids.append(vocab[piece])
                     break

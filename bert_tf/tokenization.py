@@ -21,6 +21,12 @@ look up each character's template, expand, re-encode, split on ' ', then WordPie
 tensorflow_text's `FastWordpieceTokenizer` (words over `max_input_chars_per_word`
 characters become [UNK] first, as the original does).
 
+`strip_accents` (Hugging Face's meaning, `text_rules.text_mode`) selects the tables:
+None follows do_lower_case (the original); lower-casing with `strip_accents=False` keeps
+marks and Hangul syllables, and the cleaned text is first NFC-normalized with TF Text's
+`normalize_utf8` (with an offsets map for `tokenize_with_offsets`), as Hugging Face's
+Python BasicTokenizer does; cased with `strip_accents=True` strips without lower-casing.
+
 The context-dependent rules of `str.lower()` + NFD are handled explicitly:
   * final sigma: 'Σ' lowers to 'ς' when preceded by a cased character (skipping
     case-ignorable ones) and not followed by one; the per-character classes come from

@@ -286,3 +286,17 @@ def test_kiwi_pre_tokenizer_on_real_korean(tmp_path):
     assert more_words > 1.5  # particles and endings come off the words
     assert split_lines(lines[:3], None) == lines[:3]
     assert split_lines(lines[:3], "kiwi") == split[:3]
+
+
+def test_hugging_face_import_keeps_strip_accents(tmp_path):
+    from bert_tf import checkpoints
+
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"do_lower_case": True, "strip_accents": False}))
+    assert checkpoints._huggingface_strip_accents(str(tmp_path)) is False
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    (tmp_path / "tokenizer.json").write_text(json.dumps(
+        {"normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": False}}))
+    assert checkpoints._huggingface_strip_accents(str(tmp_path)) is False
+    (tmp_path / "tokenizer.json").unlink()
+    assert checkpoints._huggingface_strip_accents(str(tmp_path)) is None
