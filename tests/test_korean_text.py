@@ -300,3 +300,17 @@ def test_hugging_face_import_keeps_strip_accents(tmp_path):
     assert checkpoints._huggingface_strip_accents(str(tmp_path)) is False
     (tmp_path / "tokenizer.json").unlink()
     assert checkpoints._huggingface_strip_accents(str(tmp_path)) is None
+
+
+def test_beam_pipeline_takes_the_text_flags():
+    from data_prep import beam_pipeline
+
+    base = ["--input_file=a.txt", "--output_file=o.tfrecord", "--vocab_file=v.txt"]
+    cfg, _ = beam_pipeline.parse_args(base)
+    assert (cfg.strip_accents, cfg.pre_tokenizer) == (None, None)
+    cfg, rest = beam_pipeline.parse_args(base + ["--nostrip_accents", "--pre_tokenizer=kiwi",
+                                                 "--runner=DirectRunner"])
+    assert (cfg.do_lower_case, cfg.strip_accents, cfg.pre_tokenizer) == (True, False, "kiwi")
+    assert rest == ["--runner=DirectRunner"]
+    cfg, _ = beam_pipeline.parse_args(base + ["--strip_accents", "--nodo_lower_case"])
+    assert (cfg.do_lower_case, cfg.strip_accents) == (False, True)
