@@ -314,3 +314,14 @@ def test_beam_pipeline_takes_the_text_flags():
     assert rest == ["--runner=DirectRunner"]
     cfg, _ = beam_pipeline.parse_args(base + ["--strip_accents", "--nodo_lower_case"])
     assert (cfg.do_lower_case, cfg.strip_accents) == (False, True)
+
+
+def test_pre_tokenizers_command_splits_stdin(monkeypatch, capsys):
+    pytest.importorskip("kiwipiepy", reason="pip install -r requirements-korean.txt")
+    import io
+
+    from bert_tf import pre_tokenizers
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("대한민국은 민주공화국이다.\n\nabc123\n"))
+    assert pre_tokenizers.main(["--pre_tokenizer=kiwi"]) == 0
+    assert capsys.readouterr().out == "대한민국 은 민주 공화국 이 다 .\n\nabc123\n"
