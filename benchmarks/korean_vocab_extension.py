@@ -10,7 +10,8 @@ Assembly bills from KoNLPy's corpus). Held out: its last two documents (bills 18
    extended vocab (`python -m bert_tf.extend_vocab ... --nostrip_accents`). Our counts
    are checked against Hugging Face `tokenizers` (the peer) on the same vocab and
    settings: they must be identical.
-2. Held-out masked-LM loss/accuracy after the same short continued pretraining
+2. Held-out masked-LM loss/accuracy (10 maskings of the held-out documents) after the
+   same short continued pretraining
    (`bert_tf.pretrain --init_checkpoint=...`) from MiniLM without and with the extension
    (records from create_pretraining_data with each vocab/settings). The two tokenize
    differently (jamo vs syllable pieces), so losses are per predicted piece of different
@@ -94,10 +95,14 @@ def records(work, name, paths, vocab, text_flags, seq):
     out = {}
     for split in ("train", "heldout"):
         out[split] = os.path.join(work, f"{name}_{split}.tfrecord")
+        for stale in (out[split], out[split] + ".summary.json"):  # this script's own output
+            if os.path.exists(stale):
+                os.remove(stale)
         run(["data_prep.create_pretraining_data", f"--input_file={paths[split]}",
              f"--output_file={out[split]}", f"--vocab_file={vocab}", *text_flags,
              f"--max_seq_length={seq}", "--max_predictions_per_seq=20",
-             f"--dupe_factor={5 if split == 'train' else 1}", "--num_workers=1",
+             # Held out: 10 maskings of the two documents, for a steadier estimate.
+             f"--dupe_factor={5 if split == 'train' else 10}", "--num_workers=1",
              "--random_seed=12345"], os.path.join(work, f"{name}_{split}_records.log"))
     return out
 
@@ -116,7 +121,7 @@ def pretrain(work, name, init, recs, args):
                    "--seed=1"], os.path.join(work, f"{name}_pretrain.log"))
     with open(os.path.join(out, "eval_results.json")) as f:
         results = json.load(f)
-    results["seconds"] = seconds
+    results["seconds"] = seconds  # a rerun on the same --work_dir resumes: eval only
     return results
 
 
