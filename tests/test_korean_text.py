@@ -325,3 +325,35 @@ def test_pre_tokenizers_command_splits_stdin(monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO("대한민국은 민주공화국이다.\n\nabc123\n"))
     assert pre_tokenizers.main(["--pre_tokenizer=kiwi"]) == 0
     assert capsys.readouterr().out == "대한민국 은 민주 공화국 이 다 .\n\nabc123\n"
+
+
+def test_extract_features_reads_the_recorded_setting(tmp_path, keep_vocab):
+    """The model dir's strip_accents=False reaches extract_features (syllable tokens);
+    --strip_accents on the command line wins (jamo tokens)."""
+    from absl import flags
+
+    from bert_tf import extract_features as ef
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+
+    vocab_size = len(open(keep_vocab, encoding="utf-8").read().split("\n")) - 1
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=16)
+    d = str(tmp_path / "model")
+    md.write_model_dir(d, cfg, {"encoder": BertEncoder(cfg)}, vocab_file=keep_vocab,
+                       do_lower_case=True, strip_accents=False)
+    (tmp_path / "in.txt").write_text("대한민국은 민주공화국이다.\n", encoding="utf-8")
+
+    def tokens(*extra):
+        fv = flags.FlagValues()
+        ef.define_flags(fv)
+        out = tmp_path / "out.jsonl"
+        fv(["extract_features", f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
+            f"--init_checkpoint={d}", "--layers=-1", *extra])
+        ef.run(fv)
+        return [t["token"] for t in json.loads(out.read_text())["features"]]
+
+    kept = tokens()
+    assert "".join(t.replace("##", "") for t in kept[1:-2]) == "대한민국은민주공화국이다"
+    # Stripped to jamo, which this syllable vocab does not hold: whole words are [UNK].
+    assert tokens("--strip_accents") == ["[CLS]", "[UNK]", "[UNK]", ".", "[SEP]"]
