@@ -218,21 +218,27 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
         md.resolve_text_settings([d], keep_vocab)
 
 
+def tiny_model_dir(path, vocab_file):
+    """A one-layer encoder model dir over `vocab_file` recording strip_accents=False."""
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+
+    vocab_size = len(open(vocab_file, encoding="utf-8").read().split("\n")) - 1
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=16)
+    md.write_model_dir(str(path), cfg, {"encoder": BertEncoder(cfg)}, vocab_file=vocab_file,
+                       do_lower_case=True, strip_accents=False)
+    return str(path)
+
+
 def test_export_tokenizes_as_training_did(tmp_path, keep_vocab, keep_tok):
     """A model dir recording --nostrip_accents exports a raw-text signature whose ids are
     BertTokenizer(strip_accents=False)'s (and not the stripping ones)."""
     import tensorflow as tf
 
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
     from bert_tf.export import export_model_dir
 
-    vocab_size = len(open(keep_vocab, encoding="utf-8").read().split("\n")) - 1
-    cfg = BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=16)
-    d = str(tmp_path / "model")
-    md.write_model_dir(d, cfg, {"encoder": BertEncoder(cfg)}, vocab_file=keep_vocab,
-                       do_lower_case=True, strip_accents=False)
+    d = tiny_model_dir(tmp_path / "model", keep_vocab)
     path = export_model_dir(d, str(tmp_path / "export"), max_seq_length=64)
     assert json.load(open(os.path.join(path, "assets.extra", "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False}
@@ -333,15 +339,8 @@ def test_extract_features_reads_the_recorded_setting(tmp_path, keep_vocab):
     from absl import flags
 
     from bert_tf import extract_features as ef
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
 
-    vocab_size = len(open(keep_vocab, encoding="utf-8").read().split("\n")) - 1
-    cfg = BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=16)
-    d = str(tmp_path / "model")
-    md.write_model_dir(d, cfg, {"encoder": BertEncoder(cfg)}, vocab_file=keep_vocab,
-                       do_lower_case=True, strip_accents=False)
+    d = tiny_model_dir(tmp_path / "model", keep_vocab)
     (tmp_path / "in.txt").write_text("대한민국은 민주공화국이다.\n", encoding="utf-8")
 
     def tokens(*extra):
