@@ -9,7 +9,7 @@ export KERAS_BACKEND := tensorflow
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt requirements-korean.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-dev.txt

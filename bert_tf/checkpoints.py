@@ -187,6 +187,7 @@ class BertWeights:
     vocab_file: Optional[str] = None
     do_lower_case: Optional[bool] = None
     sources: Dict[str, str] = dataclasses.field(default_factory=dict)
+    strip_accents: Optional[bool] = None  # None: follows do_lower_case (HF's meaning)
 
     def source_of(self, name: str) -> str:
         return self.sources.get(name, name)
@@ -709,6 +710,19 @@ def huggingface_config(config_file: str) -> BertConfig:
     return BertConfig.from_dict(raw, source=config_file)
 
 
+def _huggingface_strip_accents(directory: str) -> Optional[bool]:
+    """strip_accents from tokenizer_config.json, else tokenizer.json's BertNormalizer."""
+    for name, key in (("tokenizer_config.json", None), ("tokenizer.json", "normalizer")):
+        path = os.path.join(directory, name)
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                values = json.load(f)
+            values = (values.get(key) or {}) if key else values
+            if values.get("strip_accents") is not None:
+                return bool(values["strip_accents"])
+    return None
+
+
 def _huggingface_lower_case(directory: str) -> Optional[bool]:
     """do_lower_case from tokenizer_config.json, else from tokenizer.json's normalizer."""
     path = os.path.join(directory, "tokenizer_config.json")
@@ -777,7 +791,8 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     _log_unused(tensors, used, weights_file)
     if do_lower_case is None:
         do_lower_case = _huggingface_lower_case(directory)
-    return _checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources))
+    return _checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources,
+                                strip_accents=_huggingface_strip_accents(directory)))
 
 
 def _hf_names(m: WeightMapping, prefix: str) -> List[str]:
@@ -817,6 +832,7 @@ def read_model_dir(path: str) -> BertWeights:
     weights = weights_from_model(model, model_dir_lib.find_vocab(path),
                                  model_dir_lib.find_do_lower_case(path))
     weights.heads = heads
+    weights.strip_accents = model_dir_lib.read_tokenizer_config(path).get("strip_accents")
     weights.arrays = {k: v for k, v in weights.arrays.items()
                       if k.split("/")[0] not in HEADS or k.split("/")[0] in heads}
     weights.sources = {k: f"{prefix}: `{k}`" for k in weights.arrays}
@@ -828,7 +844,8 @@ def write_model_dir(weights: BertWeights, output_dir: str) -> str:
     _, objects = build_model(weights)
     return model_dir_lib.write_model_dir(output_dir, weights.config, objects,
                                          vocab_file=weights.vocab_file,
-                                         do_lower_case=weights.do_lower_case)
+                                         do_lower_case=weights.do_lower_case,
+                                         strip_accents=weights.strip_accents)
 
 
 READERS = {"tf1": read_tf1_checkpoint, "huggingface": read_huggingface}

@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -98,7 +99,8 @@ def next_version(export_dir: str) -> int:
 
 def save_versioned(module: tf.Module, signatures: Mapping[str, Callable], export_dir: str,
                    version: Optional[int] = None,
-                   warmup_requests: Sequence[tuple] = ()) -> str:
+                   warmup_requests: Sequence[tuple] = (),
+                   extra_files: Optional[Mapping[str, str]] = None) -> str:
     """tf.saved_model.save into `export_dir/<version>` without ever exposing a partial one.
 
     The model is written to a hidden temporary directory inside `export_dir` (TF Serving
@@ -121,6 +123,10 @@ def save_versioned(module: tf.Module, signatures: Mapping[str, Callable], export
         tf.saved_model.save(module, tmp, signatures=dict(signatures))
         if warmup_requests:
             write_warmup_file(os.path.join(tmp, "assets.extra", WARMUP_FILE), warmup_requests)
+        for name, text in (extra_files or {}).items():  # e.g. assets.extra/tokenizer_config.json
+            tf.io.gfile.makedirs(os.path.join(tmp, "assets.extra"))
+            with tf.io.gfile.GFile(os.path.join(tmp, "assets.extra", name), "w") as f:
+                f.write(text)
     return target
 
 
@@ -361,13 +367,22 @@ def encode_text(tokenizer, text, text_b, max_seq_length: int) -> Dict[str, tf.Te
 
 # ---------------------------------------------------------------------------- top level
 
-def export_module(module, export_dir: str, version: Optional[int] = None) -> str:
-    """Saves a serving module (its signatures and warmup requests) as a new version."""
+def export_module(module, export_dir: str, version: Optional[int] = None,
+                  text_settings=None) -> str:
+    """Saves a serving module (its signatures and warmup requests) as a new version.
+
+    `text_settings` (a `model_dir.TextSettings`) goes to
+    `assets.extra/tokenizer_config.json`, so clients can see how text is tokenized (and
+    whether they must pre-split it: `pre_tokenizer`).
+    """
+    extra = ({"tokenizer_config.json": json.dumps(text_settings.to_json())}
+             if text_settings is not None else None)
     return save_versioned(module, module.signatures(), export_dir, version,
-                          warmup_requests=module.warmup_requests())
+                          warmup_requests=module.warmup_requests(), extra_files=extra)
 
 
-def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool]):
+def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
+                   strip_accents: Optional[bool] = None):
     """The in-graph BertTokenizer for `vocab_file`, or None without a vocab."""
     if not vocab_file:
         return None
@@ -377,21 +392,22 @@ def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool]):
     copy = os.path.join(_scratch_dir(), "vocab.txt")
     tf.io.gfile.copy(vocab_file, copy, overwrite=True)
     return BertTokenizer(copy, do_lower_case=True if do_lower_case is None
-                         else bool(do_lower_case))
+                         else bool(do_lower_case), strip_accents=strip_accents)
 
 
 def export_encoder(encoder, export_dir: str, *, vocab_file: Optional[str] = None,
                    do_lower_case: Optional[bool] = None, max_seq_length: Optional[int] = None,
-                   version: Optional[int] = None, text_signatures: bool = True) -> str:
+                   version: Optional[int] = None, text_signatures: bool = True,
+                   strip_accents: Optional[bool] = None, text_settings=None) -> str:
     """Exports a BertEncoder; with `vocab_file`, also the raw-text `serving_text` signature
     (unless `text_signatures=False`: then the vocab is only an asset).
 
     Returns `export_dir/<version>`.
     """
     max_seq_length = _pick_max_seq_length(max_seq_length, None, encoder.config)
-    module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case), max_seq_length,
-                            text_signatures=text_signatures)
-    return export_module(module, export_dir, version)
+    module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case, strip_accents),
+                            max_seq_length, text_signatures=text_signatures)
+    return export_module(module, export_dir, version, text_settings)
 
 
 def _pick_max_seq_length(requested, recorded, config) -> int:
@@ -405,13 +421,16 @@ def _pick_max_seq_length(requested, recorded, config) -> int:
 def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[int] = None,
                      max_seq_length: Optional[int] = None, *,
                      bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
-                     do_lower_case: Optional[bool] = None, text_signatures: bool = True) -> str:
+                     do_lower_case: Optional[bool] = None, text_signatures: bool = True,
+                     strip_accents: Optional[bool] = None) -> str:
     """Exports the model a model dir (or a checkpoint prefix inside one) holds.
 
     A dir with `task_config.json` (finetune) becomes a task export (raw-text
     `serving_default` + `serving_ids`); any other (convert_checkpoint, pretrain) an
     encoder export. `max_seq_length` defaults to the one the task was trained with
-    (encoders: 128); config, vocab and casing default to the ones stored in the dir.
+    (encoders: 128); config, vocab, casing and accents default to the ones stored in the
+    dir (`model_dir.resolve_text_settings`), so the raw-text signature tokenizes exactly
+    as training did.
     `text_signatures=False` leaves out the raw-text signatures (and with them every TF
     Text op: for a model server built without them); `serving_default` is then on ids.
     Returns `export_dir/<version>`.
@@ -437,25 +456,30 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
                           f"convert_checkpoint, pretrain or finetune, or pass "
                           f"--bert_config_file")
     vocab_file = vocab_file or model_dir.find_vocab(init_checkpoint)
-    if do_lower_case is None:
-        do_lower_case = model_dir.find_do_lower_case(init_checkpoint)
     task_config = model_dir.read_task_config(init_checkpoint)
+    recorded = task_config or {}
+    text = model_dir.resolve_text_settings(
+        [init_checkpoint], vocab_file, do_lower_case=do_lower_case,
+        strip_accents=(strip_accents if strip_accents is not None
+                       else recorded.get("strip_accents")),
+        fallback_lower_case=recorded.get("do_lower_case", True))
     if task_config is None:
         encoder = model_dir.load_encoder(init_checkpoint, config)
         return export_encoder(encoder, export_dir, vocab_file=vocab_file,
-                              do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                              version=version, text_signatures=text_signatures)
-    if do_lower_case is None:
-        do_lower_case = task_config.get("do_lower_case")
+                              do_lower_case=text.do_lower_case,
+                              strip_accents=text.strip_accents, max_seq_length=max_seq_length,
+                              version=version, text_signatures=text_signatures,
+                              text_settings=text if vocab_file else None)
     return export_task_dir(init_checkpoint, export_dir, config=config,
                            task_config=task_config, vocab_file=vocab_file,
-                           do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                           version=version, text_signatures=text_signatures)
+                           do_lower_case=text.do_lower_case, max_seq_length=max_seq_length,
+                           version=version, text_signatures=text_signatures,
+                           strip_accents=text.strip_accents, text_settings=text)
 
 
 def export_task_dir(init_checkpoint, export_dir, *, config, task_config, vocab_file,
                     do_lower_case, max_seq_length=None, version=None,
-                    text_signatures=True) -> str:
+                    text_signatures=True, strip_accents=None, text_settings=None) -> str:
     """Rebuilds a fine-tuned model from task_config.json with the task's own
     `build_model`, restores `encoder` + `task_head` and exports it."""
     from bert_tf import model_dir
@@ -465,13 +489,13 @@ def export_task_dir(init_checkpoint, export_dir, *, config, task_config, vocab_f
     if not vocab_file:
         raise ExportError(f"{model_dir.model_dir_of(init_checkpoint)}: no {model_dir.VOCAB_FILE}; "
                           f"a task export tokenizes raw text in the graph, pass --vocab_file")
-    tokenizer = make_tokenizer(vocab_file, do_lower_case)
+    tokenizer = make_tokenizer(vocab_file, do_lower_case, strip_accents)
     task = task_from_config(task_config, tokenizer)
     model = task.build_model(BertEncoder(config, name="encoder"))
     model_dir.restore(init_checkpoint, model.checkpoint_items())
     length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
     module = task_serving_module(task, model, tokenizer, length, text_signatures)
-    return export_module(module, export_dir, version)
+    return export_module(module, export_dir, version, text_settings)
 
 
 def task_serving_module(task, model, tokenizer, max_seq_length: int,

@@ -14,6 +14,7 @@ EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import text_flags
 
 FLAGS = flags.FLAGS
 
@@ -45,6 +46,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         "vocab.txt to use instead of the one in the model dir.", **fv)
     flags.DEFINE_bool("do_lower_case", None,
                       "Casing to use instead of the one recorded in the model dir.", **fv)
+    text_flags.define_strip_accents_flag(flag_values)
     flags.DEFINE_bool("text_signatures", True,
                       "Include the raw-text signatures (tokenizer in the graph: needs TF Text "
                       "ops in the server). --notext_signatures exports ids signatures only.",
@@ -74,6 +76,7 @@ def run(flag_values: flags.FlagValues = FLAGS) -> str:
                             bert_config_file=flag_values.bert_config_file,
                             vocab_file=flag_values.vocab_file,
                             do_lower_case=flag_values.do_lower_case,
+                            strip_accents=flag_values.strip_accents,
                             text_signatures=flag_values.text_signatures)
 
 

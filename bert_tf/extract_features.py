@@ -42,6 +42,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import text_flags
 
 FLAGS = flags.FLAGS
 
@@ -76,6 +77,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         **fv)
     flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
                       "records it, else inferred from the vocab.", **fv)
+    text_flags.define_strip_accents_flag(flag_values)
     flags.DEFINE_integer("max_seq_length", 128, "Tokens per input after WordPiece, including "
                          "[CLS]/[SEP]; longer inputs are truncated.", **fv)
     flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", **fv)
@@ -282,7 +284,7 @@ def run(flag_values: flags.FlagValues = FLAGS) -> int:
     """Runs the extraction the parsed flags describe; returns the number of lines written."""
     from bert_tf import model_dir as md
     from bert_tf.config import BertConfig
-    from bert_tf.tokenization import BertTokenizer, infer_do_lower_case
+    from bert_tf.tokenization import BertTokenizer
 
     fv = flag_values
     missing = [n for n in ("input_file", "output_file", "init_checkpoint") if not fv[n].value]
@@ -297,16 +299,17 @@ def run(flag_values: flags.FlagValues = FLAGS) -> int:
     if not vocab:
         raise FileNotFoundError(f"{fv.init_checkpoint}: no vocab.txt next to the checkpoint; "
                                 f"pass --vocab_file")
-    lower = fv.do_lower_case
-    if lower is None:
-        lower = md.find_do_lower_case(fv.init_checkpoint)
-    if lower is None:
-        lower = infer_do_lower_case(vocab)
+    text = md.resolve_text_settings([fv.init_checkpoint], vocab, do_lower_case=fv.do_lower_case,
+                                    strip_accents=fv.strip_accents)
+    if text.pre_tokenizer:
+        logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
+                        "--input_file split the same way (python -m bert_tf.pre_tokenizers)",
+                        fv.init_checkpoint, text.pre_tokenizer)
     layer_indexes = parse_layers(fv.layers, config.num_hidden_layers)
     strategy = tpu_strategy(fv)
     with strategy.scope() if strategy else contextlib.nullcontext():
         encoder = md.load_encoder(fv.init_checkpoint, config)
-    tokenizer = BertTokenizer(vocab, do_lower_case=lower)
+    tokenizer = BertTokenizer(vocab, **text.tokenizer_kwargs())
     examples = read_examples(fv.input_file)
     count = write_jsonl(fv.output_file, extract(
         encoder, tokenizer, examples, layer_indexes, max_seq_length=fv.max_seq_length,

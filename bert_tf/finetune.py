@@ -98,28 +98,30 @@ def _resolve_model_files():
     """Config, vocab and casing: flags first, then --init_checkpoint's dir, then output_dir."""
     from bert_tf import model_dir as md
     from bert_tf.config import BertConfig
-    from bert_tf.tokenization import infer_do_lower_case
-
     import tensorflow as tf  # gfile: model dirs may be on gs:// (TPU runs)
 
     places = [p for p in (FLAGS.init_checkpoint, FLAGS.output_dir)
               if p and tf.io.gfile.exists(md.model_dir_of(p))]
     config = BertConfig.from_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
     vocab = FLAGS.vocab_file
-    lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
     for place in places:
         config = config or md.find_config(place)
         vocab = vocab or md.find_vocab(place)
-        lower = md.find_do_lower_case(place) if lower is None else lower
     if config is None:
         raise FinetuneError("no model config: pass --bert_config_file or an --init_checkpoint "
                             "dir holding bert_config.json")
     if vocab is None:
         raise FinetuneError("no vocab: pass --vocab_file or an --init_checkpoint dir holding "
                             "vocab.txt")
-    if lower is None:
-        lower = infer_do_lower_case(vocab)
-    return config, vocab, bool(lower)
+    text = md.resolve_text_settings(
+        places, vocab,
+        do_lower_case=FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
+        strip_accents=FLAGS.strip_accents)
+    if text.pre_tokenizer:
+        logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
+                        "the task's text split the same way (python -m "
+                        "bert_tf.pre_tokenizers)", places[0], text.pre_tokenizer)
+    return config, vocab, text
 
 
 def _make_task(tokenizer):
@@ -220,7 +222,7 @@ def run() -> Dict:
         strategy = flags_common.strategy_from_flags(FLAGS)
     except flags.ValidationError as e:
         raise FinetuneError(str(e)) from None
-    config, vocab, lower = _resolve_model_files()
+    config, vocab, text = _resolve_model_files()
     max_seq_length = _max_seq_length()
     if max_seq_length > config.max_position_embeddings:
         raise FinetuneError(f"--max_seq_length={max_seq_length} exceeds the model's "
@@ -228,13 +230,17 @@ def run() -> Dict:
     keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.mixed_precision != "float32":
         keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
-    tokenizer = BertTokenizer(vocab, do_lower_case=lower)
+    tokenizer = BertTokenizer(vocab, **text.tokenizer_kwargs())
     task = _make_task(tokenizer)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     if is_chief(strategy):  # one writer per cluster (workers share --output_dir)
-        md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab, do_lower_case=lower)
+        md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab,
+                          do_lower_case=text.do_lower_case, strip_accents=text.strip_accents,
+                          pre_tokenizer=text.pre_tokenizer)
         task_config = task.task_config()
-        task_config["do_lower_case"] = lower
+        task_config["do_lower_case"] = text.do_lower_case
+        if text.strip_accents is not None:
+            task_config["strip_accents"] = text.strip_accents
         with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
             json.dump(task_config, f, indent=2)
 

@@ -27,6 +27,7 @@ from typing import Iterable, Optional
 import yaml
 from absl import flags
 
+from bert_tf import text_flags
 from bert_tf.training.optimization import OPTIMIZERS
 from bert_tf.training.strategy import STRATEGIES
 
@@ -52,6 +53,7 @@ def define_common_flags() -> None:
                     "Default: the one in --init_checkpoint's directory.")
     f.DEFINE_bool("do_lower_case", True, "Whether the vocab is uncased (recorded in "
                   "--output_dir for the tokenizer).")
+    text_flags.define_strip_accents_flag()
     f.DEFINE_integer("max_seq_length", 128, "Sequence length of the records / features.")
     f.DEFINE_bool("do_train", False, "Train.")
     f.DEFINE_bool("do_eval", False, "Evaluate and write OUTPUT_DIR/eval_results.json.")

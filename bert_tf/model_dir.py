@@ -4,7 +4,9 @@ Every command that takes `--init_checkpoint=DIR` reads this layout:
 
     DIR/bert_config.json        BertConfig (original field names)
     DIR/vocab.txt               WordPiece vocab, when known
-    DIR/tokenizer_config.json   {"do_lower_case": bool}, when known
+    DIR/tokenizer_config.json   {"do_lower_case": bool, "strip_accents": bool or null,
+                                 "pre_tokenizer": "kiwi" (only when used)}, when known;
+                                `resolve_text_settings` is how every command reads it
     DIR/task_config.json        fine-tuned models only: task name, labels, max_seq_length
     DIR/checkpoint, DIR/ckpt-N.{index,data-*}
                                 a tf.train.Checkpoint whose root children are named
@@ -28,10 +30,11 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -101,22 +104,29 @@ def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
 
 def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, object], *,
                     vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
-                    checkpoint_number: int = 0) -> str:
+                    checkpoint_number: int = 0, strip_accents: Optional[bool] = None,
+                    pre_tokenizer: Optional[str] = None) -> str:
     """Writes config, vocab, tokenizer settings and a checkpoint of `objects`.
 
     Returns the checkpoint prefix. Existing checkpoints in `output_dir` are kept (the
     new one becomes the latest).
     """
     tf.io.gfile.makedirs(output_dir)
-    write_metadata(output_dir, config, vocab_file=vocab_file, do_lower_case=do_lower_case)
+    write_metadata(output_dir, config, vocab_file=vocab_file, do_lower_case=do_lower_case,
+                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
     checkpoint = tf.train.Checkpoint(**objects)
     manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=5)
     return manager.save(checkpoint_number=checkpoint_number)
 
 
 def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[str] = None,
-                   do_lower_case: Optional[bool] = None) -> None:
-    """Writes everything of a model dir but the checkpoint."""
+                   do_lower_case: Optional[bool] = None, strip_accents: Optional[bool] = None,
+                   pre_tokenizer: Optional[str] = None) -> None:
+    """Writes everything of a model dir but the checkpoint.
+
+    The tokenizer settings are written when `do_lower_case` is known (`strip_accents`
+    None means "follows do_lower_case", as in Hugging Face's tokenizer_config.json).
+    """
     tf.io.gfile.makedirs(output_dir)
     config.to_json_file(os.path.join(output_dir, CONFIG_FILE))
     if vocab_file:
@@ -124,8 +134,9 @@ def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[
         if os.path.abspath(vocab_file) != os.path.abspath(target):
             tf.io.gfile.copy(vocab_file, target, overwrite=True)
     if do_lower_case is not None:
+        settings = TextSettings(bool(do_lower_case), strip_accents, pre_tokenizer)
         with tf.io.gfile.GFile(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), "w") as f:
-            json.dump({"do_lower_case": bool(do_lower_case)}, f)
+            json.dump(settings.to_json(), f)
 
 
 def model_dir_of(path: str) -> str:
@@ -170,12 +181,85 @@ def find_vocab(path: str) -> Optional[str]:
     return candidate if tf.io.gfile.exists(candidate) else None
 
 
-def find_do_lower_case(path: str) -> Optional[bool]:
+def read_tokenizer_config(path: str) -> dict:
+    """The model dir's tokenizer_config.json as a dict ({} when there is none)."""
     candidate = os.path.join(model_dir_of(path), TOKENIZER_CONFIG_FILE)
     if not tf.io.gfile.exists(candidate):
-        return None
+        return {}
     with tf.io.gfile.GFile(candidate) as f:
-        return bool(json.load(f).get("do_lower_case"))
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{candidate}: not valid JSON ({e}); fix or delete it") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{candidate}: expected a JSON object like "
+                         f'{{"do_lower_case": true, "strip_accents": null}}')
+    return values
+
+
+def find_do_lower_case(path: str) -> Optional[bool]:
+    values = read_tokenizer_config(path)
+    return bool(values["do_lower_case"]) if "do_lower_case" in values else None
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSettings:
+    """How text becomes words for a model (what tokenizer_config.json records).
+
+    `strip_accents` None follows `do_lower_case` (the original); `pre_tokenizer` names
+    a `bert_tf.pre_tokenizers` splitter the text went through first, or None.
+    """
+    do_lower_case: bool = True
+    strip_accents: Optional[bool] = None
+    pre_tokenizer: Optional[str] = None
+
+    def to_json(self) -> dict:
+        out = {"do_lower_case": bool(self.do_lower_case),
+               "strip_accents": None if self.strip_accents is None else bool(self.strip_accents)}
+        if self.pre_tokenizer:
+            out["pre_tokenizer"] = self.pre_tokenizer
+        return out
+
+    def tokenizer_kwargs(self) -> dict:
+        """Keyword arguments of BertTokenizer / WordPieceTokenizer / BasicTokenizer."""
+        return {"do_lower_case": bool(self.do_lower_case), "strip_accents": self.strip_accents}
+
+
+def resolve_text_settings(places: Sequence[Optional[str]], vocab_file: Optional[str], *,
+                          do_lower_case: Optional[bool] = None,
+                          strip_accents: Optional[bool] = None,
+                          pre_tokenizer: Optional[str] = None,
+                          fallback_lower_case: Optional[bool] = None) -> TextSettings:
+    """THE way a command settles casing, accents and pre-tokenizer.
+
+    Each value: the flag when given (not None); else the first model dir of `places`
+    that records it; else, for an uncased model, inferred from the vocab: casing from
+    its tokens (`infer_do_lower_case`, unless `fallback_lower_case` is given) and
+    `strip_accents=False` when it holds tokens stripping could never produce (accented
+    letters, Hangul syllables: `infer_strip_accents`).
+    """
+    from bert_tf.text_rules import infer_do_lower_case, infer_strip_accents
+
+    recorded = [read_tokenizer_config(p) for p in places
+                if p and tf.io.gfile.exists(model_dir_of(p))]
+    lower = do_lower_case
+    for values in recorded:
+        if lower is None and "do_lower_case" in values:
+            lower = bool(values["do_lower_case"])
+    if lower is None:
+        lower = (fallback_lower_case if fallback_lower_case is not None
+                 else infer_do_lower_case(vocab_file) if vocab_file else True)
+    strip, strip_known = strip_accents, strip_accents is not None
+    for values in recorded:
+        if not strip_known and "strip_accents" in values:
+            strip, strip_known = values["strip_accents"], True
+    if not strip_known and lower and vocab_file:
+        strip = infer_strip_accents(vocab_file)
+    pre = pre_tokenizer
+    for values in recorded:
+        if pre is None and values.get("pre_tokenizer"):
+            pre = values["pre_tokenizer"]
+    return TextSettings(bool(lower), None if strip is None else bool(strip), pre)
 
 
 def read_task_config(path: str) -> Optional[dict]:

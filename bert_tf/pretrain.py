@@ -24,9 +24,10 @@ import sys
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
-from bert_tf import flags_common
+from bert_tf import flags_common, text_flags
 
 flags_common.define_common_flags()
+text_flags.define_pre_tokenizer_flag()  # only recorded: records hold ids already
 flags.DEFINE_string("input_file", None, "Comma-separated globs of pretraining records.")
 flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: --input_file, "
                     "as the original).")
@@ -73,13 +74,14 @@ def _resolve_config_and_vocab():
     else:
         logging.warning("no --vocab_file: OUTPUT_DIR will hold no vocab.txt, which finetune "
                         "and export_model need (pass the vocab the records were made with)")
-    # Casing: the flag when given, else the init dir's (continuing a cased model keeps it
-    # cased), else the flag's default.
-    lower = FLAGS.do_lower_case
-    if not FLAGS["do_lower_case"].present and FLAGS.init_checkpoint:
-        recorded = model_dir.find_do_lower_case(FLAGS.init_checkpoint)
-        lower = lower if recorded is None else recorded
-    return config, vocab, lower
+    # Casing and accents: the flag when given, else the init dir's (continuing a cased
+    # model keeps it cased), else the flag's default (accents: inferred from the vocab).
+    text = model_dir.resolve_text_settings(
+        [FLAGS.init_checkpoint], vocab,
+        do_lower_case=FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
+        strip_accents=FLAGS.strip_accents, pre_tokenizer=FLAGS.pre_tokenizer,
+        fallback_lower_case=FLAGS.do_lower_case)
+    return config, vocab, text
 
 
 def run():
@@ -97,7 +99,7 @@ def run():
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise flags.ValidationError("at least one of --do_train and --do_eval must be set")
     strategy = flags_common.strategy_from_flags(FLAGS)
-    config, vocab, do_lower_case = _resolve_config_and_vocab()
+    config, vocab, text = _resolve_config_and_vocab()
     if FLAGS.seed is not None:
         keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.mixed_precision != "float32":
@@ -123,7 +125,9 @@ def run():
     if trainer.is_chief:
         # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
         model_dir.write_metadata(FLAGS.output_dir, config, vocab_file=vocab,
-                                 do_lower_case=do_lower_case)
+                                 do_lower_case=text.do_lower_case,
+                                 strip_accents=text.strip_accents,
+                                 pre_tokenizer=text.pre_tokenizer)
     trainer.restore_or_initialize(
         FLAGS.init_checkpoint, init_required={"encoder": model.encoder},
         init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})

@@ -21,6 +21,15 @@ the original.
 [2, 1, 3, 5, 4]
 >>> BasicTokenizer(do_lower_case=True).tokenize("Héllo, wörld!中文")
 ['hello', ',', 'world', '!', '中', '文']
+
+`strip_accents` is separate from lower-casing, as in Hugging Face's tokenizers: None (the
+default) follows `do_lower_case`, which is the original's behaviour. Lower-casing with
+`strip_accents=False` keeps accents and Hangul syllables whole (NFC, see `text_mode`):
+
+>>> BasicTokenizer(do_lower_case=True, strip_accents=False).tokenize("Héllo 한국어!")
+['héllo', '한국어', '!']
+>>> [len(w) for w in BasicTokenizer(do_lower_case=True).tokenize("한국어")]  # jamo
+[8]
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import re
 import unicodedata
 from array import array
 from itertools import chain
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from bert_tf.errors import BertTfError
 
@@ -41,7 +50,8 @@ MAX_INPUT_CHARS_PER_WORD = 200
 __all__ = ["SPECIAL_TOKENS", "UNK_TOKEN", "MAX_INPUT_CHARS_PER_WORD", "VocabError",
            "is_whitespace", "is_control", "is_punctuation", "is_chinese_char",
            "strip_accents", "load_vocab", "check_special_tokens", "infer_do_lower_case",
-           "BasicTokenizer", "WordPieceTokenizer"]
+           "infer_strip_accents", "TextMode", "text_mode", "BasicTokenizer",
+           "WordPieceTokenizer"]
 
 
 class VocabError(BertTfError, ValueError):
@@ -114,6 +124,38 @@ def strip_accents(text: str) -> str:
     """
     return "".join(c for c in unicodedata.normalize("NFD", text)
                    if unicodedata.category(c) != "Mn")
+
+
+class TextMode(NamedTuple):
+    """What the basic tokenizer does to each word besides the original's fixed steps.
+
+    lower: `str.lower()`; strip: NFD then drop the "Mn" marks; nfc: NFC-normalize the
+    cleaned text first (before splitting and lower-casing).
+    """
+    lower: bool
+    strip: bool
+    nfc: bool
+
+
+def text_mode(do_lower_case: bool, strip_accents: Optional[bool] = None) -> TextMode:
+    """The steps `do_lower_case` / `strip_accents` stand for (Hugging Face's meaning).
+
+    `strip_accents=None` follows `do_lower_case`: the original BERT (lower + strip when
+    uncased, nothing when cased). `do_lower_case=True, strip_accents=False` lower-cases and
+    keeps accents; then the cleaned text is NFC-normalized first, as Hugging Face's Python
+    BasicTokenizer does, so that decomposed input (Hangul as conjoining jamo, "e" +
+    U+0301) gives the same words as composed input; `tokenizers`' BertNormalizer skips the
+    NFC, so it differs from this only on text that is not NFC already. Stripping makes
+    NFC moot (NFD follows), and the cased original has none, so only this mode has it.
+
+    >>> text_mode(True), text_mode(False)
+    (TextMode(lower=True, strip=True, nfc=False), TextMode(lower=False, strip=False, nfc=False))
+    >>> text_mode(True, strip_accents=False)
+    TextMode(lower=True, strip=False, nfc=True)
+    """
+    lower = bool(do_lower_case)
+    strip = lower if strip_accents is None else bool(strip_accents)
+    return TextMode(lower, strip, lower and not strip)
 
 
 # --------------------------------------------------------------------------------------
@@ -212,6 +254,26 @@ def infer_do_lower_case(vocab_file) -> bool:
     return True
 
 
+def infer_strip_accents(vocab_file) -> Optional[bool]:
+    """False for a vocab that holds tokens accent stripping could never produce (accented
+    letters, Hangul syllables: an uncased vocab learned with --nostrip_accents), else None
+    (follow do_lower_case).
+
+    Google's uncased vocabs give None (they hold jamo, never syllables), so they keep the
+    original behaviour.
+
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> _ = open(p, "w").write("[PAD]\\n[UNK]\\n한국\\n##어\\n")
+    >>> infer_strip_accents(p)
+    False
+    """
+    for token in load_vocab(vocab_file):
+        if not token.isascii() and not _is_special(token) and strip_accents(token) != token:
+            return False
+    return None
+
+
 # --------------------------------------------------------------------------------------
 # Host-side tokenization: the original FullTokenizer in plain Python, with caches.
 #
@@ -263,8 +325,9 @@ class BasicTokenizer:
 
     Cleans the text (drops NUL, U+FFFD and control characters, whitespace -> ' '), puts
     spaces around CJK ideographs, splits on whitespace, then per token: lower case and
-    strip accents when uncased, and split off punctuation. Results are cached per
-    whitespace token (bounded by `max_cache_entries`).
+    strip accents when uncased, and split off punctuation. `strip_accents` (None: follow
+    `do_lower_case`) separates the two as Hugging Face does (`text_mode`). Results are
+    cached per whitespace token (bounded by `max_cache_entries`).
 
     >>> BasicTokenizer(do_lower_case=False).tokenize("Don't\\x00 stop\\u3000ÉTÉ!")
     ['Don', "'", 't', 'stop', 'ÉTÉ', '!']
@@ -272,18 +335,28 @@ class BasicTokenizer:
     ['don', "'", 't', 'stop', 'ete', '!']
     """
 
-    def __init__(self, do_lower_case: bool = True, max_cache_entries: int = 300_000):
+    def __init__(self, do_lower_case: bool = True, max_cache_entries: int = 300_000,
+                 strip_accents: Optional[bool] = None):
         self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
+        self.mode = text_mode(do_lower_case, strip_accents)
         self.clean_map = _CleanMap()
         self._cache: Dict[str, Tuple[str, ...]] = {}
         self._max_cache = max_cache_entries
 
+    def clean(self, text: str) -> str:
+        """The cleaned text (CJK ideographs spaced; NFC when the mode asks for it)."""
+        text = text.translate(self.clean_map)
+        if self.mode.nfc and not text.isascii():
+            text = unicodedata.normalize("NFC", text)
+        return text
+
     def split_token(self, token: str) -> Tuple[str, ...]:
         """The words of one whitespace token of cleaned text (not cached)."""
-        if self.do_lower_case:
+        if self.mode.lower:
             token = token.lower()
-            if not token.isascii():
-                token = strip_accents(token)
+        if self.mode.strip and not token.isascii():
+            token = strip_accents(token)
         words: List[str] = []
         # split() again: lower-casing / NFD can in principle expose whitespace.
         for word in token.split():
@@ -296,7 +369,7 @@ class BasicTokenizer:
     def tokenize(self, text: str) -> List[str]:
         """The words of `text`, as the original BasicTokenizer gives them."""
         cache = self._cache
-        tokens = text.translate(self.clean_map).split()
+        tokens = self.clean(text).split()
         found = list(map(cache.get, tokens))
         if None in found:
             for k, token in enumerate(tokens):
@@ -325,6 +398,8 @@ class WordPieceTokenizer:
       max_input_chars_per_word: longer words (in code points) become [UNK].
       unk_token: must be in the vocab (else `VocabError`).
       max_cache_entries: bound on the per-token caches (memory on huge word lists).
+      strip_accents: None follows do_lower_case; False keeps accents and Hangul
+        syllables when lower-casing (see `text_mode`).
 
     >>> tok = WordPieceTokenizer(["[PAD]", "[UNK]", "un", "##aff", "##able", ",", "x"])
     >>> tok.tokenize_line("UnAffable, X!")
@@ -333,7 +408,8 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab_tokens: Sequence[str], do_lower_case: bool = True,
                  max_input_chars_per_word: int = MAX_INPUT_CHARS_PER_WORD,
-                 unk_token: str = UNK_TOKEN, max_cache_entries: int = 300_000):
+                 unk_token: str = UNK_TOKEN, max_cache_entries: int = 300_000,
+                 strip_accents: Optional[bool] = None):
         self.vocab = vocab_index(vocab_tokens)
         if unk_token not in self.vocab:
             raise VocabError(f"vocab lacks {unk_token}")
@@ -344,9 +420,9 @@ class WordPieceTokenizer:
                             default=1)
         self._pieces: dict = {}
         self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
         self.max_chars = max_input_chars_per_word
-        self._basic = BasicTokenizer(do_lower_case)
-        self._clean = self._basic.clean_map
+        self._basic = BasicTokenizer(do_lower_case, strip_accents=strip_accents)
         self._cache: dict = {}
         self._max_cache = max_cache_entries
 
@@ -368,14 +444,17 @@ class WordPieceTokenizer:
             cached = self._pieces[word] = self._wordpiece_uncached(word)
         out.extend(cached)
 
-    def _wordpiece_uncached(self, word: str) -> tuple:
+    def _wordpiece_uncached(self, word: str, continuation: bool = False) -> tuple:
+        """Greedy longest match; `continuation`: the word continues a previous one (its
+        first piece is a "##" piece too: how extend_vocab spells a new "##" token)."""
         if len(word) > self.max_chars:
             return (self.unk_id,)
         vocab, longest, start, ids = self.vocab, self._longest, 0, []
         while start < len(word):
             end = min(len(word), start + longest)
             while start < end:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                piece = (word[start:end] if start == 0 and not continuation
+                         else "##" + word[start:end])
                 if piece in vocab:
                     ids.append(vocab[piece])
                     break
@@ -394,7 +473,7 @@ class WordPieceTokenizer:
     def tokenize_line(self, text: str) -> List[int]:
         """WordPiece ids of one text (no [CLS]/[SEP])."""
         cache = self._cache
-        tokens = text.translate(self._clean).split()
+        tokens = self._basic.clean(text).split()
         # Lookups and concatenation run in C (map / chain); only misses cost Python work.
         found = list(map(cache.get, tokens))
         if None in found:

@@ -21,6 +21,12 @@ look up each character's template, expand, re-encode, split on ' ', then WordPie
 tensorflow_text's `FastWordpieceTokenizer` (words over `max_input_chars_per_word`
 characters become [UNK] first, as the original does).
 
+`strip_accents` (Hugging Face's meaning, `text_rules.text_mode`) selects the tables:
+None follows do_lower_case (the original); lower-casing with `strip_accents=False` keeps
+marks and Hangul syllables, and the cleaned text is first NFC-normalized with TF Text's
+`normalize_utf8` (with an offsets map for `tokenize_with_offsets`), as Hugging Face's
+Python BasicTokenizer does; cased with `strip_accents=True` strips without lower-casing.
+
 The context-dependent rules of `str.lower()` + NFD are handled explicitly:
   * final sigma: 'Σ' lowers to 'ς' when preceded by a cased character (skipping
     case-ignorable ones) and not followed by one; the per-character classes come from
@@ -59,8 +65,8 @@ from absl import logging
 # pure-Python tokenizer); the names are also re-exported here for existing imports.
 from bert_tf import text_rules
 from bert_tf.text_rules import (SPECIAL_TOKENS, UNK_TOKEN, VocabError,  # noqa: F401
-                                check_special_tokens, infer_do_lower_case, load_vocab,
-                                vocab_index)
+                                check_special_tokens, infer_do_lower_case,
+                                infer_strip_accents, load_vocab, vocab_index)
 from bert_tf.text_rules import is_chinese_char as _is_chinese_char
 from bert_tf.text_rules import is_control as _is_control  # noqa: F401
 from bert_tf.text_rules import is_punctuation as _is_punctuation
@@ -169,7 +175,7 @@ _TABLE_FIELDS = ("first_multi", "first_special", "template_len1", "template_matr
 
 
 class _Tables:
-    """Per-code-point templates for one casing, built from Python's own unicodedata.
+    """Per-code-point templates for one text mode, built from Python's own unicodedata.
 
     Main templates hold what a character becomes WITHOUT the spaces the original puts
     around punctuation and CJK ideographs (a regex adds those afterwards: one template
@@ -177,14 +183,15 @@ class _Tables:
     first (`< first_multi`), then longer ones, then "special" characters
     (`>= first_special`, uncased only) whose batch takes the exact slow path: those that
     may need NFD canonical reordering, and any whose words the regex would not reproduce.
+    `lower` / `strip`: `text_rules.TextMode`'s (the NFC of its third mode is a string op).
     """
 
-    def __init__(self, do_lower_case: bool):
-        self.do_lower_case = do_lower_case
+    def __init__(self, lower: bool, strip: bool):
+        self.lower, self.strip = lower, strip
         main = _TemplateSet()
         entry = np.zeros(_NUM_CODEPOINTS, np.int32)
         sigma_class = np.full(_NUM_CODEPOINTS, _C_OTHER, np.int32)
-        # Uncased only: the original's output with the full NFD (marks not yet dropped)
+        # Stripping only: the original's output with the full NFD (marks not yet dropped)
         # and spaces, for the special path.
         full = _TemplateSet()
         full_entry = np.zeros(_NUM_CODEPOINTS, np.int32)
@@ -206,37 +213,41 @@ class _Tables:
                 # Unassigned, private use, surrogates: the original keeps them (its
                 # _is_control is only "Cc"/"Cf"); lower() and NFD leave them alone and they
                 # are neither cased nor case-ignorable. CJK ranges include unassigned ones.
-                if do_lower_case and _is_chinese_char(cp):
+                if strip and _is_chinese_char(cp):
                     full_entry[cp] = full.add(_expand(cp, chr(cp), True))
                 continue
             char = chr(cp)
-            if not do_lower_case:
+            if not (lower or strip):
                 if char.isspace():
                     entry[cp] = _T_SPACE
                 continue  # the character itself (isolated by the regex when needed)
-            if not _is_chinese_char(cp):  # CJK ideographs get spaces around: "other"
+            if lower and not _is_chinese_char(cp):  # CJK ideographs get spaces: "other"
                 sigma_class[cp] = _sigma_class(char)
-            lowered = char.lower()
-            nfd = normalize("NFD", lowered) if not lowered.isascii() else lowered
-            if nfd == char and cat != "Mn":  # common: stays itself
+            lowered = char.lower() if lower else char
+            nfd = normalize("NFD", lowered) if strip and not lowered.isascii() else lowered
+            if nfd == char and (cat != "Mn" or not strip):  # common: stays itself
                 if char.isspace():
                     entry[cp] = full_entry[cp] = _T_SPACE
-                elif combining(char):  # a kept non-starter ("Mc"): may need reordering
+                elif strip and combining(char):  # a kept non-starter ("Mc"): may reorder
                     full_entry[cp] = full.add(_expand(cp, nfd, False))
                     special.append(cp)
-                elif _is_isolated(cp):
+                elif strip and _is_isolated(cp):
                     full_entry[cp] = full.add(_expand(cp, nfd, True))
                 continue
-            stripped = "".join(c for c in nfd if category(c) != "Mn")
+            stripped = "".join(c for c in nfd if category(c) != "Mn") if strip else nfd
             unspaced = [_SPACE if c.isspace() else ord(c) for c in stripped]
             entry[cp] = main.add([_SELF] if unspaced == [cp] else unspaced)
+            if not strip:
+                if not _same_words(_expand(cp, stripped, False), unspaced):
+                    special.append(cp)
+                continue
             # In the full template _SELF may only stand for a starter that is not "Mn".
             self_ok = combining(char) == 0 and cat != "Mn"
             full_entry[cp] = full.add(_expand(cp, nfd, self_ok))
             if (any(_is_reorderable(c) for c in nfd)
                     or not _same_words(_expand(cp, stripped, False), unspaced)):
                 special.append(cp)
-        if special and not do_lower_case:  # cannot happen: output == input when cased
+        if special and not strip:  # cannot happen: per-character lower() adds no spacing
             raise RuntimeError(f"bert_tf.tokenization: unexpected special characters {special}")
         # Order the ids: at most one code point, then longer, then the special copies.
         order = sorted(range(len(main.templates)),
@@ -259,8 +270,9 @@ class _Tables:
         self.template_len1 = matrix[:self.first_multi, 0].copy()
         self.page, self.blocks = _page_table(entry)
         self.isolate_pattern = np.array(_isolate_pattern())
-        if do_lower_case:
+        if lower:
             self.class_page, self.class_blocks = _page_table(sigma_class)
+        if strip:
             self.full_starts, self.full_lengths, self.full_values = full.arrays()
             self.full_page, self.full_blocks = _page_table(full_entry)
             # Per template value: canonical combining class, and whether "Mn" (dropped).
@@ -269,7 +281,7 @@ class _Tables:
             self.full_mn = np.array([category(c) == "Mn" for c in chars], bool)
 
     @classmethod
-    def load(cls, do_lower_case: bool) -> "_Tables":
+    def load(cls, lower: bool, strip: bool) -> "_Tables":
         """Built once per machine and cached (keyed by this file, text_rules.py and the
         Unicode version)."""
         import hashlib
@@ -280,7 +292,9 @@ class _Tables:
             with open(source, "rb") as f:
                 sha.update(f.read())
         digest = sha.hexdigest()[:16]
-        name = (f"bert_tf_tokenizer_{'uncased' if do_lower_case else 'cased'}_"
+        mode = {(True, True): "uncased", (False, False): "cased",
+                (True, False): "lower_keep_accents", (False, True): "cased_strip_accents"}
+        name = (f"bert_tf_tokenizer_{mode[lower, strip]}_"
                 f"py{sys.version_info[0]}{sys.version_info[1]}_"
                 f"ucd{unicodedata.unidata_version}_{digest}.npz")
         cache_dir = os.environ.get("BERT_TF_CACHE_DIR") or os.path.join(
@@ -289,7 +303,7 @@ class _Tables:
         try:
             with np.load(path) as data:
                 tables = cls.__new__(cls)
-                tables.do_lower_case = do_lower_case
+                tables.lower, tables.strip = lower, strip
                 for field in _TABLE_FIELDS:
                     if field in data:
                         setattr(tables, field, data[field])
@@ -299,7 +313,7 @@ class _Tables:
                 return tables
         except (OSError, ValueError, KeyError, AttributeError):
             pass
-        tables = cls(do_lower_case)
+        tables = cls(lower, strip)
         try:
             os.makedirs(cache_dir, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".npz")
@@ -340,8 +354,8 @@ def _page_table(values: np.ndarray):
 
 
 @functools.lru_cache(maxsize=None)
-def _tables(do_lower_case: bool) -> _Tables:
-    return _Tables.load(do_lower_case)
+def _tables(lower: bool, strip: bool) -> _Tables:
+    return _Tables.load(lower, strip)
 
 
 def _utf8_length(cp):
@@ -368,10 +382,22 @@ class BertTokenizer(tf.Module):
     Args:
       vocab_file: one token per line; must hold [PAD] [UNK] [CLS] [SEP] [MASK].
       do_lower_case: uncased (lower + NFD + strip accents) as the original's flag.
+      strip_accents: as Hugging Face's: None (default) follows do_lower_case, exactly the
+        original; False with do_lower_case lower-cases but keeps accents, and Hangul in
+        composed syllables (the text is NFC-normalized first, see `text_rules.text_mode`);
+        True strips accents also when cased.
       max_input_chars_per_word: longer words (in code points) become [UNK].
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> _ = open(path, "w").write("[PAD]\\n[UNK]\\n[CLS]\\n[SEP]\\n[MASK]\\n한국\\n##어\\n")
+    >>> BertTokenizer(path, do_lower_case=True, strip_accents=False).tokenize(
+    ...     ["한국어", "\\u1112\\u1161\\u11ab\\u1100\\u116e\\u11a8\\u110b\\u1165"]).to_list()
+    [[5, 6], [5, 6]]
     """
 
     def __init__(self, vocab_file, do_lower_case: bool = True,
+                 strip_accents: Optional[bool] = None,
                  max_input_chars_per_word: int = 200, name: Optional[str] = None):
         super().__init__(name=name)
         import tensorflow_text as tf_text  # registers the ops; heavy, so imported here
@@ -383,11 +409,13 @@ class BertTokenizer(tf.Module):
         self._vocab = vocab
         self._token_to_id = token_to_id
         self._do_lower_case = bool(do_lower_case)
+        self._strip_accents = None if strip_accents is None else bool(strip_accents)
+        self._mode = text_rules.text_mode(self._do_lower_case, self._strip_accents)
         self._max_chars = int(max_input_chars_per_word)
         # The vocab travels with any SavedModel that holds this tokenizer (assets/).
         self.vocab_asset = tf.saved_model.Asset(self._vocab_file)
 
-        t = _tables(self._do_lower_case)
+        t = _tables(self._mode.lower, self._mode.strip)
         self._first_multi = t.first_multi
         self._first_special = t.first_special
         self._isolate_pattern = t.isolate_pattern
@@ -395,9 +423,10 @@ class BertTokenizer(tf.Module):
         self._blocks = tf.constant(t.blocks)
         self._template_len1 = tf.constant(t.template_len1)
         self._template_matrix = tf.constant(t.template_matrix)
-        if self._do_lower_case:
+        if self._mode.lower:
             self._class_page = tf.constant(t.class_page)
             self._class_blocks = tf.constant(t.class_blocks)
+        if self._mode.strip:
             self._full_page = tf.constant(t.full_page)
             self._full_blocks = tf.constant(t.full_blocks)
             self._full_starts = tf.constant(t.full_starts)
@@ -405,6 +434,13 @@ class BertTokenizer(tf.Module):
             self._full_values = tf.constant(t.full_values)
             self._full_ccc = tf.constant(t.full_ccc)
             self._full_mn = tf.constant(t.full_mn)
+        if self._mode.nfc:
+            # Cleaning before NFC (as Hugging Face's BasicTokenizer): the cased tables are
+            # exactly the original's cleanup, one code point or none per character.
+            clean = _tables(False, False)
+            self._clean_page = tf.constant(clean.page)
+            self._clean_blocks = tf.constant(clean.blocks)
+            self._clean_len1 = tf.constant(clean.template_len1)
 
         # WordPiece: only tokens the original could ever emit (each with its final id).
         wp_tokens, wp_ids = [], []
@@ -450,6 +486,11 @@ class BertTokenizer(tf.Module):
     @property
     def do_lower_case(self) -> bool:
         return self._do_lower_case
+
+    @property
+    def strip_accents(self) -> Optional[bool]:
+        """As given (None: follows do_lower_case)."""
+        return self._strip_accents
 
     @property
     def vocab_file(self) -> str:
@@ -624,7 +665,7 @@ class BertTokenizer(tf.Module):
         cp = decoded.flat_values
         char_splits = decoded.row_splits
         tid = self._lookup(self._page, self._blocks, cp)
-        if self._do_lower_case:
+        if self._mode.lower:
             tid = self._final_sigma(cp, tid, char_splits)
         max_tid = tf.reduce_max(tf.concat([tid, [0]], 0))
 
@@ -692,7 +733,57 @@ class BertTokenizer(tf.Module):
             "UTF-8")
         return strings, out, src
 
+    def _clean_nfc(self, texts, with_offsets: bool):
+        """TextMode.nfc: the original's cleanup, then NFC (before lower-casing, as Hugging
+        Face's BasicTokenizer). The rest of the pipeline then runs on these strings (its
+        own cleanup finds nothing left to do).
+
+        Returns the strings, and with offsets a function mapping byte offsets in them
+        (ragged [batch, (n)], start or exclusive end) back to the input's bytes.
+        """
+        import tensorflow_text as tf_text
+
+        if with_offsets:
+            decoded, raw_starts = tf.strings.unicode_decode_with_offsets(
+                texts, "UTF-8", errors="ignore")
+        else:
+            decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
+        cp = decoded.flat_values
+        values = tf.gather(self._clean_len1,
+                           self._lookup(self._clean_page, self._clean_blocks, cp))
+        out = tf.where(tf.equal(values, _SELF), cp, values)  # _PAD (dropped) is skipped
+        cleaned = tf.strings.unicode_encode(decoded.with_flat_values(out), "UTF-8",
+                                            errors="ignore")
+        if not with_offsets:
+            return tf_text.normalize_utf8(cleaned, "NFC")
+        normalized, offsets_map = tf_text.normalize_utf8_with_offsets_map(cleaned, "NFC")
+        keep = out >= 0
+        kept_raw_start = tf.boolean_mask(raw_starts.flat_values, keep)
+        kept_raw_end = kept_raw_start + tf.cast(_utf8_length(tf.boolean_mask(cp, keep)),
+                                                tf.int64)
+        kept_len = tf.cast(_utf8_length(tf.boolean_mask(out, keep)), tf.int64)
+        kept_start = tf.cumsum(kept_len, exclusive=True)        # in all rows' concatenation
+        row_len = tf.math.unsorted_segment_sum(
+            kept_len, tf.boolean_mask(decoded.value_rowids(), keep), decoded.nrows())
+        row_base = tf.cumsum(row_len, exclusive=True)
+
+        def to_input(offsets, is_end: bool):
+            cleaned_offsets = tf_text.find_source_offsets(offsets_map, offsets)
+            flat = cleaned_offsets.flat_values + tf.gather(row_base,
+                                                           cleaned_offsets.value_rowids())
+            if is_end:  # the character holding the last byte
+                k = tf.searchsorted(kept_start, flat - 1, side="right") - 1
+                values = tf.gather(kept_raw_end, tf.maximum(k, 0))
+            else:
+                k = tf.searchsorted(kept_start, flat, side="right") - 1
+                values = tf.gather(kept_raw_start, tf.maximum(k, 0))
+            return offsets.with_flat_values(values)
+
+        return normalized, to_input
+
     def _words(self, texts):
+        if self._mode.nfc:
+            texts = self._clean_nfc(texts, with_offsets=False)
         strings, _, _, _, _ = self._map_chars(texts, with_offsets=False)
         return tf.strings.split(strings)
 
@@ -719,6 +810,13 @@ class BertTokenizer(tf.Module):
         return self._words_impl(texts).merge_dims(1, 2)
 
     def _offsets_impl(self, texts):
+        if not self._mode.nfc:
+            return self._offsets_of(texts)
+        normalized, to_input = self._clean_nfc(texts, with_offsets=True)
+        ids, starts, ends = self._offsets_of(normalized)
+        return ids, to_input(starts, False), to_input(ends, True)
+
+    def _offsets_of(self, texts):
         strings, out, src, cp, byte_starts = self._map_chars(texts, with_offsets=True)
         words = tf.strings.split(strings)
         flat_words = words.flat_values

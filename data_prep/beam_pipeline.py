@@ -171,6 +171,13 @@ def parse_args(argv: Sequence[str]):
     for name in ("do_lower_case", "do_whole_word_mask", "strict"):
         ap.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=getattr(d, name))
         ap.add_argument(f"--no{name}", dest=name, action="store_false")
+    # --strip_accents / --nostrip_accents (default: follows --do_lower_case) and
+    # --pre_tokenizer, as bert_tf.text_flags defines them for the absl commands.
+    ap.add_argument("--strip_accents", type=_bool, nargs="?", const=True, default=None)
+    ap.add_argument("--nostrip_accents", dest="strip_accents", action="store_false")
+    from bert_tf.pre_tokenizers import PRE_TOKENIZERS
+
+    ap.add_argument("--pre_tokenizer", choices=PRE_TOKENIZERS, default=None)
     for name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "random_seed",
                  "num_output_shards", "pool_size"):
         ap.add_argument(f"--{name}", type=int, default=getattr(d, name))

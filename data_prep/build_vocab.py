@@ -1,7 +1,8 @@
 r"""Learn a WordPiece vocabulary from a pretraining corpus (DESIGN 2.3).
 
     python -m data_prep.build_vocab --input_file=corpus/*.txt --vocab_file=vocab.txt \
-        --vocab_size=30522 --do_lower_case [--num_unused=99]
+        --vocab_size=30522 --do_lower_case [--num_unused=99] \
+        [--nostrip_accents] [--pre_tokenizer=kiwi]
 
 Input is the pretraining format: UTF-8, one sentence per line, blank lines between
 documents (blank lines are simply skipped here; input checks are data_prep.corpus's).
@@ -210,7 +211,8 @@ def count_words(lines: Iterable[str], pretokenize: Pretokenizer, stats: CorpusSt
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def bert_pretokenizer(do_lower_case: bool) -> Pretokenizer:
+def bert_pretokenizer(do_lower_case: bool, strip_accents: Optional[bool] = None,
+                      pre_tokenizer: Optional[str] = None) -> Pretokenizer:
     """BertTokenizer's basic (pre-WordPiece) tokenization as a batch function.
 
     This is `bert_tf.text_rules.BasicTokenizer`: the same rules the in-graph BertTokenizer
@@ -218,12 +220,23 @@ def bert_pretokenizer(do_lower_case: bool) -> Pretokenizer:
     per-token cache. On the wikitext-2 corpus it is about twice as fast as
     `BertTokenizer.basic_tokenize` (and needs no TensorFlow start-up nor table build).
 
+    `strip_accents` as BertTokenizer's; `pre_tokenizer` (a `bert_tf.pre_tokenizers`
+    name, e.g. "kiwi" for Korean morphemes) splits the lines first.
+
     >>> bert_pretokenizer(True)(["Héllo, wörld!", "中文"])
     [['hello', ',', 'world', '!'], ['中', '文']]
+    >>> bert_pretokenizer(True, strip_accents=False)(["Héllo, 한국어!"])
+    [['héllo', ',', '한국어', '!']]
     """
     from bert_tf.text_rules import BasicTokenizer
 
-    return BasicTokenizer(do_lower_case).tokenize_batch
+    basic = BasicTokenizer(do_lower_case, strip_accents=strip_accents).tokenize_batch
+    if not pre_tokenizer:
+        return basic
+    from bert_tf.pre_tokenizers import get_pre_tokenizer
+
+    split = get_pre_tokenizer(pre_tokenizer)
+    return lambda lines: basic(split(lines))
 
 
 def isolated_characters(chars: Iterable[str], pretokenize: Pretokenizer) -> List[str]:
@@ -432,6 +445,7 @@ def write_vocab(tokens: Sequence[str], path: str) -> None:
 
 
 def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_case: bool,
+                strip_accents: Optional[bool] = None, pre_tokenizer: Optional[str] = None,
                 num_unused: int = DEFAULT_NUM_UNUSED, min_frequency: int = 2,
                 max_input_lines: int = 0, max_distinct_words: int = 500_000,
                 strict: bool = False, pretokenize: Optional[Pretokenizer] = None,
@@ -439,12 +453,15 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
                 ) -> Tuple[List[str], CorpusStats]:
     """Reads the corpus, learns the vocabulary and writes it to `vocab_file`.
 
-    `pretokenize` defaults to BertTokenizer's basic tokenization for `do_lower_case`.
+    `pretokenize` defaults to BertTokenizer's basic tokenization for `do_lower_case` /
+    `strip_accents`, after `pre_tokenizer` when one is named.
     Returns the vocabulary and what was read. Nothing is written if anything fails.
     """
     paths = expand_input_globs(input_file)
+    probe = pretokenize  # which characters the tokenizer isolates: never pre-split
     if pretokenize is None:
-        pretokenize = bert_pretokenizer(do_lower_case)
+        pretokenize = bert_pretokenizer(do_lower_case, strip_accents, pre_tokenizer)
+        probe = bert_pretokenizer(do_lower_case, strip_accents)
     stats = CorpusStats()
     total_bytes = sum(_file_size(p) for p in paths)
     bar = _progress(show_progress, total=total_bytes, unit="B", unit_scale=True,
@@ -465,7 +482,7 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
     log(f"read {stats.lines} sentences, {stats.words} words, {len(word_counts)} distinct "
         f"words from {stats.files} file(s)")
 
-    isolated = isolated_characters({c for w in word_counts for c in w}, pretokenize)
+    isolated = isolated_characters({c for w in word_counts for c in w}, probe)
     bar = _progress(show_progress, total=vocab_size, desc="building vocab")
     vocab = build_vocab_from_counts(word_counts, vocab_size, num_unused=num_unused,
                                     isolated_chars=isolated, min_frequency=min_frequency,
@@ -503,9 +520,13 @@ def _define_flags():
     flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary (one token a line).")
     flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.")
     flags.DEFINE_bool("do_lower_case", True,
-                      "Lower-case and strip accents before learning (an uncased model). Use "
-                      "--nodo_lower_case for cased models and for Korean: uncased NFD "
-                      "splits Hangul syllables into jamo.")
+                      "Lower-case (and strip accents, unless --nostrip_accents) before "
+                      "learning (an uncased model); --nodo_lower_case for cased models. For "
+                      "Korean use --do_lower_case --nostrip_accents (or --nodo_lower_case): "
+                      "stripping splits Hangul syllables into jamo.")
+    from bert_tf import text_flags
+
+    text_flags.define_text_flags(pre_tokenizer=True)
     flags.DEFINE_integer("num_unused", DEFAULT_NUM_UNUSED,
                          "Number of [unusedN] slots after [PAD] for tokens added later. The "
                          "default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in "
@@ -533,7 +554,8 @@ def main(argv):
     logging.set_verbosity(logging.INFO)
     try:
         build_vocab(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
-                    do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
+                    do_lower_case=FLAGS.do_lower_case, strip_accents=FLAGS.strip_accents,
+                    pre_tokenizer=FLAGS.pre_tokenizer, num_unused=FLAGS.num_unused,
                     min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines,
                     max_distinct_words=FLAGS.max_distinct_words, strict=FLAGS.strict,
                     show_progress=FLAGS.progress, log=logging.info)

@@ -38,6 +38,9 @@ def define_flags() -> None:
     flags.DEFINE_string("init_checkpoint", None, "A model dir whose vocab.txt / casing to use.")
     flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
                       "records it, else inferred from the vocab.")
+    from bert_tf import text_flags
+
+    text_flags.define_strip_accents_flag()
     flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.")
     flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.")
     flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).")
@@ -93,7 +96,7 @@ def main(argv):
     del argv
     from bert_tf import model_dir as md
     from bert_tf import tasks
-    from bert_tf.tokenization import BertTokenizer, infer_do_lower_case
+    from bert_tf.tokenization import BertTokenizer
 
     missing = [f for f in ("task_name", "output_dir") if not FLAGS[f].value]
     if missing:
@@ -102,14 +105,12 @@ def main(argv):
                                  if FLAGS.init_checkpoint else None)
     if not vocab:
         raise app.UsageError("pass --vocab_file (or --init_checkpoint with a vocab.txt)")
-    lower = FLAGS.do_lower_case
-    if lower is None and FLAGS.init_checkpoint:
-        lower = md.find_do_lower_case(FLAGS.init_checkpoint)
-    if lower is None:
-        lower = infer_do_lower_case(vocab)
+    text = md.resolve_text_settings([FLAGS.init_checkpoint], vocab,
+                                    do_lower_case=FLAGS.do_lower_case,
+                                    strip_accents=FLAGS.strip_accents)
     cls = tasks.get_task_class(FLAGS.task_name)
     files = {k: v for k, v in (("train", FLAGS.train_file), ("dev", FLAGS.predict_file)) if v}
-    task = cls(tokenizer=BertTokenizer(vocab, do_lower_case=lower),
+    task = cls(tokenizer=BertTokenizer(vocab, **text.tokenizer_kwargs()),
                max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir, files=files,
                **{name: FLAGS[name].value for name in cls.option_names})
     for split in FLAGS.splits:

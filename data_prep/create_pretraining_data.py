@@ -60,6 +60,8 @@ class JobConfig:
     output_file: str
     vocab_file: str
     do_lower_case: bool = True
+    strip_accents: Optional[bool] = None  # None: follows do_lower_case (the original)
+    pre_tokenizer: Optional[str] = None  # bert_tf.pre_tokenizers name, e.g. "kiwi"
     do_whole_word_mask: bool = False
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -92,6 +94,10 @@ class JobConfig:
             raise ValueError("--num_output_shards must be >= 1")
         if self.num_workers < 0:
             raise ValueError("--num_workers must be >= 0")
+        if self.pre_tokenizer:
+            from bert_tf import pre_tokenizers
+
+            pre_tokenizers.check_available(self.pre_tokenizer)
 
 
 def unit_rng(seed: int, unit_index: int) -> random.Random:
@@ -162,7 +168,8 @@ class UnitProcessor:
         self.cfg = cfg
         self.opener = opener
         if cfg.tokenizer == "python":
-            tok = corpus.WordPieceTokenizer.from_vocab_file(cfg.vocab_file, cfg.do_lower_case)
+            tok = corpus.WordPieceTokenizer.from_vocab_file(
+                cfg.vocab_file, cfg.do_lower_case, strip_accents=cfg.strip_accents)
             self.tokenizer = tok
             vocab_tokens = [None] * (max(tok.vocab.values()) + 1)
             for token, i in tok.vocab.items():
@@ -172,7 +179,8 @@ class UnitProcessor:
         elif cfg.tokenizer == "tensorflow":
             from bert_tf.tokenization import BertTokenizer
 
-            tf_tok = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case)
+            tf_tok = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case,
+                                   strip_accents=cfg.strip_accents)
             self.tokenizer = corpus.LineTokenizer(tf_tok)
             vocab_tokens = tf_tok.vocab
             token_to_id = {t: tf_tok.token_to_id(t) for t in SPECIAL_TOKENS}
@@ -182,6 +190,11 @@ class UnitProcessor:
             cls_id=token_to_id["[CLS]"], sep_id=token_to_id["[SEP]"],
             mask_id=token_to_id["[MASK]"], vocab_size=len(vocab_tokens),
             is_continuation=pi.continuation_table(vocab_tokens))
+        self.pre_split = None
+        if cfg.pre_tokenizer:
+            from bert_tf import pre_tokenizers
+
+            self.pre_split = pre_tokenizers.get_pre_tokenizer(cfg.pre_tokenizer)
         self.encoder = tfrecord_writer.ExampleEncoder(
             cfg.max_seq_length, cfg.max_predictions_per_seq,
             id_limit=max(len(vocab_tokens), cfg.max_seq_length + 1))
@@ -193,6 +206,8 @@ class UnitProcessor:
             first = invalid[0]
             raise CorpusError(f"{first}: fix or remove the line, or run without --strict "
                               f"to skip such lines")
+        if self.pre_split is not None:
+            lines = self.pre_split(lines)  # inserts spaces only: blank lines stay blank
         segments = self.tokenizer.tokenize_lines(lines)
         return corpus.split_documents(segments)
 
@@ -521,6 +536,9 @@ def _define_flags():
                         "shards. The summary goes to PATH.summary.json.")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab the model is trained with.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    from bert_tf import text_flags
+
+    text_flags.define_text_flags(pre_tokenizer=True)
     flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together "
                       "(80/10/10 still drawn per piece, as the original).")
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
@@ -557,7 +575,8 @@ def main(argv):
     F = flags.FLAGS
     cfg = JobConfig(
         input_file=F.input_file, output_file=F.output_file, vocab_file=F.vocab_file,
-        do_lower_case=F.do_lower_case, do_whole_word_mask=F.do_whole_word_mask,
+        do_lower_case=F.do_lower_case, strip_accents=F.strip_accents,
+        pre_tokenizer=F.pre_tokenizer, do_whole_word_mask=F.do_whole_word_mask,
         max_seq_length=F.max_seq_length, max_predictions_per_seq=F.max_predictions_per_seq,
         masked_lm_prob=F.masked_lm_prob, dupe_factor=F.dupe_factor,
         short_seq_prob=F.short_seq_prob, random_seed=F.random_seed,

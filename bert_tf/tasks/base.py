@@ -212,6 +212,8 @@ class Task:
                   "max_seq_length": self.max_seq_length}
         if self.tokenizer is not None and hasattr(self.tokenizer, "do_lower_case"):
             config["do_lower_case"] = bool(self.tokenizer.do_lower_case)
+            if getattr(self.tokenizer, "strip_accents", None) is not None:
+                config["strip_accents"] = bool(self.tokenizer.strip_accents)
         config.update({k: v for k, v in self.options.items()})
         return config
 
