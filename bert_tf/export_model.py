@@ -93,7 +93,8 @@ def _run_litert(flag_values: flags.FlagValues) -> str:
                              quantization=flag_values.quantization or "dynamic_int8",
                              bert_config_file=flag_values.bert_config_file,
                              vocab_file=flag_values.vocab_file,
-                             do_lower_case=flag_values.do_lower_case)
+                             do_lower_case=flag_values.do_lower_case,
+                             strip_accents=flag_values.strip_accents)
 
 
 def main(argv):

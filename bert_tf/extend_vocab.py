@@ -35,12 +35,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import app, flags, logging
 
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import text_flags
+from bert_tf.errors import BertTfError
 
 FLAGS = flags.FLAGS
 
 
-class ExtendVocabError(ValueError):
+class ExtendVocabError(BertTfError, ValueError):
     """Bad input the user fixes (message names the file or flag)."""
 
 
@@ -248,31 +250,22 @@ def main(argv):
 
     import tensorflow as tf
 
-    from bert_tf.config import ConfigError
-    from bert_tf.model_dir import CheckpointMismatchError
-    from bert_tf.pre_tokenizers import PreTokenizerError
-    from bert_tf.text_rules import VocabError
-    from data_prep.corpus import CorpusError
-
     if tf.io.gfile.exists(FLAGS.output_dir) and tf.io.gfile.listdir(FLAGS.output_dir) \
             and not FLAGS.overwrite:
-        raise SystemExit(f"extend_vocab: --output_dir={FLAGS.output_dir} is not empty; pass "
-                         f"--overwrite to replace it")
+        raise ExtendVocabError(f"--output_dir={FLAGS.output_dir} is not empty; pass "
+                               f"--overwrite to replace it")
     if FLAGS.overwrite and tf.io.gfile.exists(FLAGS.output_dir):
         tf.io.gfile.rmtree(FLAGS.output_dir)
-    try:
-        summary = extend_model_dir(
-            FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_dir,
-            num_new_tokens=FLAGS.num_new_tokens, do_lower_case=FLAGS.do_lower_case,
-            strip_accents=FLAGS.strip_accents, pre_tokenizer=FLAGS.pre_tokenizer,
-            min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines)
-    except (ExtendVocabError, CorpusError, PreTokenizerError, ConfigError,
-            CheckpointMismatchError, VocabError, FileNotFoundError) as e:
-        raise SystemExit(f"extend_vocab: {e}") from None
+    # Errors derived from BertTfError (and missing files): one line from cli.run_main.
+    summary = extend_model_dir(
+        FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_dir,
+        num_new_tokens=FLAGS.num_new_tokens, do_lower_case=FLAGS.do_lower_case,
+        strip_accents=FLAGS.strip_accents, pre_tokenizer=FLAGS.pre_tokenizer,
+        min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines)
     logging.info("extended %s -> %s: %s", FLAGS.init_checkpoint, FLAGS.output_dir, summary)
     print(json.dumps(summary))
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run_main(main)

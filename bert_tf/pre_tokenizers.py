@@ -32,6 +32,8 @@ import sys
 import unicodedata
 from typing import Callable, Iterable, List, Sequence, Tuple
 
+from bert_tf.errors import BertTfError
+
 PRE_TOKENIZERS = ("kiwi",)
 REQUIREMENTS_FILE = "requirements-korean.txt"
 _PIP_HINT = {"kiwi": f"pip install -r {REQUIREMENTS_FILE} (or pip install kiwipiepy==0.24.1)"}
@@ -39,7 +41,7 @@ _PIP_HINT = {"kiwi": f"pip install -r {REQUIREMENTS_FILE} (or pip install kiwipi
 LineSplitter = Callable[[Sequence[str]], List[str]]
 
 
-class PreTokenizerError(ValueError):
+class PreTokenizerError(BertTfError, ValueError):
     """An unknown pre-tokenizer, or its optional dependency is not installed."""
 
 
