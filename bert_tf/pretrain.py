@@ -31,6 +31,9 @@ flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: --
                     "as the original).")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
 flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.")
+flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: also evaluate on "
+                     "--eval_input_file at step 0 and every this many steps (TensorBoard "
+                     "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.")
 flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
                      "order) and Keras initialisers.")
 FLAGS = flags.FLAGS
@@ -136,15 +139,19 @@ def run():
                 input_context=ctx, seed=FLAGS.seed)
         return make
 
+    eval_input = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_train:
         result = trainer.train(dataset_fn(FLAGS.input_file, FLAGS.train_batch_size, True),
-                               FLAGS.train_batch_size, FLAGS.num_train_steps)
+                               FLAGS.train_batch_size, FLAGS.num_train_steps,
+                               eval_dataset_fn=dataset_fn(eval_input, FLAGS.eval_batch_size,
+                                                          False),
+                               eval_every_steps=FLAGS.eval_every_steps,
+                               eval_steps=FLAGS.max_eval_steps)
         if result["status"] == "preempted":
             trainer.close()
             return EXIT_PREEMPTED
     if FLAGS.do_eval:
-        trainer.evaluate(dataset_fn(FLAGS.eval_input_file or FLAGS.input_file,
-                                    FLAGS.eval_batch_size, False),
+        trainer.evaluate(dataset_fn(eval_input, FLAGS.eval_batch_size, False),
                          num_steps=FLAGS.max_eval_steps)
     trainer.close()
     return 0

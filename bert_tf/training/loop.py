@@ -121,6 +121,7 @@ class Trainer:
         self.is_chief = is_chief(self.strategy)
         self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
         self.history = []  # one dict per loop: step + reported values
+        self.eval_history = []  # one dict per evaluation during `train`
         self._preempted = threading.Event()
         self._check_scope()
         with self.strategy.scope():
@@ -299,8 +300,15 @@ class Trainer:
             logging.warning("Trainer: %s", message)
         return dataset
 
-    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int, *,
+              eval_dataset_fn: Optional[Callable] = None, eval_every_steps: int = 0,
+              eval_steps: Optional[int] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
+
+        With `eval_dataset_fn` and `eval_every_steps`, also evaluates (`evaluate`, at
+        most `eval_steps` batches) at every multiple of `eval_every_steps`, the start
+        included, so OUTPUT_DIR/eval holds the held-out curve; each result is appended
+        to `eval_history`.
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
         metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
@@ -312,12 +320,15 @@ class Trainer:
         previous = (signal.signal(signal.SIGTERM, lambda *_: self._preempted.set())
                     if install else None)
         try:
-            return self._train(dataset_fn, global_batch_size, num_steps)
+            return self._train(dataset_fn, global_batch_size, num_steps, eval_dataset_fn,
+                               eval_every_steps if eval_dataset_fn else 0, eval_steps)
         finally:
             if install:
                 signal.signal(signal.SIGTERM, previous)
 
-    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int) -> Dict:
+    def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
+               eval_dataset_fn: Optional[Callable] = None, eval_every: int = 0,
+               eval_steps: Optional[int] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise ValueError(
@@ -333,9 +344,15 @@ class Trainer:
         seq_length = self._sequence_length(dataset)
         iterator = iter(dataset)
         result = {}
+        evaluate_now = lambda step: eval_every > 0 and step % eval_every == 0
+        if evaluate_now(step):
+            self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
+                                                   write_results=False))
         while step < num_steps:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
+            if eval_every > 0:
+                n = min(n, (step // eval_every + 1) * eval_every - step)
             start = time.time()
             out = self._train_loop(iterator, tf.constant(n, tf.int32))
             out = tf.nest.map_structure(lambda t: t.numpy(), out)
@@ -352,6 +369,9 @@ class Trainer:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
+            if evaluate_now(step):
+                self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
+                                                       write_results=False))
             if self._preempted.is_set():
                 path = self.save()
                 logging.info("SIGTERM: saved checkpoint %s at step %d; rerun the same "
