@@ -376,6 +376,36 @@ def run_sst2(args):
 
 
 # ------------------------------------------------------------------ report
+def same_order(args, batches=3):
+    """Whether `pretrain`'s input pipeline (seeded, under its tf.distribute strategy) and
+    the reference's plain iteration yield the same first batches."""
+    import hashlib
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.data.pretraining import pretraining_dataset
+    from bert_tf.training.strategy import get_strategy, input_options
+
+    p = paths(args)
+    make = lambda batch, ctx=None: pretraining_dataset(
+        p["train_rec"], args.max_seq_length, args.max_predictions_per_seq, batch,
+        is_training=True, input_context=ctx, seed=args.seed)
+    digest = lambda f: hashlib.md5(np.asarray(f["input_word_ids"]).tobytes()).hexdigest()
+    keras.utils.set_random_seed(args.seed)
+    reference = [digest(f) for f, _ in make(args.train_batch_size).take(batches)
+                 .as_numpy_iterator()]
+    keras.utils.set_random_seed(args.seed)
+    strategy = get_strategy("one_device")
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda ctx: make(ctx.get_per_replica_batch_size(args.train_batch_size), ctx),
+        input_options(strategy)))
+    ours = [digest(tf.nest.map_structure(lambda t: t.numpy(), next(iterator))[0])
+            for _ in range(batches)]
+    return ours == reference
+
+
 def report(args):
     p = paths(args)
     ours, ref = ours_results(args), run_reference(args)
@@ -412,6 +442,8 @@ def report(args):
     print(f"\nfinal: MLM accuracy {d_mlm:+.2f} points (goal within 1), NSP accuracy "
           f"{d_nsp:+.2f} points (goal within 2): "
           f"{'met' if abs(d_mlm) <= 1 and abs(d_nsp) <= 2 else 'NOT met'}")
+    print(f"input order: the first 3 training batches are the same on both sides: "
+          f"{same_order(args)}")
     so, sr = ours["train_examples_per_second"], ref["train_examples_per_second"]
     print(f"training speed: bert_tf {so:.1f} ex/s, transformers {sr:.1f} ex/s "
           f"(x{so / sr:.2f}); load average now {os.getloadavg()[0]:.1f}")
