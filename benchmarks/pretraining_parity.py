@@ -199,7 +199,11 @@ def run_ours(args):
              f"--eval_every_steps={args.eval_every}", f"--steps_per_loop={args.eval_every}",
              f"--save_checkpoints_steps={args.num_train_steps}", f"--seed={args.seed}"],
             p["ours_log"])
-    return ours_results(args)
+    result = ours_results(args)
+    for row in result["curve"]:
+        log("bert_tf eval " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    log(f"bert_tf training speed {result['train_examples_per_second']:.1f} ex/s")
+    return result
 
 
 def read_scalars(event_dir):
