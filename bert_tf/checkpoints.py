@@ -1,4 +1,4 @@
-"""Weight import from original TF1 / Hugging Face BERT checkpoints, and export to TF1.
+"""Weight import from original TF1 / Hugging Face BERT checkpoints, and export to both.
 
 Every reader returns a `BertWeights` (config, numpy arrays keyed by *our* variable names,
 vocab, do_lower_case); every writer takes one. So a conversion is `reader -> writer`:
@@ -8,9 +8,13 @@ vocab, do_lower_case); every writer takes one. So a conversion is `reader -> wri
     read_model_dir(path)            a bert_tf model dir (convert_checkpoint, pretrain, finetune)
     write_model_dir(weights, dir)   -> bert_tf model dir that `bert_tf.load_encoder` reads
     write_tf1_checkpoint(weights, dir)  -> `bert_model.ckpt` + `bert_config.json` + `vocab.txt`
+    write_huggingface(weights, dir) -> `config.json` + `model.safetensors` + `vocab.txt` +
+                                       `tokenizer_config.json` (BertModel, BertForPreTraining
+                                       or the task's BertFor* class)
 
 The name mappings are plain data (`ENCODER_MAPPINGS`, `LAYER_MAPPINGS`,
-`MASKED_LM_MAPPINGS`, `NEXT_SENTENCE_MAPPINGS`). Our kernels are [in, out] like TF1's;
+`MASKED_LM_MAPPINGS`, `NEXT_SENTENCE_MAPPINGS`, `TASK_HEAD_MAPPINGS`), read in both
+directions by every reader and writer. Our kernels are [in, out] like TF1's;
 Hugging Face `Linear` weights are [out, in] and are transposed, as is TF1's
 `cls/seq_relationship/output_weights` ([2, H]).
 
@@ -152,6 +156,24 @@ NEXT_SENTENCE_MAPPINGS: Tuple[WeightMapping, ...] = (
 )
 
 _HEAD_MAPPINGS = {"masked_lm": MASKED_LM_MAPPINGS, "next_sentence": NEXT_SENTENCE_MAPPINGS}
+# A fine-tuned model's `task_head` (bert_tf.tasks), by the transformers class that has the
+# same head; TF1 names are those of the original run_classifier / run_squad.
+_CLASSIFIER_MAPPINGS: Tuple[WeightMapping, ...] = (
+    WeightMapping("task_head/dense/kernel", "output_weights", "classifier.weight",
+                  tf1_transpose=True, hf_transpose=True),
+    WeightMapping("task_head/dense/bias", "output_bias", "classifier.bias"))
+TASK_HEAD_MAPPINGS: Dict[str, Tuple[WeightMapping, ...]] = {
+    "BertForSequenceClassification": _CLASSIFIER_MAPPINGS,
+    "BertForTokenClassification": _CLASSIFIER_MAPPINGS,
+    "BertForMultipleChoice": _CLASSIFIER_MAPPINGS,
+    "BertForQuestionAnswering": (
+        WeightMapping("task_head/dense/kernel", "cls/squad/output_weights", "qa_outputs.weight",
+                      tf1_transpose=True, hf_transpose=True),
+        WeightMapping("task_head/dense/bias", "cls/squad/output_bias", "qa_outputs.bias")),
+}
+# HF names that sit beside `bert.` rather than under it (heads of BertFor* classes).
+_HF_HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
+
 _POOLER = ("encoder/pooler/dense/kernel", "encoder/pooler/dense/bias")
 # Other names the same HF weight has had (old pytorch-pretrained-bert LayerNorm names;
 # the MLM bias duplicated on the decoder).
@@ -179,6 +201,8 @@ class BertWeights:
     `arrays`: our variable name (as in `WeightMapping.ours`) -> float32 numpy array.
     `sources`: our name -> where the value came from (`file:variable`), for error messages.
     `heads`: which of `HEADS` the arrays include.
+    `task_config`: a fine-tuned model's task_config.json; the arrays then include its
+    `task_head/...` variables (see `TASK_HEAD_MAPPINGS`).
     """
 
     config: BertConfig
@@ -188,6 +212,7 @@ class BertWeights:
     do_lower_case: Optional[bool] = None
     sources: Dict[str, str] = dataclasses.field(default_factory=dict)
     strip_accents: Optional[bool] = None  # None: follows do_lower_case (HF's meaning)
+    task_config: Optional[dict] = None
 
     def source_of(self, name: str) -> str:
         return self.sources.get(name, name)
@@ -775,7 +800,7 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     mappings = mappings_for(config.num_hidden_layers, HEADS)
     arrays, sources = _collect(mappings, tensors, tensors.__getitem__, source=weights_file,
                                hf_prefix=prefix)
-    name_of = lambda m: m.hf if m.hf.startswith("cls.") else prefix + m.hf
+    name_of = lambda m: hf_name(m, prefix)
     _check_complete(mappings_for(config.num_hidden_layers), arrays, name_of, weights_file)
     heads = _heads_present(arrays, name_of, weights_file)
     used = [n for m in mappings for n in _hf_names(m, prefix)]
@@ -795,9 +820,18 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
                                 strip_accents=_huggingface_strip_accents(directory)))
 
 
+def hf_name(m: WeightMapping, prefix: str) -> str:
+    """A mapping's HF name in a model whose encoder is under `prefix` (`bert.` or ``).
+
+    >>> hf_name(NEXT_SENTENCE_MAPPINGS[1], "bert."), hf_name(ENCODER_MAPPINGS[0], "bert.")
+    ('cls.seq_relationship.bias', 'bert.embeddings.word_embeddings.weight')
+    """
+    return m.hf if m.hf.startswith(_HF_HEAD_PREFIXES) else prefix + m.hf
+
+
 def _hf_names(m: WeightMapping, prefix: str) -> List[str]:
     """The names a mapping's weight may have in HF weights, preferred first."""
-    base = m.hf if m.hf.startswith("cls.") else prefix + m.hf
+    base = hf_name(m, prefix)
     names = [base] + [base[: -len(new)] + old for new, old in _HF_ALTERNATIVES.items()
                       if "LayerNorm" in base and base.endswith(new)]
     if m.ours == "masked_lm/output_bias":
@@ -807,9 +841,8 @@ def _hf_names(m: WeightMapping, prefix: str) -> List[str]:
 
 # --------------------------------------------------------------------------- bert_tf dirs
 def read_model_dir(path: str) -> BertWeights:
-    """Reads a bert_tf model dir (encoder, plus the pretraining heads when it has them).
-
-    A fine-tuned dir's task head is not read (the TF1 layout has no place for it).
+    """Reads a bert_tf model dir: the encoder, plus the pretraining heads (pretrain) or
+    the task head and its task_config.json (finetune) when it has them.
     """
     config = model_dir_lib.find_config(path)
     if config is None:
@@ -835,8 +868,26 @@ def read_model_dir(path: str) -> BertWeights:
     weights.strip_accents = model_dir_lib.read_tokenizer_config(path).get("strip_accents")
     weights.arrays = {k: v for k, v in weights.arrays.items()
                       if k.split("/")[0] not in HEADS or k.split("/")[0] in heads}
+    task_config = model_dir_lib.read_task_config(path)
+    # Not `"task_head" in children`: a checkpoint lists each variable once, under its
+    # first path, which for a fine-tuned head is often `optimizer/...`.
+    if task_config is not None:
+        weights.task_config = task_config
+        weights.arrays.update(_read_task_head(prefix, config, task_config))
     weights.sources = {k: f"{prefix}: `{k}`" for k in weights.arrays}
     return weights
+
+
+def _read_task_head(prefix: str, config: BertConfig, task_config: dict) -> Dict[str, np.ndarray]:
+    """The `task_head/...` arrays of a fine-tuned checkpoint, via the task's own head."""
+    from bert_tf.tasks import task_from_config
+
+    head = task_from_config(task_config).build_head(config)
+    if not head.built:
+        head.build()
+    model_dir_lib.restore(prefix, {"task_head": head})
+    return {f"task_head/dense/{v}": np.asarray(getattr(head.dense, v).numpy(), np.float32)
+            for v in ("kernel", "bias")}
 
 
 def write_model_dir(weights: BertWeights, output_dir: str) -> str:
@@ -846,6 +897,159 @@ def write_model_dir(weights: BertWeights, output_dir: str) -> str:
                                          vocab_file=weights.vocab_file,
                                          do_lower_case=weights.do_lower_case,
                                          strip_accents=weights.strip_accents)
+
+
+# --------------------------------------------------------------------------- HF export
+HF_WEIGHTS_FILE = "model.safetensors"
+HF_CONFIG_FILE = "config.json"
+# Our activation name -> transformers' ACT2FN name for the same function.
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "gelu_new": "gelu_new",
+                   "gelu_pytorch_tanh": "gelu_pytorch_tanh", "relu": "relu", "tanh": "tanh",
+                   "swish": "swish", "silu": "silu"}
+_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                   "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+def huggingface_architecture(weights: BertWeights) -> str:
+    """The transformers class the weights load into: the task's class for a fine-tuned
+    model, BertForPreTraining with both pretraining heads, else BertModel.
+
+    >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16)
+    >>> huggingface_architecture(BertWeights(cfg, {}, HEADS))
+    'BertForPreTraining'
+    """
+    if weights.task_config is not None:
+        return huggingface_task_class(weights.task_config)
+    heads = set(weights.heads)
+    if heads == set(HEADS):
+        return "BertForPreTraining"
+    if heads == {"masked_lm"}:
+        return "BertForMaskedLM"
+    if heads == {"next_sentence"}:
+        return "BertForNextSentencePrediction"
+    return "BertModel"
+
+
+def huggingface_task_class(task_config: dict) -> str:
+    """The transformers class with the same head as the task in task_config.json.
+
+    >>> huggingface_task_class({"task_name": "SST-2"}), huggingface_task_class({"task_name": "squad"})
+    ('BertForSequenceClassification', 'BertForQuestionAnswering')
+    """
+    from bert_tf.tasks import get_task_class
+    from bert_tf.tasks.glue import GlueTask
+    from bert_tf.tasks.ner import Conll2003NerTask
+    from bert_tf.tasks.squad import SquadTask
+    from bert_tf.tasks.swag import SwagTask
+
+    cls = get_task_class(task_config["task_name"])
+    for base, name in ((GlueTask, "BertForSequenceClassification"),
+                       (Conll2003NerTask, "BertForTokenClassification"),
+                       (SquadTask, "BertForQuestionAnswering"),
+                       (SwagTask, "BertForMultipleChoice")):
+        if issubclass(cls, base):
+            return name
+    raise CheckpointFormatError(f"task {task_config['task_name']!r} has no Hugging Face "
+                                f"class with the same head; export the encoder alone")
+
+
+def huggingface_config_dict(weights: BertWeights, architecture: Optional[str] = None) -> dict:
+    """config.json for transformers: our fields, `hidden_act` in its names
+    (`gelu_approximate` -> `gelu_new`), the architecture and, for a task, its labels.
+
+    >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16, hidden_act="gelu_approximate")
+    >>> d = huggingface_config_dict(BertWeights(cfg, {}))
+    >>> d["hidden_act"], d["architectures"], d["model_type"]
+    ('gelu_new', ['BertModel'], 'bert')
+    """
+    config = weights.config
+    architecture = architecture or huggingface_architecture(weights)
+    values = config.to_dict()
+    values["hidden_act"] = _HF_ACTIVATIONS[config.hidden_act]
+    values.update(architectures=[architecture], model_type="bert",
+                  position_embedding_type="absolute", pad_token_id=_pad_id(weights.vocab_file),
+                  dtype="float32")
+    task = weights.task_config
+    if task is not None and architecture != "BertForQuestionAnswering":
+        labels = task.get("label_list")
+        if architecture == "BertForMultipleChoice" or not labels:
+            labels = ["LABEL_0"]  # one score per example (choice / regression)
+        values["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
+        values["label2id"] = {str(label): i for i, label in enumerate(labels)}
+        if architecture == "BertForSequenceClassification":
+            values["problem_type"] = ("regression" if not task.get("label_list")
+                                      else "single_label_classification")
+    return values
+
+
+def _pad_id(vocab_file: Optional[str]) -> int:
+    """The id of [PAD] in the vocab (0 in BERT's), which HF's embeddings treat as padding."""
+    if vocab_file:
+        with tf.io.gfile.GFile(vocab_file) as f:
+            for i, line in enumerate(f):
+                if line.strip() == "[PAD]":
+                    return i
+    return 0
+
+
+def write_huggingface(weights: BertWeights, output_dir: str) -> str:
+    """Writes a Hugging Face model dir that transformers' `from_pretrained` loads.
+
+    config.json, model.safetensors (names of `huggingface_architecture(weights)`: encoder
+    under `bert.` when there are heads; the MLM decoder is tied to the word embeddings,
+    so it is left out as `save_pretrained` leaves it out), vocab.txt and
+    tokenizer_config.json (BertTokenizer, do_lower_case when known). Returns the
+    weights file's path.
+    """
+    from safetensors.numpy import save_file
+
+    check_shapes(weights)
+    architecture = huggingface_architecture(weights)
+    prefix = "" if architecture == "BertModel" else "bert."
+    mappings = mappings_for(weights.config.num_hidden_layers, weights.heads)
+    if weights.task_config is not None:
+        mappings += list(TASK_HEAD_MAPPINGS[architecture])
+    tensors = {}
+    for m in mappings:
+        if m.ours not in weights.arrays and m.ours in _POOLER:
+            logging.warning("no pooler to export: `%s` is left out (transformers initializes "
+                            "it randomly)", hf_name(m, prefix))
+            continue
+        if m.ours not in weights.arrays:
+            raise CheckpointMismatchError(f"no value for `{m.ours}` to export as "
+                                          f"`{hf_name(m, prefix)}`")
+        value = np.asarray(weights.arrays[m.ours], np.float32)
+        tensors[hf_name(m, prefix)] = np.ascontiguousarray(value.T if m.hf_transpose else value)
+    tf.io.gfile.makedirs(output_dir)
+    path = os.path.join(output_dir, HF_WEIGHTS_FILE)
+    save_file(tensors, path, metadata={"format": "pt"})  # transformers refuses other formats
+    with tf.io.gfile.GFile(os.path.join(output_dir, HF_CONFIG_FILE), "w") as f:
+        f.write(json.dumps(huggingface_config_dict(weights, architecture), indent=2,
+                           sort_keys=True) + "\n")
+    tokenizer = {"tokenizer_class": "BertTokenizer",
+                 "model_max_length": weights.config.max_position_embeddings,
+                 "tokenize_chinese_chars": True, "strip_accents": weights.strip_accents,
+                 **_SPECIAL_TOKENS}  # strip_accents None: follows do_lower_case, as ours
+    if weights.do_lower_case is None:
+        logging.warning("the source does not say whether its vocab is cased: "
+                        "tokenizer_config.json leaves do_lower_case out, and transformers' "
+                        "BertTokenizer then lower-cases")
+    else:
+        tokenizer["do_lower_case"] = bool(weights.do_lower_case)
+    with tf.io.gfile.GFile(os.path.join(output_dir, model_dir_lib.TOKENIZER_CONFIG_FILE),
+                           "w") as f:
+        f.write(json.dumps(tokenizer, indent=2, sort_keys=True) + "\n")
+    with tf.io.gfile.GFile(os.path.join(output_dir, "special_tokens_map.json"), "w") as f:
+        f.write(json.dumps(_SPECIAL_TOKENS, indent=2, sort_keys=True) + "\n")
+    if weights.vocab_file:
+        tf.io.gfile.copy(weights.vocab_file, os.path.join(output_dir, model_dir_lib.VOCAB_FILE),
+                         overwrite=True)
+    else:
+        logging.warning("no vocab to export: the output has no vocab.txt, so transformers "
+                        "cannot build its tokenizer")
+    return path
 
 
 READERS = {"tf1": read_tf1_checkpoint, "huggingface": read_huggingface}

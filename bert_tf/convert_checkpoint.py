@@ -12,7 +12,15 @@ And back to the original TF1 layout (`bert_model.ckpt`, `bert_config.json`, `voc
     python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=tf1 \\
         --input=models/bert_base --output_dir=exported/bert_base
 
-`--target_format=tf1` also accepts a Hugging Face source. The output is written to a
+And to Hugging Face (`config.json`, `model.safetensors`, `vocab.txt`, `tokenizer_config.json`),
+loadable by transformers as BertModel, BertForPreTraining (a `pretrain` output) or the
+task's class (a `finetune` output: BertForSequenceClassification, -TokenClassification,
+-QuestionAnswering, -MultipleChoice):
+
+    python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=huggingface \\
+        --input=models/bert_base --output_dir=exported/bert_base_hf
+
+`--target_format=tf1` also accepts a Hugging Face source, `huggingface` a TF1 one. The output is written to a
 temporary directory next to `--output_dir` and renamed at the end, so a failed run leaves
 nothing behind; an existing non-empty `--output_dir` is refused unless `--overwrite`.
 """
@@ -28,7 +36,7 @@ from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import errors
 
 SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
-TARGET_FORMATS = ("bert_tf", "tf1")
+TARGET_FORMATS = ("bert_tf", "tf1", "huggingface")
 
 FLAGS = flags.FLAGS
 
@@ -49,8 +57,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       "huggingface (model.safetensors / pytorch_model.bin), bert_tf (our "
                       "model dir).", **fv)
     flags.DEFINE_enum("target_format", "bert_tf", TARGET_FORMATS,
-                      "Format to write: bert_tf (model dir for --init_checkpoint) or tf1 "
-                      "(original layout: bert_model.ckpt + bert_config.json + vocab.txt).", **fv)
+                      "Format to write: bert_tf (model dir for --init_checkpoint), tf1 "
+                      "(original layout: bert_model.ckpt + bert_config.json + vocab.txt) or "
+                      "huggingface (config.json + model.safetensors + vocab.txt + "
+                      "tokenizer_config.json, for transformers' from_pretrained).", **fv)
     flags.DEFINE_string("input", None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its "
                         "directory; huggingface: model directory or weights file; bert_tf: "
                         "model dir.", **fv)
@@ -107,7 +117,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
             do_lower_case: Optional[bool] = None) -> str:
     """Reads `input_path` in `source_format`, writes `output_dir` in `target_format`.
 
-    Returns the written checkpoint prefix (inside `output_dir`). Raises UsageError for
+    Returns the written checkpoint prefix or weights file (inside `output_dir`). Raises UsageError for
     impossible argument combinations, FileNotFoundError for missing inputs and
     ValueError subclasses (checkpoints.CheckpointFormatError, CheckpointMismatchError,
     ConfigError) for sources that do not fit.
@@ -150,8 +160,14 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
     os.chmod(tmp_dir, 0o777 & ~_umask())  # mkdtemp makes it private; the output should not be
     try:
+        if target_format != "huggingface" and weights.task_config is not None:
+            logging.warning("%s: the %s task head is not exported (%s has no place for "
+                            "it); only the encoder is", input_path,
+                            weights.task_config.get("task_name"), target_format)
         if target_format == "tf1":
             prefix = checkpoints.write_tf1_checkpoint(weights, tmp_dir)
+        elif target_format == "huggingface":
+            prefix = checkpoints.write_huggingface(weights, tmp_dir)
         else:
             prefix = checkpoints.write_model_dir(weights, tmp_dir)
         _publish(tmp_dir, output_dir)

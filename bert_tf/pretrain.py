@@ -33,6 +33,9 @@ flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: --
                     "as the original).")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
 flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.")
+flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: also evaluate on "
+                     "--eval_input_file at step 0 and every this many steps (TensorBoard "
+                     "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.")
 flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
                      "order) and Keras initialisers.")
 FLAGS = flags.FLAGS
@@ -142,11 +145,18 @@ def run():
                 input_context=ctx, seed=FLAGS.seed)
         return make
 
+    eval_input = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_train:
         records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
+        eval_records = RecordFiles(eval_input, FLAGS.skip_corrupt_records)
         result = trainer.train(dataset_fn(records, FLAGS.train_batch_size, True),
                                FLAGS.train_batch_size, FLAGS.num_train_steps,
-                               on_data_loss=records.handle_data_loss)
+                               on_data_loss=records.handle_data_loss,
+                               eval_dataset_fn=dataset_fn(eval_records, FLAGS.eval_batch_size,
+                                                          False),
+                               eval_every_steps=FLAGS.eval_every_steps,
+                               eval_steps=FLAGS.max_eval_steps,
+                               eval_on_data_loss=eval_records.handle_data_loss)
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)
@@ -154,8 +164,7 @@ def run():
             trainer.close()
             return EXIT_PREEMPTED
     if FLAGS.do_eval:
-        records = RecordFiles(FLAGS.eval_input_file or FLAGS.input_file,
-                              FLAGS.skip_corrupt_records)
+        records = RecordFiles(eval_input, FLAGS.skip_corrupt_records)
         trainer.evaluate(dataset_fn(records, FLAGS.eval_batch_size, False),
                          num_steps=FLAGS.max_eval_steps, on_data_loss=records.handle_data_loss)
     trainer.close()

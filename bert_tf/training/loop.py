@@ -139,6 +139,7 @@ class Trainer:
         self.is_chief = is_chief(self.strategy)
         self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
         self.history = []  # one dict per loop: step + reported values
+        self.eval_history = []  # one dict per evaluation during `train`
         self._check_scope()
         with self.strategy.scope():
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
@@ -340,9 +341,17 @@ class Trainer:
             logging.warning("Trainer: %s", message)
         return dataset
 
-    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
-              on_data_loss: Optional[Callable] = None) -> Dict:
+    def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int, *,
+              on_data_loss: Optional[Callable] = None,
+              eval_dataset_fn: Optional[Callable] = None, eval_every_steps: int = 0,
+              eval_steps: Optional[int] = None,
+              eval_on_data_loss: Optional[Callable] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
+
+        With `eval_dataset_fn` and `eval_every_steps`, also evaluates (`evaluate`, at
+        most `eval_steps` batches) at every multiple of `eval_every_steps`, the start
+        included, so OUTPUT_DIR/eval holds the held-out curve; each result is appended
+        to `eval_history`.
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
         metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
@@ -354,15 +363,20 @@ class Trainer:
         `on_data_loss(error)` (e.g. `bert_tf.data.pretraining.RecordFiles.handle_data_loss`)
         may explain it by raising, or repair the input and return: training then goes on
         from the current step with a new input pipeline from `dataset_fn`.
+
+        With `eval_dataset_fn` and `eval_every_steps` > 0, it evaluates (at most
+        `eval_steps` batches) at the start and every `eval_every_steps` steps; the values
+        go to `eval_history` and the `eval` summaries (a held-out learning curve);
+        `eval_on_data_loss` is `on_data_loss` for the evaluation's records.
         """
         with self._preemption:
-            return self._train(dataset_fn, global_batch_size, num_steps, on_data_loss)
+            return self._train(dataset_fn, global_batch_size, num_steps, on_data_loss,
+                               eval_dataset_fn, eval_every_steps if eval_dataset_fn else 0,
+                               eval_steps, eval_on_data_loss)
 
     def _data_loss(self, error, on_data_loss) -> None:
         """Lets `on_data_loss` explain or repair a damaged input record; a user error it
         raises gets the checkpoint state appended (nothing was saved)."""
-        from bert_tf.errors import BertTfError
-
         if on_data_loss is None:
             raise error
         try:
@@ -375,7 +389,10 @@ class Trainer:
                           f"{state}") from None
 
     def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
-               on_data_loss: Optional[Callable] = None) -> Dict:
+               on_data_loss: Optional[Callable] = None,
+               eval_dataset_fn: Optional[Callable] = None, eval_every: int = 0,
+               eval_steps: Optional[int] = None,
+               eval_on_data_loss: Optional[Callable] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise ValueError(
@@ -391,9 +408,16 @@ class Trainer:
         seq_length = self._sequence_length(dataset)
         iterator = iter(dataset)
         result = {}
+        evaluate_now = lambda step: eval_every > 0 and step % eval_every == 0
+        if evaluate_now(step):
+            self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
+                                                   write_results=False,
+                                                   on_data_loss=eval_on_data_loss))
         while step < num_steps:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
+            if eval_every > 0:
+                n = min(n, (step // eval_every + 1) * eval_every - step)
             start = time.time()
             try:
                 out = self._train_loop(iterator, tf.constant(n, tf.int32))
@@ -423,6 +447,10 @@ class Trainer:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
+            if evaluate_now(step):
+                self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
+                                                       write_results=False,
+                                                       on_data_loss=eval_on_data_loss))
         self._flush()
         result.update(status="finished", step=step)
         return result
