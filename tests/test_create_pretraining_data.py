@@ -145,13 +145,20 @@ def test_record_bytes_equal_tf_example_and_tf_writer(tmp_path):
 # ----------------------------------------------------------------------------- job vs. oracle
 
 
-@pytest.mark.parametrize("wwm,docs", [(False, 6), (True, 3)])
-def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab_file,
-                                                    enwiki_lines, wwm, docs):
+@pytest.mark.parametrize("wwm,docs,shards,bucket_bytes", [(False, 6, 1, 64 << 20),
+                                                         (True, 3, 1, 64 << 20),
+                                                         (False, 6, 3, 50_000)])
+def test_one_unit_reproduces_the_original_tool(tmp_path, shared_data, vocab_file,
+                                               enwiki_lines, wwm, docs, shards, bucket_bytes):
+    """A corpus that is one work unit: the original's records, in its order, dealt out to
+    the shards round-robin as it does (also when the shuffle pass cuts it into buckets)."""
     lines = first_docs(enwiki_lines, docs)
     src = write_corpus(tmp_path / "c.txt", lines)
     summary = cpd.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42,
-                          do_whole_word_mask=wwm))
+                          do_whole_word_mask=wwm, num_output_shards=shards,
+                          shuffle_bucket_bytes=bucket_bytes))
+    assert summary["work_units"] == 1
+    assert (summary["shuffle_buckets"] > 1) == (bucket_bytes < 1 << 20)
 
     tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
     vocab = [line.strip() for line in open(vocab_file, encoding="utf-8")]
@@ -165,7 +172,11 @@ def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab
             docs[-1].append([vocab[i] for i in ids])
     expected = oracle_create_training_instances(docs, vocab, random.Random(42), 128, 2, 0.1,
                                                 0.15, 20, wwm)
-    records = [parse(r) for r in read_records(summary["output_files"])]
+    per_shard = [read_records([f]) for f in summary["output_files"]]
+    assert [len(r) for r in per_shard] == summary["shard_instances"]
+    records = [None] * summary["instances"]
+    for s, recs in enumerate(per_shard):  # the original writes instance k to file k % N
+        records[s::shards] = [parse(r) for r in recs]
     assert len(records) == len(expected) == summary["instances"] > 50
     for rec, (tokens, seg, rnext, positions, labels) in zip(records, expected):
         n = len(tokens)
@@ -187,18 +198,20 @@ def test_tensorflow_tokenizer_option_gives_the_same_records(tmp_path, shared_dat
     assert a["instances"] > 0
 
 
-def test_bounded_pools_keep_the_statistics(tmp_path, vocab_file, enwiki_lines):
-    """Pools of 10 documents vs one pool: the only differences are the pool-local shuffles and
-    random-next draws, so counts and fractions agree within sampling noise. (The instance
-    count per document does not depend on the pool at all, only on the draws: a few percent
-    of noise from the per-document target lengths.)"""
+def test_work_units_do_not_change_the_statistics(tmp_path, vocab_file, enwiki_lines):
+    """60 documents as one unit (the original's draws) vs 6 units: random-next documents
+    come from the whole corpus either way, so counts and fractions agree within sampling
+    noise. (The instance count per document depends only on the draws: a few percent of
+    noise from the per-document target lengths.)"""
     src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 60))
-    whole = cpd.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000, dupe_factor=1))
-    pooled = cpd.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
-    assert abs(pooled["instances"] / whole["instances"] - 1) < 0.05
+    whole = cpd.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000, dupe_factor=1,
+                        unit_bytes=1 << 30))
+    units = cpd.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
+    assert (whole["work_units"], units["work_units"]) == (1, 6)
+    assert abs(units["instances"] / whole["instances"] - 1) < 0.05
     for key, tol in (("masked_fraction", 0.002), ("random_next_fraction", 0.02),
                      ("masked_as_mask_fraction", 0.01), ("masked_kept_fraction", 0.01)):
-        assert abs(pooled[key] - whole[key]) < tol, key
+        assert abs(units[key] - whole[key]) < tol, key
     assert abs(whole["masked_fraction"] - 0.15) < 0.005
     assert abs(whole["masked_as_mask_fraction"] - 0.8) < 0.01
     assert abs(whole["masked_random_fraction"] - 0.1) < 0.01
@@ -207,58 +220,79 @@ def test_bounded_pools_keep_the_statistics(tmp_path, vocab_file, enwiki_lines):
 
 def test_output_independent_of_num_workers(tmp_path, vocab_file, enwiki_lines):
     src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 30))
-    a = cpd.run(job(tmp_path, src, vocab_file, "w0/p", pool_size=4, num_output_shards=3,
-                    num_workers=0))
-    b = cpd.run(job(tmp_path, src, vocab_file, "w2/p", pool_size=4, num_output_shards=3,
-                    num_workers=2))
+    kw = dict(pool_size=4, num_output_shards=3, shuffle_bucket_bytes=100_000)
+    a = cpd.run(job(tmp_path, src, vocab_file, "w0/p", num_workers=0, **kw))
+    b = cpd.run(job(tmp_path, src, vocab_file, "w2/p", num_workers=2, **kw))
+    assert a["work_units"] > 3 and a["shuffle_buckets"] > 2
     assert [os.path.basename(p) for p in a["output_files"]] == \
         ["p-00000-of-00003", "p-00001-of-00003", "p-00002-of-00003"]
     for pa, pb in zip(a["output_files"], b["output_files"]):
         assert open(pa, "rb").read() == open(pb, "rb").read()
     assert a["instances"] == b["instances"] == len(read_records(b["output_files"]))
+    # Nothing but the shards in the output directory; the summary beside it; no work files.
     assert sorted(os.listdir(tmp_path / "w2")) == sorted(
-        os.path.basename(p) for p in b["output_files"] + [cpd.summary_path(
-            job(tmp_path, src, vocab_file, "w2/p", num_output_shards=3))])
+        os.path.basename(p) for p in b["output_files"])
+    assert sorted(os.listdir(tmp_path)) == ["c.txt", "w0", "w0.p.summary.json", "w2",
+                                            "w2.p.summary.json"]
 
 
-def test_resume_skips_complete_shards_and_never_leaves_partial_ones(tmp_path, vocab_file,
-                                                                   enwiki_lines):
+def test_resume_after_a_failure_in_each_pass(tmp_path, vocab_file, enwiki_lines, monkeypatch):
     lines = first_docs(enwiki_lines, 12)
-    bad_at = len(lines) - 2  # a bad line in the last document: only the last shard fails
+    bad_at = len(lines) - 2  # a bad line in the last document: only the last unit fails
     raw = ("\n".join(lines) + "\n").encode().split(b"\n")
     raw[bad_at] = b"caf\xe9 latin-1 line"
     src = tmp_path / "c.txt"
     src.write_bytes(b"\n".join(raw))
-    cfg = job(tmp_path, str(src), vocab_file, pool_size=4, num_output_shards=3)
+    cfg = job(tmp_path, str(src), vocab_file, pool_size=4, num_output_shards=3,
+              shuffle_bucket_bytes=100_000)
+    work = cpd.work_dir_path(cfg)
     with pytest.raises(CorpusError, match=rf"c\.txt:{bad_at + 1}: not valid UTF-8"):
         cpd.run(dataclasses_replace(cfg, strict=True))
     shards = cpd.output_paths(cfg.output_file, 3)
-    assert [os.path.exists(s) for s in shards] == [True, True, False]
-    out_dir = tmp_path / "out"
-    leftovers = [n for n in os.listdir(out_dir) if "tmp" in n or n.startswith("unit-")]
-    assert leftovers == []
-    before = [os.stat(s) for s in shards[:2]]
+    assert not any(os.path.exists(s) for s in shards)
+    assert not os.path.exists(cpd.summary_path(cfg))
+    parts = sorted(n for n in os.listdir(work) if n.endswith(".docs"))
+    assert parts == ["part-000000.docs", "part-000001.docs"]  # kept for the rerun
 
-    summary = cpd.run(cfg)  # not strict: skips the line, reports FILE:LINE
-    after = [os.stat(s) for s in shards[:2]]
-    assert [(s.st_ino, s.st_mtime_ns) for s in before] == [(s.st_ino, s.st_mtime_ns)
-                                                           for s in after]
+    # The rerun (not strict) tokenizes only the last unit; then a failure while writing
+    # the second shard leaves the first complete and no partial file.
+    tokenized = []
+    real_tokenize, real_assemble = cpd._tokenize_task, cpd.assemble_shard
+    monkeypatch.setattr(cpd, "_tokenize_task",
+                        lambda t: tokenized.append(t[0].index) or real_tokenize(t))
+
+    def failing_assemble(shard, buckets, path):
+        if shard == 1:
+            raise OSError("disk full")
+        real_assemble(shard, buckets, path)
+
+    monkeypatch.setattr(cpd, "assemble_shard", failing_assemble)
+    with pytest.raises(OSError, match="disk full"):
+        cpd.run(cfg)
+    assert tokenized == [2]
+    assert [os.path.exists(s) for s in shards] == [True, False, False]
+    assert os.listdir(tmp_path / "out") == ["p.tfrecord-00000-of-00003"]
+    first = os.stat(shards[0])
+
+    monkeypatch.setattr(cpd, "assemble_shard", real_assemble)
+    summary = cpd.run(cfg)
+    assert os.stat(shards[0]).st_mtime_ns == first.st_mtime_ns
     assert summary["invalid_lines"] == 1
     assert summary["invalid_examples"] == [f"{src}:{bad_at + 1}: not valid UTF-8 "
                                            f"(byte 3: invalid continuation byte)"]
+    assert not os.path.exists(work)
     fresh = cpd.run(job(tmp_path, str(src), vocab_file, "fresh/p.tfrecord", pool_size=4,
-                        num_output_shards=3))
+                        num_output_shards=3, shuffle_bucket_bytes=100_000))
     assert [open(p, "rb").read() for p in summary["output_files"]] == \
         [open(p, "rb").read() for p in fresh["output_files"]]
     assert summary["instances"] == fresh["instances"]
-    assert not any(n.endswith(".parts") for n in os.listdir(out_dir))
 
     # Complete: a rerun does nothing; a deleted shard is redone alone.
     assert cpd.run(cfg)["instances"] == summary["instances"]
     os.remove(shards[1])
     again = cpd.run(cfg)
     assert open(shards[1], "rb").read() == open(fresh["output_files"][1], "rb").read()
-    assert os.stat(shards[0]).st_mtime_ns == after[0].st_mtime_ns
+    assert os.stat(shards[0]).st_mtime_ns == first.st_mtime_ns
     assert again["instances"] == summary["instances"]
 
     # Other settings over the same output: refused, nothing touched.
@@ -388,23 +422,14 @@ def test_units_run_on_across_files(tmp_path):
     assert [sp.first_line for sp in units[1].spans] == [1, 1, 1]
 
 
-def test_small_corpus_units_are_cut_at_equal_shares_of_text(tmp_path):
-    # One long document (2,761 bytes), then ten of 211 bytes: two shards get about half the
-    # text each ([1, 10] documents), not half the documents each ([5, 6]: 3,605 and 1,266).
-    lines = [f"long {k:02d} " + "x" * 60 for k in range(40)] + [""]
-    for d in range(10):
-        lines += [f"mid {d} {k} " + "x" * 61 for k in range(3)] + [""]
-    src = write_corpus(tmp_path / "c.txt", lines)
-    units, n = cpd.plan_units([src], 1000, 2)
-    assert n == 11 and [u.num_docs for u in units] == [1, 10]
-    assert [sum(sp.end - sp.start for sp in u.spans) for u in units] == [2761, 2110]
-
-
-def test_output_paths_and_unit_ranges():
+def test_output_paths_and_summary_beside_the_output_directory():
     assert cpd.output_paths("a,b", 2) == ["a", "b"]
     with pytest.raises(ValueError, match="names 2 files"):
         cpd.output_paths("a,b", 3)
-    assert cpd.shard_unit_ranges(3, 3) == [range(0, 1), range(1, 2), range(2, 3)]
+    assert cpd.default_summary_path("/d/records/x.tfrecord") == \
+        "/d/records.x.tfrecord.summary.json"
+    assert cpd.default_work_dir("/d/records/x.tfrecord") == "/d/records.x.tfrecord.work"
+    assert cpd.default_summary_path("/x.tfrecord") == "/x.tfrecord.summary.json"
 
 
 # ----------------------------------------------------------------------------------- the CLI
@@ -424,7 +449,8 @@ def test_cli_writes_records_and_summary(tmp_path, shared_data, vocab_file):
     assert r.returncode == 0, r.stderr
     import json
 
-    summary = json.loads((tmp_path / "o" / "sample.tfrecord.summary.json").read_text())
+    summary = json.loads((tmp_path / "o.sample.tfrecord.summary.json").read_text())
+    assert os.listdir(tmp_path / "o") == ["sample.tfrecord"]
     recs = read_records([out])
     assert len(recs) == summary["instances"] > 0
     assert parse(recs[0], 64, 10)["input_ids"][0] == 101
