@@ -470,3 +470,114 @@ def test_remote_paths_point_to_the_beam_pipeline(tmp_path, vocab_file):
         cpd.run(dataclasses_replace(job(tmp_path, src, vocab_file),
                                     output_file="gs://bucket/x.tfrecord"))
     assert not os.path.exists("gs:")  # nothing written under the working directory
+
+
+# ------------------------------------------------------------------------- mixing and globs
+
+
+def _marker_corpus(tmp_path, vocab_file, num_docs):
+    """`num_docs` small documents; every line starts with its document's own marker word."""
+    tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
+    words = [w.strip() for w in open(vocab_file, encoding="utf-8")]
+    markers = [w for w in words[2000:] if w.isalpha() and w.isascii() and len(w) >= 4
+               and tok.tokenize_line(w) == [tok.vocab[w]]][:num_docs]
+    assert len(markers) == num_docs
+    common = ["the", "city", "was", "built", "near", "a", "river", "in", "year", "one"]
+    rng = random.Random(0)
+    lines = []
+    for m in markers:
+        for _ in range(rng.randint(2, 4)):
+            lines.append(" ".join([m] + rng.sample(common, 5)) + ".")
+        lines.append("")
+    doc_of = {tok.vocab[m]: d for d, m in enumerate(markers)}
+    return write_corpus(tmp_path / "c.txt", lines), doc_of
+
+
+def test_records_are_mixed_over_the_whole_corpus(tmp_path, vocab_file):
+    """3,000 small documents in 3 work units and 3 shards: within a shard, record order
+    says nothing about where the text sits in the corpus, and random-next segments come
+    from all over the corpus (not from the unit, i.e. the third of the corpus, around
+    the document)."""
+    num_docs = 3000
+    src, doc_of = _marker_corpus(tmp_path, vocab_file, num_docs)
+    summary = cpd.run(job(tmp_path, src, vocab_file, dupe_factor=1, max_seq_length=32,
+                          max_predictions_per_seq=5, num_output_shards=3,
+                          shuffle_bucket_bytes=100_000))
+    assert summary["work_units"] == 3 and summary["shuffle_buckets"] > 3
+    random_pairs = []
+    for path in summary["output_files"]:
+        doc_a = []
+        for rec in read_records([path]):
+            r = parse(rec, 32, 5)
+            ids = r["input_ids"].copy()
+            k = int(r["masked_lm_weights"].sum())
+            ids[r["masked_lm_positions"][:k]] = r["masked_lm_ids"][:k]
+            n = int(r["input_mask"].sum())
+            seg = r["segment_ids"][:n]
+            a = [doc_of[t] for t in ids[:n][seg == 0] if t in doc_of]
+            b = [doc_of[t] for t in ids[:n][seg == 1] if t in doc_of]
+            if a:
+                doc_a.append(a[0])
+            if a and b:
+                if r["next_sentence_labels"][0]:
+                    random_pairs.append((a[0], b[0]))
+                else:
+                    assert a[0] == b[0]  # the actual next text is the same document's
+        assert len(doc_a) > 800
+        # Rank correlation of position in the shard with position in the corpus: ~0.
+        pos_rank = np.argsort(np.argsort(np.arange(len(doc_a))))
+        doc_rank = np.argsort(np.argsort(np.asarray(doc_a), kind="stable"))
+        rho = np.corrcoef(pos_rank, doc_rank)[0, 1]
+        assert abs(rho) < 0.1, rho
+        # Each tenth of the shard holds text from every tenth of the corpus.
+        for chunk in np.array_split(np.asarray(doc_a), 10):
+            assert len(set((chunk * 10 // num_docs).tolist())) == 10
+    a, b = np.asarray(random_pairs).T
+    assert len(a) > 1000 and not (a == b).any()
+    deciles = np.bincount(b * 10 // num_docs, minlength=10) / len(b)
+    assert deciles.min() > 0.06, deciles
+    # Outside the 1,000-document unit of A about 2/3 of the time, as uniform draws are.
+    assert abs(np.mean(a // 1000 != b // 1000) - 2 / 3) < 0.05
+
+
+def _original_reader_count(pattern, max_seq_length, max_pred):
+    """run_pretraining.py's input_fn: tf.gfile.Glob, TFRecordDataset, parse every record."""
+    files = tf.io.gfile.glob(pattern)
+    spec = {"input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "masked_lm_positions": tf.io.FixedLenFeature([max_pred], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([max_pred], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([max_pred], tf.float32),
+            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+    ds = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, spec))
+    return len(files), sum(1 for _ in ds)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file, monkeypatch,
+                                              shards):
+    from bert_tf.data import pretraining
+
+    monkeypatch.chdir(tmp_path)
+    r = run_cli(f"--input_file={shared_data}/pretrain/bert_sample_text.txt",
+                f"--output_file={tmp_path}/records/data.tfrecord", f"--vocab_file={vocab_file}",
+                "--dupe_factor=2", "--num_workers=1", "--max_seq_length=64",
+                "--max_predictions_per_seq=10", f"--num_output_shards={shards}")
+    assert r.returncode == 0, r.stderr
+    assert "records.data.tfrecord.summary.json" in r.stderr
+    import json
+
+    n = json.loads((tmp_path / "records.data.tfrecord.summary.json").read_text())["instances"]
+    for pattern in ("records/*", "records/data.tfrecord*"):
+        assert _original_reader_count(pattern, 64, 10) == (shards, n)
+        ds = pretraining.pretraining_dataset(pattern, 64, 10, batch_size=1, is_training=False)
+        assert sum(1 for _ in ds) == n
+    # A file that is not a TFRecord file among the matches is named, with what to do.
+    (tmp_path / "records" / "notes.json").write_text('{"a": 1}\n')
+    with pytest.raises(pretraining.RecordFormatError,
+                       match=r"notes\.json: not a TFRecord file .*narrow the glob"):
+        pretraining.pretraining_dataset("records/*", 64, 10, batch_size=1, is_training=False)
+    os.mkdir(tmp_path / "records" / "sub")
+    with pytest.raises(pretraining.RecordFormatError, match=r"sub: .*matched a directory"):
+        pretraining.list_record_files("records/*")

@@ -98,6 +98,12 @@ def check_record_file(path: str, max_seq_length: int, max_predictions_per_seq: i
             f"{path}: not a TFRecord file ({reason}); --input_file matched it: narrow the "
             f"glob to the record files (e.g. 'records/name.tfrecord*')") from None
     if first is None:
+        size = tf.io.gfile.stat(path).length
+        if size:  # a few bytes that do not make even one record header
+            raise RecordFormatError(
+                f"{path}: not a TFRecord file ({size} bytes, no complete record); "
+                f"--input_file matched it: narrow the glob to the record files (e.g. "
+                f"'records/name.tfrecord*')")
         logging.warning("%s: holds no records", path)
         return
     example = tf.train.Example()
