@@ -383,6 +383,10 @@ def assign_buckets(seed: int, unit_index: int, count: int, num_buckets: int, exa
     return _np_generator(seed, unit_index, 1).integers(0, num_buckets, count)
 
 
+def _unit_file(work: str, u: int) -> str:
+    return os.path.join(work, f"unit-{u:06d}.tfrecords")
+
+
 def _frames(data: bytes) -> List[memoryview]:
     # Splits TFRecord file bytes into whole framed records (length, CRCs and all).
     view, out, at = memoryview(data), [], 0
@@ -400,12 +404,17 @@ def shuffle_bucket(seed: int, bucket: int, sources, first_position: int, num_sha
     written at `path` grouped by the shard each goes to; `path + ".idx"` holds the shards'
     byte offsets (int64, num_shards + 1). Returns the number of records.
 
-    `sources` are `(unit_file, index_file)` pairs; the bucket's records take the global
+    `sources` are `(unit_file, index_file)` pairs, or `(work_dir, num_units)` for the
+    local job's unit files there; the bucket's records take the global
     positions `first_position ...` of the shuffled corpus, and position k goes to shard
     k % num_shards, as the original deals its shuffled instances out to its output files.
     """
     import numpy as np
 
+    if isinstance(sources, tuple):
+        work, num_units = sources
+        sources = [(_unit_file(work, u), _unit_file(work, u) + ".idx")
+                   for u in range(num_units)]
     chunks = []
     for data_path, idx_path in sources:
         with open(idx_path, "rb") as f:
@@ -667,10 +676,17 @@ def run(cfg: JobConfig) -> Dict:
 
 
 def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
+    import numpy as np
+
     U, S = len(units), len(shards)
-    part = lambda u: os.path.join(work, f"part-{u:06d}.docs")  # noqa: E731
-    unit_file = lambda u: os.path.join(work, f"unit-{u:06d}.tfrecords")  # noqa: E731
-    bucket_file = lambda b: os.path.join(work, f"bucket-{b:06d}.tfrecords")  # noqa: E731
+    def part(u):
+        return os.path.join(work, f"part-{u:06d}.docs")
+
+    def unit_file(u):
+        return _unit_file(work, u)
+
+    def bucket_file(b):
+        return os.path.join(work, f"bucket-{b:06d}.tfrecords")
 
     # Pass 1: tokenize every unit into the document store.
     token_stats = [_read_json(part(u) + ".json") for u in range(U)]
@@ -702,7 +718,19 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
 
     # Pass 2: every unit's instances, random-next documents drawn from the whole store,
     # scattered to the shuffle buckets.
-    inst_stats = [_read_json(unit_file(u) + ".json") for u in range(U)]
+    # Per unit, the counts (records per bucket are summed as they come: U x B numbers
+    # would grow with the corpus).
+    bucket_counts = np.zeros(num_buckets, np.int64)
+
+    def keep(u, stats):
+        bucket_counts[:] += stats.pop("bucket_counts")
+        inst_stats[u] = stats
+
+    inst_stats: List[Optional[Dict]] = [None] * U
+    for u in range(U):
+        stats = _read_json(unit_file(u) + ".json")
+        if stats is not None:
+            keep(u, stats)
     todo = [u for u in range(U) if inst_stats[u] is None]
     tasks = [(u, part(u), manifest, starts[u], U, no_special, num_buckets, unit_file(u))
              for u in todo]
@@ -712,7 +740,7 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
         new, t0 = 0, time.time()
         for u, stats in zip(todo, _map(pool, _instances_task, tasks)):
             _write_json(unit_file(u) + ".json", stats)
-            inst_stats[u] = stats
+            keep(u, stats)
             new += stats["instances"]
             bar.update(doc_counts[u])
             bar.set_postfix_str(f"{new / max(1e-9, time.time() - t0):,.0f} instances/s",
@@ -731,14 +759,9 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
         raise CorpusError("no instances: every document is too short")
 
     # Pass 3: the global shuffle, one bucket in memory at a time.
-    bucket_counts = [sum(inst_stats[u]["bucket_counts"][b] for u in range(U))
-                     for b in range(num_buckets)]
-    first = [0]
-    for c in bucket_counts:
-        first.append(first[-1] + c)
-    sources = [(unit_file(u), unit_file(u) + ".idx") for u in range(U)]
+    first = np.concatenate([[0], np.cumsum(bucket_counts)]).tolist()
     todo = [b for b in range(num_buckets) if not os.path.exists(bucket_file(b) + ".idx")]
-    tasks = [(cfg.random_seed, b, sources, first[b], S, U > 1, bucket_file(b)) for b in todo]
+    tasks = [(cfg.random_seed, b, (work, U), first[b], S, U > 1, bucket_file(b)) for b in todo]
     with _Phase(cfg, "shuffle", num_buckets, "bucket", num_buckets - len(todo)) as bar:
         for _ in _map(pool, _bucket_task, tasks):
             bar.update(1)
