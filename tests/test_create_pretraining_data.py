@@ -432,6 +432,32 @@ def test_output_paths_and_summary_beside_the_output_directory():
     assert cpd.default_summary_path("/x.tfrecord") == "/x.tfrecord.summary.json"
 
 
+def test_document_store_reads_any_document_of_any_part(tmp_path):
+    from array import array
+
+    from data_prep import document_store as ds
+
+    rng = random.Random(0)
+    docs = [[array("i", [rng.randint(0, 30000) for _ in range(rng.randint(0, 40))])
+             for _ in range(rng.randint(1, 50))] for _ in range(40)]
+    cuts = [0, 7, 8, 25, 40]
+    paths = []
+    for k in range(4):
+        paths.append(str(tmp_path / f"p{k}"))
+        assert ds.write_part(paths[-1], docs[cuts[k]:cuts[k + 1]])[0] == cuts[k + 1] - cuts[k]
+    assert [d for p in paths for d in ds.read_part(p)] == docs
+    store = ds.DocumentStore(paths, [b - a for a, b in zip(cuts, cuts[1:])], max_open=1)
+    assert len(store) == 40
+    for d in rng.sample(range(40), 40):  # any order, one open file at a time
+        doc = store[d]
+        assert len(doc) == len(docs[d])
+        j = rng.randrange(len(doc))  # a random start, then on to the end, as random-next reads
+        assert [doc[k] for k in range(j, len(doc))] == docs[d][j:]
+    with pytest.raises(IndexError):
+        store[40]
+    store.close()
+
+
 # ----------------------------------------------------------------------------------- the CLI
 
 
