@@ -607,3 +607,32 @@ def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file,
     os.mkdir(tmp_path / "records" / "sub")
     with pytest.raises(pretraining.RecordFormatError, match=r"sub: .*matched a directory"):
         pretraining.list_record_files("records/*")
+
+
+def test_one_unit_equals_the_original_tool_run_beside_it(tmp_path, shared_data, vocab_file,
+                                                         enwiki_lines):
+    """The original create_pretraining_data.py itself (../shared/peers/google_bert), two
+    output files: the same instances, in the same order, in the same files."""
+    original = shared_data.parent / "peers" / "google_bert" / "create_pretraining_data.py"
+    assert original.exists(), original
+    src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 5))
+    outs = [str(tmp_path / "orig" / f"o{k}.tfrecord") for k in range(2)]
+    os.makedirs(tmp_path / "orig")
+    flags = [f"--input_file={src}", f"--vocab_file={vocab_file}", "--max_seq_length=64",
+             "--max_predictions_per_seq=10", "--dupe_factor=2", "--random_seed=7"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    r = subprocess.run([sys.executable, str(original), *flags, "--do_lower_case=True",
+                        f"--output_file={','.join(outs)}"], cwd=original.parent, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ours = cpd.run(job(tmp_path, src, vocab_file, "ours/p", num_output_shards=2,
+                       max_seq_length=64, max_predictions_per_seq=10, random_seed=7))
+    assert ours["work_units"] == 1
+    for theirs_path, ours_path in zip(outs, ours["output_files"]):
+        theirs = [parse(x, 64, 10) for x in read_records([theirs_path])]
+        mine = [parse(x, 64, 10) for x in read_records([ours_path])]
+        assert len(theirs) == len(mine) > 10
+        for a, b in zip(theirs, mine):
+            assert sorted(a) == sorted(b)
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
