@@ -387,7 +387,7 @@ def _unit_file(work: str, u: int) -> str:
     return os.path.join(work, f"unit-{u:06d}.tfrecords")
 
 
-def _frames(data: bytes) -> List[memoryview]:
+def _frames(data) -> List[memoryview]:
     # Splits TFRecord file bytes into whole framed records (length, CRCs and all).
     view, out, at = memoryview(data), [], 0
     unpack = struct.Struct("<Q").unpack_from
@@ -415,17 +415,25 @@ def shuffle_bucket(seed: int, bucket: int, sources, first_position: int, num_sha
         work, num_units = sources
         sources = [(_unit_file(work, u), _unit_file(work, u) + ".idx")
                    for u in range(num_units)]
-    chunks = []
+    ranges = []
     for data_path, idx_path in sources:
         with open(idx_path, "rb") as f:
             f.seek(8 * bucket)
             lo, hi = struct.unpack("<qq", f.read(16))
         if hi > lo:
-            with open(data_path, "rb") as f:
-                f.seek(lo)
-                chunks.append(f.read(hi - lo))
-    records = _frames(b"".join(chunks))
-    del chunks
+            ranges.append((data_path, lo, hi))
+    # One buffer for the whole bucket, filled in place: its size is the memory bound.
+    data = bytearray(sum(hi - lo for _, lo, hi in ranges))
+    view, at = memoryview(data), 0
+    for data_path, lo, hi in ranges:
+        with open(data_path, "rb") as f:
+            f.seek(lo)
+            while at < len(data) and hi > lo:
+                got = f.readinto(view[at:at + hi - lo])
+                if not got:
+                    raise OSError(f"{data_path}: shorter than its index says")
+                at, lo = at + got, lo + got
+    records = _frames(data)
     n = len(records)
     order = (_np_generator(seed, bucket, 2).permutation(n) if reshuffle
              else np.arange(n))
@@ -434,9 +442,10 @@ def shuffle_bucket(seed: int, bucket: int, sources, first_position: int, num_sha
         with tfrecord_writer.atomic_output(path) as tmp, open(tmp, "wb") as out:
             for s in range(num_shards):
                 picked = order[(s - first_position) % num_shards::num_shards].tolist()
-                data = b"".join([records[k] for k in picked])
-                out.write(data)
-                offsets.append(offsets[-1] + len(data))
+                size = 0
+                for i in range(0, len(picked), 4096):
+                    size += out.write(b"".join([records[k] for k in picked[i:i + 4096]]))
+                offsets.append(offsets[-1] + size)
         with open(idx_tmp, "wb") as f:
             f.write(np.asarray(offsets, "<i8").tobytes())
     return n
