@@ -80,6 +80,14 @@ def expand_globs(spec: str) -> List[str]:
     return paths
 
 
+def _size(path: str) -> int:
+    if not _is_remote(path):
+        return os.path.getsize(path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
 def _read_bytes(path: str) -> bytes:
     with open_any(path) as f:
         return f.read()
@@ -275,7 +283,8 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     if missing:
         raise corpus.CorpusError(f"--vocab_file: {cfg.vocab_file} lacks the special token(s) "
                                  f"{' '.join(missing)}")
-    units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any)
+    units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
+                                     corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))
     work_dir = cfg.work_dir or (cpd.default_work_dir(cfg.output_file)
                                 if not _is_remote(cfg.output_file)

@@ -8,15 +8,16 @@ r"""Pretraining TFRecords from a text corpus: the original tool's data, fast and
 
 How (DESIGN 2.2 / 2.3): four passes, each in bounded memory, resumable, on `--num_workers`
 processes.
-1. Tokenize. The corpus is cut into work units (at most `--pool_size` documents and 1 MB of
-   text, in corpus order, running on across files: `corpus.plan_work_units`). Each unit is
+1. Tokenize. The corpus is cut into work units (1 MB of text, more on corpora over 2 GB so that
+   there are at most ~2,048 units; optionally at most `--pool_size` documents; in corpus
+   order, running on across files: `corpus.plan_work_units`). Each unit is
    tokenized once and written as a part of the *document store* (`document_store`): the
    corpus as WordPiece ids on disk, every document numbered.
 2. Instances. Each unit runs the original algorithm on its documents (its generator seeded
    from `--random_seed` and the unit number), drawing each random-next document uniformly
    from the WHOLE corpus (any document but the current one, as the original), read from the
    store by positioned reads. Each record is encoded and sent to one of B shuffle buckets at
-   random (B chosen so that a bucket is ~`shuffle_bucket_bytes`, 64 MB).
+   random (B chosen so that a bucket is ~`shuffle_bucket_bytes`, 32 MB).
 3. Shuffle. Each bucket's records are gathered from every unit, shuffled in memory and cut
    by destination shard: all buckets in order are a uniform permutation of every instance
    of the corpus, and position k of it goes to shard k % N (the original deals out its
@@ -25,7 +26,7 @@ processes.
 4. Write. Each shard is assembled from its part of every bucket, under a temporary name,
    and renamed when complete.
 
-A worker holds one unit's documents (1 MB of text), its records' offsets, or one bucket:
+A worker holds one unit's documents (1-32 MB of text), its records' offsets, or one bucket:
 its memory does not grow with the corpus. Disk: the store (~4 bytes a token) and two copies
 of the records pass through the work directory, each deleted once the next pass is done.
 
@@ -89,15 +90,15 @@ class JobConfig:
     short_seq_prob: float = 0.1
     random_seed: int = 12345
     num_output_shards: int = 1
-    pool_size: int = 1000
+    pool_size: int = 0  # documents per work unit at most; 0: units are cut by text size only
     strict: bool = False
     tokenizer: str = "python"  # or "tensorflow" (bert_tf.tokenization); same ids
     num_workers: int = 1  # 0: in this process (tests); never changes the output
     progress: bool = True
     summary_file: str = ""  # default: beside the output directory (default_summary_path)
     work_dir: str = ""  # default: beside the output directory (default_work_dir)
-    unit_bytes: int = 1 << 20  # text per work unit (the grain of parallel work and resume)
-    shuffle_bucket_bytes: int = 64 << 20  # records one shuffle bucket holds in memory
+    unit_bytes: int = 0  # text per work unit; 0: auto_unit_bytes (grain of work and resume)
+    shuffle_bucket_bytes: int = 32 << 20  # records one shuffle bucket holds in memory
 
     def validate(self):
         if self.max_seq_length < 5:
@@ -111,14 +112,14 @@ class JobConfig:
             raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
         if self.dupe_factor < 1:
             raise ValueError("--dupe_factor must be >= 1")
-        if self.pool_size < 1:
-            raise ValueError("--pool_size must be >= 1")
+        if self.pool_size < 0:
+            raise ValueError("--pool_size must be >= 0 (0: no document limit)")
         if self.num_output_shards < 1:
             raise ValueError("--num_output_shards must be >= 1")
         if self.num_workers < 0:
             raise ValueError("--num_workers must be >= 0")
-        if self.unit_bytes < 1 or self.shuffle_bucket_bytes < 1:
-            raise ValueError("unit_bytes and shuffle_bucket_bytes must be >= 1")
+        if self.unit_bytes < 0 or self.shuffle_bucket_bytes < 1:
+            raise ValueError("unit_bytes must be >= 0, shuffle_bucket_bytes >= 1")
 
 
 def unit_rng(seed: int, unit_index: int) -> random.Random:
@@ -573,13 +574,33 @@ def _finish_summary(total: Dict, cfg: JobConfig, shards, seconds: float) -> Dict
     return summary
 
 
-def plan_units(paths: Sequence[str], cfg: JobConfig, num_shards: int, opener=open):
-    """The job's work units: at most `--pool_size` documents and `cfg.unit_bytes` of text
-    each, in corpus order. Returns `(units, num_docs)`. Units are the grain of parallel work
+MAX_WORK_UNITS = 2048  # beyond it units grow (each bucket reads an index entry per unit)
+
+
+def auto_unit_bytes(corpus_bytes: int) -> int:
+    """Text per work unit: 1 MB (enough units to keep workers busy on a small corpus),
+    more for corpora over 2 GB so that there are at most ~2,048 units, at most 32 MB.
+
+        >>> auto_unit_bytes(10 << 20) == 1 << 20, auto_unit_bytes(20 << 30) == 10 << 20
+        (True, True)
+    """
+    return min(corpus.MAX_UNIT_BYTES, max(1 << 20, -(-corpus_bytes // MAX_WORK_UNITS)))
+
+
+def plan_units(paths: Sequence[str], cfg: JobConfig, num_shards: int, opener=open,
+               corpus_bytes: Optional[int] = None):
+    """The job's work units: at most `cfg.unit_bytes` of text (`auto_unit_bytes` of
+    `corpus_bytes`, the inputs' total size, when 0) and `--pool_size` documents each (when
+    set), in corpus order. Returns `(units, num_docs)`. Units are the grain of parallel work
     and of resuming, nothing else: random-next documents come from the whole corpus and
     every instance is shuffled globally, whatever the cut."""
-    units, num_docs = corpus.plan_work_units(paths, cfg.pool_size, opener,
-                                             max_unit_bytes=cfg.unit_bytes)
+    unit_bytes = cfg.unit_bytes
+    if not unit_bytes:
+        if corpus_bytes is None:
+            corpus_bytes = sum(os.path.getsize(p) for p in paths)
+        unit_bytes = auto_unit_bytes(corpus_bytes)
+    units, num_docs = corpus.plan_work_units(paths, cfg.pool_size or (1 << 62), opener,
+                                             max_unit_bytes=unit_bytes)
     if num_docs < num_shards:
         raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
                           f"the {num_shards} output shards: use fewer shards")
@@ -589,11 +610,12 @@ def plan_units(paths: Sequence[str], cfg: JobConfig, num_shards: int, opener=ope
 def num_shuffle_buckets(cfg: JobConfig, text_tokens: int, num_docs: int) -> int:
     """How many buckets the global shuffle needs so that one bucket's records stay within
     `cfg.shuffle_bucket_bytes` of memory (an estimate from the corpus's token count, made
-    before the records exist; generous, as a short last chunk and random-next segments make
-    more instances than tokens / length)."""
-    per_instance = max(1, (cfg.max_seq_length - 3) // 2)
+    before the records exist; a little generous: instances hold about 0.9 x max_seq_length
+    tokens on Wikipedia text, the estimate assumes 0.75)."""
+    per_instance = max(1, (cfg.max_seq_length - 3) * 3 // 4)
     instances = cfg.dupe_factor * (text_tokens // per_instance + num_docs)
-    record_bytes = 3 * cfg.max_seq_length + 8 * cfg.max_predictions_per_seq + 120
+    # ~2-byte varint ids, mask and segment bytes, weights, headers, TFRecord framing.
+    record_bytes = 4 * cfg.max_seq_length + 8 * cfg.max_predictions_per_seq + 160
     return max(1, -(-instances * record_bytes // cfg.shuffle_bucket_bytes))
 
 
@@ -819,8 +841,9 @@ def _define_flags():
     flags.DEFINE_integer("num_workers", max(1, (os.cpu_count() or 1)), "Worker processes; never "
                          "changes the output.")
     flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).")
-    flags.DEFINE_integer("pool_size", 1000, "At most this many documents per work unit (units "
-                         "also stop at 1 MB of text). Units are the grain of parallel work and "
+    flags.DEFINE_integer("pool_size", 0, "At most this many documents per work unit (0: no "
+                         "limit; units stop at 1 MB of text, more on corpora over 2 GB so that "
+                         "there are at most ~2,048). Units are the grain of parallel work and "
                          "of resuming; the statistics do not depend on them (random-next "
                          "documents come from the whole corpus, instances are shuffled over "
                          "all shards). A corpus that is one unit gives exactly the original "

@@ -527,7 +527,7 @@ def test_records_are_mixed_over_the_whole_corpus(tmp_path, vocab_file):
     num_docs = 3000
     src, doc_of = _marker_corpus(tmp_path, vocab_file, num_docs)
     summary = cpd.run(job(tmp_path, src, vocab_file, dupe_factor=1, max_seq_length=32,
-                          max_predictions_per_seq=5, num_output_shards=3,
+                          max_predictions_per_seq=5, num_output_shards=3, pool_size=1000,
                           shuffle_bucket_bytes=100_000))
     assert summary["work_units"] == 3 and summary["shuffle_buckets"] > 3
     random_pairs = []
