@@ -505,10 +505,10 @@ def _marker_corpus(tmp_path, vocab_file, num_docs):
     """`num_docs` small documents; every line starts with its document's own marker word."""
     tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
     words = [w.strip() for w in open(vocab_file, encoding="utf-8")]
-    markers = [w for w in words[2000:] if w.isalpha() and w.isascii() and len(w) >= 4
-               and tok.tokenize_line(w) == [tok.vocab[w]]][:num_docs]
-    assert len(markers) == num_docs
     common = ["the", "city", "was", "built", "near", "a", "river", "in", "year", "one"]
+    markers = [w for w in words[2000:] if w.isalpha() and w.isascii() and len(w) >= 4
+               and w not in common and tok.tokenize_line(w) == [tok.vocab[w]]][:num_docs]
+    assert len(markers) == num_docs
     rng = random.Random(0)
     lines = []
     for m in markers:
@@ -561,7 +561,7 @@ def test_records_are_mixed_over_the_whole_corpus(tmp_path, vocab_file):
     a, b = np.asarray(random_pairs).T
     assert len(a) > 1000 and not (a == b).any()
     deciles = np.bincount(b * 10 // num_docs, minlength=10) / len(b)
-    assert deciles.min() > 0.06, deciles
+    assert deciles.min() > 0.07 and deciles.max() < 0.13, deciles
     # Outside the 1,000-document unit of A about 2/3 of the time, as uniform draws are.
     assert abs(np.mean(a // 1000 != b // 1000) - 2 / 3) < 0.05
 
