@@ -88,6 +88,23 @@ def _size(path: str) -> int:
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
 
+def default_work_dir(output_file: str) -> str:
+    """Beside the output directory, as the local job's (never inside it, where a glob over
+    the records would match it), for remote paths too.
+
+        >>> default_work_dir("gs://b/records/wiki.tfrecord")
+        'gs://b/records.wiki.tfrecord.work'
+        >>> default_work_dir("gs://b/wiki.tfrecord")
+        'gs://b/wiki.tfrecord.work'
+    """
+    if not _is_remote(output_file):
+        return cpd.default_work_dir(output_file)
+    directory, name = output_file.split(",")[0].strip().rstrip("/").rsplit("/", 1)
+    if directory.split("://", 1)[1].count("/") == 0:  # the bucket itself
+        return f"{directory}/{name}.work"
+    return f"{directory}.{name}.work"
+
+
 def _read_bytes(path: str) -> bytes:
     with open_any(path) as f:
         return f.read()
@@ -286,9 +303,7 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
                                      corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))
-    work_dir = cfg.work_dir or (cpd.default_work_dir(cfg.output_file)
-                                if not _is_remote(cfg.output_file)
-                                else cfg.output_file.rstrip("/") + ".work")
+    work_dir = cfg.work_dir or default_work_dir(cfg.output_file)
 
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     build_pipeline(pipeline, cfg, units, work_dir)
