@@ -115,17 +115,19 @@ def split_documents(corpus, train_path, heldout_path, every):
 
 # ------------------------------------------------------------------ 2. records
 def make_records(args, text_path, record_path, dupe_factor):
-    if os.path.exists(record_path + ".summary.json"):
-        return json.load(open(record_path + ".summary.json"))
+    summary_path = record_path + ".summary.json"  # --summary_file: beside the records
+    if os.path.exists(summary_path):
+        return json.load(open(summary_path))
     run_cmd(args, ["data_prep.create_pretraining_data",
                    f"--input_file={text_path}", f"--output_file={record_path}",
                    f"--vocab_file={args.vocab_file}", "--do_lower_case",
                    f"--max_seq_length={args.max_seq_length}",
                    f"--max_predictions_per_seq={args.max_predictions_per_seq}",
                    f"--dupe_factor={dupe_factor}", f"--num_workers={args.num_workers}",
-                   "--num_output_shards=1", f"--random_seed={12345 + dupe_factor}"],
+                   "--num_output_shards=1", f"--random_seed={12345 + dupe_factor}",
+                   f"--summary_file={summary_path}"],
             record_path + ".log")
-    return json.load(open(record_path + ".summary.json"))
+    return json.load(open(summary_path))
 
 
 def chance_levels(record_path, vocab_file):

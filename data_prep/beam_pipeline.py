@@ -10,14 +10,20 @@ The job's own flags (same names as `data_prep.create_pretraining_data`) are pars
 other flag goes to Beam's PipelineOptions unchanged (`--runner` defaults to DirectRunner;
 DataflowRunner, FlinkRunner, SparkRunner and their options pass through).
 
-The same per-unit function as the local job: the launcher cuts the corpus into work units
-(`corpus.plan_work_units`, one sequential scan for document boundaries), each unit is one
-Beam element, and `UnitProcessor.records` turns it into the same serialized records the local
-job writes for that unit (same seed per unit, same pool), framed as TFRecords in batches and
-written by a file sink: the set of records equals the local job's; their order and the split
-into shards are Beam's. (Beam's own WriteToTFRecord would need crcmod or google-crc32c on every
-worker; the framing here is the same bytes.) Counts go to Beam metrics and, when the runner reports them, to
-OUTPUT.summary.json.
+The same passes as the local job, with the runner doing the moving: the launcher cuts the
+corpus into work units (`corpus.plan_work_units`, one sequential scan for document
+boundaries); each unit is tokenized into a part of the document store under the work
+directory (`--work_dir`, default beside the output directory; remote paths work); once every
+part exists (a side input), each unit makes its instances with `UnitProcessor.encode_unit`,
+drawing random-next documents uniformly from the whole corpus store, exactly as the local job
+does, so the set of records equals the local job's. The global shuffle is the runner's: every
+record gets a random shard and a random sort key (seeded per unit), a GroupByKey brings each
+shard's records together, and the shard is written sorted by the key: every shard is a
+uniform sample of the corpus in random order (shard sizes are binomial, not equal to within
+one as in the local job). A shard's records are sorted in the memory of one worker: choose
+`--num_output_shards` so that a shard is at most a few hundred MB. Records are framed here (no
+crcmod / google-crc32c needed on the workers). Counts go to Beam metrics and, when the runner
+reports them, to the summary file (local paths only).
 
 Install Beam with `pip install -r requirements-beam.txt`.
 """
@@ -30,12 +36,14 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 from typing import List, Optional, Sequence
 
 from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
+from data_prep import document_store
 from data_prep import tfrecord_writer
 
 NAMESPACE = "create_pretraining_data"
@@ -72,6 +80,31 @@ def expand_globs(spec: str) -> List[str]:
     return paths
 
 
+def _size(path: str) -> int:
+    if not _is_remote(path):
+        return os.path.getsize(path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
+def default_work_dir(output_file: str) -> str:
+    """Beside the output directory, as the local job's (never inside it, where a glob over
+    the records would match it), for remote paths too.
+
+        >>> default_work_dir("gs://b/records/wiki.tfrecord")
+        'gs://b/records.wiki.tfrecord.work'
+        >>> default_work_dir("gs://b/wiki.tfrecord")
+        'gs://b/wiki.tfrecord.work'
+    """
+    if not _is_remote(output_file):
+        return cpd.default_work_dir(output_file)
+    directory, name = output_file.split(",")[0].strip().rstrip("/").rsplit("/", 1)
+    if directory.split("://", 1)[1].count("/") == 0:  # the bucket itself
+        return f"{directory}/{name}.work"
+    return f"{directory}.{name}.work"
+
+
 def _read_bytes(path: str) -> bytes:
     with open_any(path) as f:
         return f.read()
@@ -84,71 +117,138 @@ def _write_local_vocab(contents: bytes) -> str:
     return local
 
 
-def _make_dofn(cfg: cpd.JobConfig):
+def _create_any(path: str):
+    if not _is_remote(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return open(path, "wb")
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.create(path)
+
+
+def _rename_any(src: str, dst: str):
+    if not _is_remote(dst):
+        os.replace(src, dst)
+        return
+    from apache_beam.io.filesystems import FileSystems
+
+    FileSystems.rename([src], [dst])
+
+
+def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
     import apache_beam as beam
     from apache_beam.metrics import Metrics
 
-    class UnitToRecords(beam.DoFn):
-        """A work unit -> its serialized records (the local job's `UnitProcessor.records`)."""
+    vocab_bytes = _read_bytes(cfg.vocab_file)
 
-        def __init__(self, job_cfg: cpd.JobConfig):
-            self.cfg = job_cfg
+    class _WithProcessor(beam.DoFn):
+        def __init__(self):
             # The vocab travels with the function: a remote worker cannot read the
             # launching machine's --vocab_file (local or not).
-            self.vocab_bytes = _read_bytes(job_cfg.vocab_file)
-            self.counters = {k: Metrics.counter(NAMESPACE, k) for k in cpd.STAT_KEYS}
+            self.vocab_bytes = vocab_bytes
 
         def setup(self):
             vocab = _write_local_vocab(self.vocab_bytes)
-            local = dataclasses.replace(self.cfg, vocab_file=vocab)
-            self.processor = cpd.UnitProcessor(local, opener=open_any)
+            self.processor = cpd.UnitProcessor(dataclasses.replace(cfg, vocab_file=vocab),
+                                               opener=open_any)
+
+    def part_path(u):
+        return f"{work_dir.rstrip('/')}/part-{u:06d}.docs"
+
+    def write_part(path, docs):
+        fd, local = tempfile.mkstemp(suffix=".docs")
+        os.close(fd)
+        try:
+            document_store.write_part(local, docs)
+            with open(local, "rb") as src, _create_any(path + ".tmp") as dst:
+                shutil.copyfileobj(src, dst, 8 << 20)
+            _rename_any(path + ".tmp", path)
+        finally:
+            os.remove(local)
+
+    class Tokenize(_WithProcessor):
+        """Pass 1: a work unit -> its part of the document store; emits its counts."""
 
         def process(self, unit):
-            # Emit framed batches of TFRecords: the sink then only appends bytes, and no
-            # CRC library (crcmod, google-crc32c) is needed on the workers.
-            stats: dict = {}
-            batch = []
-            for record in self.processor.records(unit, stats):
-                batch.append(record)
-                if len(batch) == 1000:
-                    yield tfrecord_writer.frame_records(batch)
-                    batch = []
-            if batch:
-                yield tfrecord_writer.frame_records(batch)
-            for key, counter in self.counters.items():
-                counter.inc(int(stats.get(key, 0)))
+            stats = self.processor.tokenize_unit(unit, part_path(unit.index), write_part)
             for msg in stats.get("invalid_examples", [])[:10]:
                 logging.warning("skipped %s", msg)
+            yield unit.index, stats
 
-    return UnitToRecords(cfg)
+    class Instances(_WithProcessor):
+        """Pass 2: a unit's records, each keyed by a random shard, with a random sort key."""
+
+        def __init__(self):
+            super().__init__()
+            self.counters = {k: Metrics.counter(NAMESPACE, k) for k in cpd.STAT_KEYS}
+
+        def process(self, element, all_stats):
+            import numpy as np
+
+            u, _ = element
+            stats = dict(sorted(all_stats))
+            counts = [stats[k]["documents"] for k in range(num_units)]
+            store = document_store.DocumentStore([part_path(k) for k in range(num_units)],
+                                                 counts, opener=open_any)
+            no_special = not any(st["special_ids"] for st in stats.values())
+            docs = document_store.read_part(part_path(u), open_any)
+            with tfrecord_writer.RecordSpill() as spill:
+                result = self.processor.encode_unit(
+                    u, docs, store, sum(counts[:u]), num_units, no_special, spill,
+                    framed=False)
+                del docs
+                order = result.pop("order")
+                gen = cpd._np_generator(cfg.random_seed, u, 3)
+                shard = gen.integers(0, cfg.num_output_shards, len(order)).tolist()
+                key = gen.integers(0, 1 << 63, len(order), dtype=np.int64).tolist()
+                for i, k in enumerate(order):
+                    yield shard[i], (key[i], spill[k])
+            store.close()
+            result.update(documents=stats[u]["documents"],
+                          invalid_lines=stats[u]["invalid_lines"])
+            for name, counter in self.counters.items():
+                counter.inc(int(result.get(name, 0)))
+
+    class WriteShard(beam.DoFn):
+        """Pass 3: one shard's records, in the order of their random keys, written under
+        a temporary name and renamed."""
+
+        def process(self, element):
+            shard, values = element
+            records = sorted(v for v in values if v is not None)
+            path = cpd.output_paths(cfg.output_file, cfg.num_output_shards)[shard]
+            tmp = f"{path}.tmp-beam"
+            with _create_any(tmp) as out:
+                for s in range(0, len(records), 1000):
+                    out.write(tfrecord_writer.frame_records(
+                        [r for _, r in records[s:s + 1000]]))
+            _rename_any(tmp, path)
+            yield path
+
+    return Tokenize(), Instances(), WriteShard()
 
 
-def _framed_sink(prefix: str, num_shards: int):
-    from apache_beam import coders
-    from apache_beam.io import filebasedsink
-    from apache_beam.io.filesystem import CompressionTypes
-
-    class FramedTFRecordSink(filebasedsink.FileBasedSink):
-        """Writes elements that are already TFRecord-framed bytes, back to back."""
-
-        def write_encoded_record(self, file_handle, value):
-            file_handle.write(value)
-
-    return FramedTFRecordSink(
-        prefix, coder=coders.BytesCoder(), file_name_suffix="", num_shards=num_shards,
-        shard_name_template="" if num_shards == 1 else "-SSSSS-of-NNNNN",
-        mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED)
-
-
-def build_pipeline(pipeline, cfg: cpd.JobConfig, units: Sequence[corpus.WorkUnit]):
-    """Adds the job to `pipeline`: units -> records -> TFRecord shards (DESIGN 2.2)."""
+def build_pipeline(pipeline, cfg: cpd.JobConfig, units: Sequence[corpus.WorkUnit],
+                   work_dir: str):
+    """Adds the job to `pipeline`: units -> document store -> keyed records -> shuffle by
+    the runner -> TFRecord shards."""
     import apache_beam as beam
 
-    return (pipeline
-            | "WorkUnits" >> beam.Create(list(units))
-            | "Spread" >> beam.Reshuffle()
-            | "Instances" >> beam.ParDo(_make_dofn(cfg))
-            | "Write" >> beam.io.Write(_framed_sink(cfg.output_file, cfg.num_output_shards)))
+    tokenize, instances, write_shard = _make_dofns(cfg, work_dir, len(units))
+    tokenized = (pipeline
+                 | "WorkUnits" >> beam.Create(list(units))
+                 | "Spread" >> beam.Reshuffle()
+                 | "Tokenize" >> beam.ParDo(tokenize))
+    records = (tokenized
+               | "SpreadUnits" >> beam.Reshuffle()
+               | "Instances" >> beam.ParDo(instances, beam.pvalue.AsList(tokenized)))
+    # Every shard gets a file, even one no record went to.
+    empty = pipeline | "AllShards" >> beam.Create(
+        [(s, None) for s in range(cfg.num_output_shards)])
+    return ((records, empty)
+            | "Join" >> beam.Flatten()
+            | "GlobalShuffle" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(write_shard))
 
 
 def _bool(text: str) -> bool:
@@ -167,6 +267,8 @@ def parse_args(argv: Sequence[str]):
     ap.add_argument("--input_file", required=True)
     ap.add_argument("--output_file", required=True)
     ap.add_argument("--vocab_file", required=True)
+    ap.add_argument("--summary_file", default="")
+    ap.add_argument("--work_dir", default="")
     d = cpd.JobConfig("", "", "")
     for name in ("do_lower_case", "do_whole_word_mask", "strict"):
         ap.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=getattr(d, name))
@@ -205,15 +307,23 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     if missing:
         raise corpus.CorpusError(f"--vocab_file: {cfg.vocab_file} lacks the special token(s) "
                                  f"{' '.join(missing)}")
-    units, num_docs = cpd.plan_units(paths, cfg.pool_size, cfg.num_output_shards, open_any)
+    units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
+                                     corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))
+    work_dir = cfg.work_dir or default_work_dir(cfg.output_file)
 
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-    build_pipeline(pipeline, cfg, units)
+    build_pipeline(pipeline, cfg, units, work_dir)
     result = pipeline.run()
     if not wait:
         return None
     result.wait_until_finish()
+    if _is_remote(work_dir):
+        from apache_beam.io.filesystems import FileSystems
+
+        FileSystems.delete([work_dir])
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
     counts = {}
     try:
         for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
@@ -229,9 +339,12 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
                    random_next_fraction=counts.get("random_next", 0) / max(1, n),
                    config={k: v for k, v in dataclasses.asdict(cfg).items()
                            if k not in ("progress", "num_workers")})
-    if not _is_remote(cfg.output_file):
-        with open(cfg.output_file + ".summary.json", "w") as f:
+    summary_file = cfg.summary_file or (None if _is_remote(cfg.output_file)
+                                        else cpd.default_summary_path(cfg.output_file))
+    if summary_file and not _is_remote(summary_file):
+        with open(summary_file, "w") as f:
             json.dump(summary, f, indent=1, sort_keys=True)
+        summary["summary_file"] = summary_file
     return summary
 
 
@@ -243,7 +356,7 @@ def main():
         raise corpus.CorpusError(str(e)) from None
     if summary:
         print(f"{summary['instances']} instances; summary: "
-              f"{summary['config']['output_file']}.summary.json", file=sys.stderr)
+              f"{summary.get('summary_file', '(not written)')}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,26 +6,46 @@ r"""Pretraining TFRecords from a text corpus: the original tool's data, fast and
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 --dupe_factor=10 \
       --num_workers=8 --num_output_shards=64
 
-How (DESIGN 2.2 / 2.3):
-- The corpus is cut into work units of `--pool_size` documents in content order, running on
-  across file boundaries (`corpus.plan_work_units`). Each unit is one pool of the original algorithm
-  (`pretraining_instances`): its documents are shuffled, `dupe_factor` passes make instances,
-  random-next segments come from the same pool, the instances are shuffled. The unit's
-  generator is seeded from (`--random_seed`, unit number); unit 0 uses `random.Random(seed)`,
-  so a pool holding the whole corpus reproduces the original tool exactly.
-- Units are processed by `--num_workers` processes; shard s holds a contiguous range of units,
-  in order. Output therefore depends on the inputs, seed, pool size and shard count, never on
-  the number of workers. (When the corpus has fewer units than shards, units shrink to
-  equal shares of the corpus text so that every shard gets one.)
-- Differences from the original, all forced by bounded streaming: documents are shuffled and
-  random-next documents drawn within a pool, instances are shuffled within a unit; a file's
-  end always ends a document (the original joins a file's last document to the next file's
-  first when the file lacks a final blank line).
-- A shard is assembled under a temporary name and renamed when complete; a rerun skips
-  complete shards. `OUTPUT.summary.json` holds the counts at the end.
+How (DESIGN 2.2 / 2.3): four passes, each in bounded memory, resumable, on `--num_workers`
+processes.
+1. Tokenize. The corpus is cut into work units (1 MB of text, more on corpora over 2 GB so that
+   there are at most ~2,048 units; optionally at most `--pool_size` documents; in corpus
+   order, running on across files: `corpus.plan_work_units`). Each unit is
+   tokenized once and written as a part of the *document store* (`document_store`): the
+   corpus as WordPiece ids on disk, every document numbered.
+2. Instances. Each unit runs the original algorithm on its documents (its generator seeded
+   from `--random_seed` and the unit number), drawing each random-next document uniformly
+   from the WHOLE corpus (any document but the current one, as the original), read from the
+   store by positioned reads. Each record is encoded and sent to one of B shuffle buckets at
+   random (B chosen so that a bucket is ~`shuffle_bucket_bytes`, 32 MB).
+3. Shuffle. Each bucket's records are gathered from every unit, shuffled in memory and cut
+   by destination shard: all buckets in order are a uniform permutation of every instance
+   of the corpus, and position k of it goes to shard k % N (the original deals out its
+   shuffled instances the same way), so every shard is a uniform sample of the corpus, in
+   random order, and shard sizes differ by at most one.
+4. Write. Each shard is assembled from its part of every bucket, under a temporary name,
+   and renamed when complete.
 
-Library use: `run(JobConfig(...))` returns the summary dict; `UnitProcessor.records` is the
-per-unit function the Beam pipeline also calls.
+A worker holds one unit's documents (1-32 MB of text), its records' offsets, or one bucket:
+its memory does not grow with the corpus. Disk: the store (~4 bytes a token) and two copies
+of the records pass through the work directory, each deleted once the next pass is done.
+
+Output depends on the inputs, the seed and the settings, never on the number of workers. A
+corpus that is a single unit (small corpora) gives exactly the original tool's records, in
+its order and dealt to the shards as it does (its documents shuffled, the random-next draws
+and the final shuffle from one `random.Random(seed)`). The only other difference from the
+original: a file's end always ends a document (the original joins a file's last document to
+the next file's first when the file lacks a final blank line).
+
+Where things go: the shards at `--output_file`, nothing else in their directory (so
+`--input_file='records/*'` reads them, ours or the original reader); the JSON summary at
+`--summary_file`, by default beside the output directory (`records/x.tfrecord` ->
+`records.x.tfrecord.summary.json`); the passes' state at `--work_dir` (default
+`records.x.tfrecord.work/`), removed when the job is done. A rerun resumes from the last
+complete unit / bucket / shard, and does nothing when the summary says the job is complete.
+
+Library use: `run(JobConfig(...))` returns the summary dict; `UnitProcessor` is the per-unit
+code the Beam pipeline also calls.
 """
 
 from __future__ import annotations
@@ -38,11 +58,13 @@ import multiprocessing
 import os
 import random
 import shutil
+import struct
 import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
 from data_prep import corpus
+from data_prep import document_store
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_writer
 from data_prep.corpus import CorpusError
@@ -70,11 +92,15 @@ class JobConfig:
     short_seq_prob: float = 0.1
     random_seed: int = 12345
     num_output_shards: int = 1
-    pool_size: int = 1000
+    pool_size: int = 0  # documents per work unit at most; 0: units are cut by text size only
     strict: bool = False
     tokenizer: str = "python"  # or "tensorflow" (bert_tf.tokenization); same ids
     num_workers: int = 1  # 0: in this process (tests); never changes the output
     progress: bool = True
+    summary_file: str = ""  # default: beside the output directory (default_summary_path)
+    work_dir: str = ""  # default: beside the output directory (default_work_dir)
+    unit_bytes: int = 0  # text per work unit; 0: auto_unit_bytes (grain of work and resume)
+    shuffle_bucket_bytes: int = 32 << 20  # records one shuffle bucket holds in memory
 
     def validate(self):
         if self.max_seq_length < 5:
@@ -88,12 +114,14 @@ class JobConfig:
             raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
         if self.dupe_factor < 1:
             raise ValueError("--dupe_factor must be >= 1")
-        if self.pool_size < 1:
-            raise ValueError("--pool_size must be >= 1")
+        if self.pool_size < 0:
+            raise ValueError("--pool_size must be >= 0 (0: no document limit)")
         if self.num_output_shards < 1:
             raise ValueError("--num_output_shards must be >= 1")
         if self.num_workers < 0:
             raise ValueError("--num_workers must be >= 0")
+        if self.unit_bytes < 0 or self.shuffle_bucket_bytes < 1:
+            raise ValueError("unit_bytes must be >= 0, shuffle_bucket_bytes >= 1")
         if self.pre_tokenizer:
             from bert_tf import pre_tokenizers
 
@@ -128,10 +156,46 @@ def output_paths(output_file: str, num_shards: int) -> List[str]:
     return [f"{output_file}-{s:05d}-of-{num_shards:05d}" for s in range(num_shards)]
 
 
+def _beside_output_dir(output_file: str, suffix: str) -> str:
+    # `records/x.tfrecord` -> `records.x.tfrecord<suffix>`: outside the directory of the
+    # records, so a glob over it (`records/*`) matches only records, and not starting with
+    # the output name, so `x.tfrecord*` does not match it either. Records written into the
+    # working directory (or the root) share it with other files anyway: nothing is written
+    # above it, the file goes there hidden (`.x.tfrecord<suffix>`, which `x.tfrecord*`
+    # does not match).
+    first = output_file.split(",")[0].strip()
+    directory, name = os.path.split(os.path.abspath(first))
+    if directory == os.path.dirname(directory) or directory == os.path.abspath(os.getcwd()):
+        return os.path.join(directory, f".{name}{suffix}")
+    return f"{directory}.{name}{suffix}"
+
+
+def default_summary_path(output_file: str) -> str:
+    """Where the JSON summary goes unless --summary_file says: beside the output directory.
+
+        >>> default_summary_path("/data/records/wiki.tfrecord")
+        '/data/records.wiki.tfrecord.summary.json'
+        >>> default_summary_path("wiki.tfrecord") == os.path.abspath(".wiki.tfrecord.summary.json")
+        True
+    """
+    return _beside_output_dir(output_file, ".summary.json")
+
+
+def default_work_dir(output_file: str) -> str:
+    """Where the passes keep their state unless --work_dir says (removed when done).
+
+        >>> default_work_dir("/data/records/wiki.tfrecord")
+        '/data/records.wiki.tfrecord.work'
+    """
+    return _beside_output_dir(output_file, ".work")
+
+
 def summary_path(cfg: JobConfig) -> str:
-    first = output_paths(cfg.output_file, cfg.num_output_shards)[0]
-    base = cfg.output_file if "," not in cfg.output_file else first
-    return base + ".summary.json"
+    return cfg.summary_file or default_summary_path(cfg.output_file)
+
+
+def work_dir_path(cfg: JobConfig) -> str:
+    return cfg.work_dir or default_work_dir(cfg.output_file)
 
 
 def check_vocab_file(path: str) -> List[str]:
@@ -158,8 +222,15 @@ def check_vocab_file(path: str) -> List[str]:
 # Per-unit work (runs in the worker processes; also used by the Beam pipeline).
 
 
+def _np_generator(seed: int, *stream: int):
+    """numpy generator for the shuffle keys of one unit / bucket (independent streams)."""
+    import numpy as np
+
+    return np.random.Generator(np.random.PCG64([seed & 0xFFFFFFFFFFFFFFFF, *stream]))
+
+
 class UnitProcessor:
-    """Tokenizes a work unit and turns it into serialized, shuffled records.
+    """Tokenizes work units, and turns a unit's documents into serialized records.
 
     Holds the tokenizer, the encoder and the vocab ids; build one per process.
     """
@@ -211,19 +282,39 @@ class UnitProcessor:
         segments = self.tokenizer.tokenize_lines(lines)
         return corpus.split_documents(segments)
 
-    BATCH = 512  # instances encoded together (vector operations over the batch)
-
-    def _encode_unit(self, unit: corpus.WorkUnit, stats: Dict, spill, framed: bool):
-        """Makes the unit's instances, encodes them into `spill` in creation order, fills
-        `stats`; returns the final order (the original's last shuffle) as spill indexes."""
-        import numpy as np
-
+    def tokenize_unit(self, unit: corpus.WorkUnit, part_path: str, writer=None) -> Dict:
+        """Pass 1: tokenizes the unit and writes its documents as a store part at
+        `part_path` (atomically); returns its counts. `writer(path, docs)` writes the part
+        (default `document_store.write_part` on a local file)."""
         invalid: List[corpus.InvalidLine] = []
         docs = self.documents(unit, invalid)
-        stats.update(documents=len(docs), invalid_lines=len(invalid),
-                     invalid_examples=[str(x) for x in invalid[:MAX_REPORTED_INVALID]])
+        if writer is None:
+            with tfrecord_writer.atomic_output(part_path) as tmp:
+                document_store.write_part(tmp, docs)
+        else:
+            writer(part_path, docs)
+        return dict(unit=unit.index, documents=len(docs), invalid_lines=len(invalid),
+                    invalid_examples=[str(x) for x in invalid[:MAX_REPORTED_INVALID]],
+                    text_tokens=sum(len(seg) for d in docs for seg in d),
+                    special_ids=not pi.pool_has_no_special_ids(docs, self.vocab))
+
+    BATCH = 512  # instances encoded together (vector operations over the batch)
+
+    def encode_unit(self, unit_index: int, docs: List, corpus_docs, corpus_start: int,
+                    num_units: int, no_special_ids: bool, spill, framed: bool) -> Dict:
+        """Pass 2: makes the instances of the unit's `docs` (numbered from `corpus_start` in
+        `corpus_docs`, the whole corpus), encodes them into `spill` in creation order and
+        returns the counts; `counts["order"]` is the order to emit them in.
+
+        Random-next documents come from the whole corpus. With a single unit (the corpus
+        is one unit) the unit's own list is the corpus, and the draws, and the final
+        shuffle in `order`, are exactly the original tool's; otherwise `order` is creation
+        order and the global shuffle comes after (`assign_buckets`).
+        """
+        import numpy as np
+
         cfg, vocab, encoder = self.cfg, self.vocab, self.encoder
-        rng = unit_rng(cfg.random_seed, unit.index)
+        rng = unit_rng(cfg.random_seed, unit_index)
         counts = dict.fromkeys(("instances", "tokens", "masked_tokens", "masked_as_mask",
                                 "masked_kept", "random_next"), 0)
         mask_id = vocab.mask_id
@@ -243,47 +334,167 @@ class UnitProcessor:
             counts["masked_kept"] += int((valid & ~as_mask & (out_at == a.labels)).sum())
             counts["random_next"] += int(a.next_sentence.sum())
 
+        whole = num_units == 1
         batch: list = []
         for inst in pi.iter_pool_instances(
                 docs, cfg.dupe_factor, cfg.max_seq_length, cfg.short_seq_prob,
                 cfg.masked_lm_prob, cfg.max_predictions_per_seq, vocab, rng,
-                cfg.do_whole_word_mask):
+                cfg.do_whole_word_mask, corpus=None if whole else corpus_docs,
+                corpus_start=corpus_start, no_special_ids=no_special_ids):
             batch.append(inst)
             if len(batch) == self.BATCH:
                 flush(batch)
                 batch = []
         if batch:
             flush(batch)
-        del docs, batch
-        stats.update(counts)
-        stats["masked_random"] = (counts["masked_tokens"] - counts["masked_as_mask"]
-                                  - counts["masked_kept"])
-        return pi.shuffled_order(counts["instances"], rng)
+        del batch
+        counts["masked_random"] = (counts["masked_tokens"] - counts["masked_as_mask"]
+                                   - counts["masked_kept"])
+        n = counts["instances"]
+        counts["order"] = pi.shuffled_order(n, rng) if whole else range(n)
+        counts["exact"] = whole
+        return counts
 
-    def records(self, unit: corpus.WorkUnit, stats: Dict[str, int]):
-        """Yields the unit's serialized records in final order; fills `stats`."""
-        with tfrecord_writer.RecordSpill() as spill:
-            for k in self._encode_unit(unit, stats, spill, framed=False):
-                yield spill[k]
+    def write_unit_instances(self, unit_index: int, part_path: str, corpus_docs,
+                             corpus_start: int, num_units: int, no_special_ids: bool,
+                             num_buckets: int, path: str) -> Dict:
+        """Pass 2 to disk: the unit's records, framed, at `path`, grouped by shuffle bucket
+        (creation order within one); `path + ".idx"` holds the buckets' byte offsets
+        (int64, num_buckets + 1). Returns the counts and the records per bucket."""
+        import numpy as np
 
-    def write_unit(self, unit: corpus.WorkUnit, path: str) -> Dict[str, int]:
-        """Writes the unit's records as a TFRecord file at `path`; returns its stats."""
-        stats: Dict[str, int] = {}
-        with tfrecord_writer.RecordSpill() as spill, open(path, "wb") as out:
-            # The records are framed (TFRecord length and CRCs) as they are encoded, so
-            # writing the file is only copying them out in the final order.
-            order = self._encode_unit(unit, stats, spill, framed=True)
-            for s in range(0, len(order), 4096):
-                out.write(b"".join([spill[k] for k in order[s:s + 4096]]))
-        stats["unit"] = unit.index
-        return stats
+        docs = document_store.read_part(part_path)
+        with tfrecord_writer.RecordSpill(os.path.dirname(path)) as spill:
+            counts = self.encode_unit(unit_index, docs, corpus_docs, corpus_start, num_units,
+                                      no_special_ids, spill, framed=True)
+            del docs
+            order = np.asarray(counts.pop("order"), np.int64)
+            buckets = assign_buckets(self.cfg.random_seed, unit_index, len(order),
+                                     num_buckets, counts.pop("exact"))
+            by_bucket = order[np.argsort(buckets, kind="stable")]
+            sizes = np.diff(np.frombuffer(spill._offsets, np.int64))
+            bucket_bytes = np.zeros(num_buckets, np.int64)
+            np.add.at(bucket_bytes, buckets, sizes[order])
+            with tfrecord_writer.atomic_output(path + ".idx") as tmp:
+                with open(tmp, "wb") as f:
+                    f.write(np.concatenate([[0], np.cumsum(bucket_bytes)]).astype("<i8")
+                            .tobytes())
+                with tfrecord_writer.atomic_output(path) as data_tmp, \
+                        open(data_tmp, "wb") as out:
+                    for s in range(0, len(by_bucket), 4096):
+                        out.write(b"".join([spill[k] for k in by_bucket[s:s + 4096].tolist()]))
+        counts["unit"] = unit_index
+        counts["bucket_counts"] = np.bincount(buckets, minlength=num_buckets).tolist()
+        return counts
+
+
+def assign_buckets(seed: int, unit_index: int, count: int, num_buckets: int, exact: bool):
+    """The shuffle bucket of each of a unit's records, given in emit order.
+
+    Uniform and independent (seeded by the job seed and the unit), so after each bucket is
+    shuffled, the concatenated buckets are a uniform permutation of every record of the
+    corpus. A job of one unit whose records are already in the original's final order
+    (`exact`) cuts that order into consecutive buckets instead, and buckets are not
+    shuffled again, which keeps the original's order.
+    """
+    import numpy as np
+
+    if exact:
+        return (np.arange(count, dtype=np.int64) * num_buckets) // max(1, count)
+    return _np_generator(seed, unit_index, 1).integers(0, num_buckets, count)
+
+
+def _unit_file(work: str, u: int) -> str:
+    return os.path.join(work, f"unit-{u:06d}.tfrecords")
+
+
+def _frames(data) -> List[memoryview]:
+    # Splits TFRecord file bytes into whole framed records (length, CRCs and all).
+    view, out, at = memoryview(data), [], 0
+    unpack = struct.Struct("<Q").unpack_from
+    while at < len(data):
+        end = at + 16 + unpack(data, at)[0]
+        out.append(view[at:end])
+        at = end
+    return out
+
+
+def shuffle_bucket(seed: int, bucket: int, sources, first_position: int, num_shards: int,
+                   reshuffle: bool, path: str) -> int:
+    """Pass 3: one bucket's records, gathered from every unit file, shuffled in memory and
+    written at `path` grouped by the shard each goes to; `path + ".idx"` holds the shards'
+    byte offsets (int64, num_shards + 1). Returns the number of records.
+
+    `sources` are `(unit_file, index_file)` pairs, or `(work_dir, num_units)` for the
+    local job's unit files there; the bucket's records take the global
+    positions `first_position ...` of the shuffled corpus, and position k goes to shard
+    k % num_shards, as the original deals its shuffled instances out to its output files.
+    """
+    import numpy as np
+
+    if isinstance(sources, tuple):
+        work, num_units = sources
+        sources = [(_unit_file(work, u), _unit_file(work, u) + ".idx")
+                   for u in range(num_units)]
+    ranges = []
+    for data_path, idx_path in sources:
+        with open(idx_path, "rb") as f:
+            f.seek(8 * bucket)
+            lo, hi = struct.unpack("<qq", f.read(16))
+        if hi > lo:
+            ranges.append((data_path, lo, hi))
+    # One buffer for the whole bucket, filled in place: its size is the memory bound.
+    data = bytearray(sum(hi - lo for _, lo, hi in ranges))
+    view, at = memoryview(data), 0
+    for data_path, lo, hi in ranges:
+        with open(data_path, "rb") as f:
+            f.seek(lo)
+            while at < len(data) and hi > lo:
+                got = f.readinto(view[at:at + hi - lo])
+                if not got:
+                    raise OSError(f"{data_path}: shorter than its index says")
+                at, lo = at + got, lo + got
+    records = _frames(data)
+    n = len(records)
+    order = (_np_generator(seed, bucket, 2).permutation(n) if reshuffle
+             else np.arange(n))
+    offsets = [0]
+    with tfrecord_writer.atomic_output(path + ".idx") as idx_tmp:
+        with tfrecord_writer.atomic_output(path) as tmp, open(tmp, "wb") as out:
+            for s in range(num_shards):
+                picked = order[(s - first_position) % num_shards::num_shards].tolist()
+                size = 0
+                for i in range(0, len(picked), 4096):
+                    size += out.write(b"".join([records[k] for k in picked[i:i + 4096]]))
+                offsets.append(offsets[-1] + size)
+        with open(idx_tmp, "wb") as f:
+            f.write(np.asarray(offsets, "<i8").tobytes())
+    return n
+
+
+def assemble_shard(shard: int, bucket_files: Sequence[str], path: str) -> None:
+    """Pass 4: shard `shard` is its part of every bucket, in bucket order; written under a
+    temporary name and renamed, so a shard file is always complete."""
+    with tfrecord_writer.atomic_output(path) as tmp, open(tmp, "wb") as out:
+        for bucket_path in bucket_files:
+            with open(bucket_path + ".idx", "rb") as f:
+                f.seek(8 * shard)
+                lo, hi = struct.unpack("<qq", f.read(16))
+            with open(bucket_path, "rb") as f:
+                f.seek(lo)
+                remaining = hi - lo
+                while remaining > 0:
+                    data = f.read(min(remaining, 8 << 20))
+                    out.write(data)
+                    remaining -= len(data)
 
 
 _WORKER: Optional[UnitProcessor] = None
+_STORE = None  # (manifest path, DocumentStore) of this worker
 
 
 def _init_worker(cfg: JobConfig, single_threaded: bool):
-    global _WORKER
+    global _WORKER, _STORE
     if single_threaded and cfg.tokenizer == "tensorflow":
         # One TF thread per worker: the workers are the parallelism.
         import tensorflow as tf
@@ -294,11 +505,35 @@ def _init_worker(cfg: JobConfig, single_threaded: bool):
         except RuntimeError:
             pass  # already initialised (in-process run)
     _WORKER = UnitProcessor(cfg)
+    _STORE = None
 
 
-def _work(task):
+def _store(manifest: str) -> document_store.DocumentStore:
+    global _STORE
+    if _STORE is None or _STORE[0] != manifest:
+        m = _read_json(manifest)
+        _STORE = (manifest, document_store.DocumentStore(m["parts"], m["doc_counts"]))
+    return _STORE[1]
+
+
+def _tokenize_task(task):
     unit, path = task
-    return _WORKER.write_unit(unit, path)
+    return _WORKER.tokenize_unit(unit, path)
+
+
+def _instances_task(task):
+    u, part, manifest, start, num_units, no_special, num_buckets, path = task
+    return _WORKER.write_unit_instances(u, part, _store(manifest), start, num_units,
+                                        no_special, num_buckets, path)
+
+
+def _bucket_task(task):
+    return shuffle_bucket(*task)
+
+
+def _shard_task(task):
+    assemble_shard(*task)
+    return task[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +547,8 @@ STAT_KEYS = ("documents", "instances", "tokens", "masked_tokens", "masked_as_mas
 def fingerprint(cfg: JobConfig, paths: Sequence[str]) -> str:
     """Hash of everything that decides the output, so a rerun never mixes two configurations."""
     fields = dataclasses.asdict(cfg)
-    for k in ("num_workers", "progress", "input_file", "strict", "tokenizer"):
+    for k in ("num_workers", "progress", "input_file", "strict", "tokenizer", "summary_file",
+              "work_dir"):
         fields.pop(k)
     fields["inputs"] = [(os.path.abspath(p), os.path.getsize(p), int(os.path.getmtime(p)))
                         for p in paths]
@@ -333,16 +569,6 @@ def _write_json(path, obj):
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=1, sort_keys=True)
             f.write("\n")
-
-
-def shard_unit_ranges(num_units: int, num_shards: int) -> List[range]:
-    """Contiguous unit ranges, one per shard, sizes differing by at most one.
-
-        >>> shard_unit_ranges(5, 2)
-        [range(0, 2), range(2, 5)]
-    """
-    return [range(s * num_units // num_shards, (s + 1) * num_units // num_shards)
-            for s in range(num_shards)]
 
 
 def _merge(total: Dict, part: Dict):
@@ -368,29 +594,73 @@ def _finish_summary(total: Dict, cfg: JobConfig, shards, seconds: float) -> Dict
     return summary
 
 
-def plan_units(paths: Sequence[str], pool_size: int, num_shards: int, opener=open):
-    """The job's work units: `pool_size` documents each, smaller when there would be fewer
-    units than shards (so every shard gets at least one). Returns `(units, num_docs)`.
+MAX_WORK_UNITS = 2048  # beyond it units grow (each bucket reads an index entry per unit)
 
-    Smaller units are cut at equal shares of the text (documents vary in length, instances
-    follow the tokens), so shards, and the workers making them, get even amounts of work;
-    only when a few huge documents make that impossible, at equal numbers of documents.
+
+def auto_unit_bytes(corpus_bytes: int) -> int:
+    """Text per work unit: 1 MB (enough units to keep workers busy on a small corpus),
+    more for corpora over 2 GB so that there are at most ~2,048 units, at most 32 MB.
+
+        >>> auto_unit_bytes(10 << 20) == 1 << 20, auto_unit_bytes(20 << 30) == 10 << 20
+        (True, True)
     """
-    units, num_docs = corpus.plan_work_units(paths, pool_size, opener)
-    if len(units) < num_shards:
-        if num_docs < num_shards:
-            raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
-                              f"the {num_shards} output shards: use fewer shards")
-        text_bytes = sum(span.end - span.start for u in units for span in u.spans)
-        share = min(corpus.MAX_UNIT_BYTES, -(-text_bytes // num_shards))
-        units, num_docs = corpus.plan_work_units(paths, pool_size, opener, max_unit_bytes=share)
-        if len(units) < num_shards:
-            units, num_docs = corpus.plan_work_units(paths, num_docs // num_shards, opener)
+    return min(corpus.MAX_UNIT_BYTES, max(1 << 20, -(-corpus_bytes // MAX_WORK_UNITS)))
+
+
+def plan_units(paths: Sequence[str], cfg: JobConfig, num_shards: int, opener=open,
+               corpus_bytes: Optional[int] = None):
+    """The job's work units: at most `cfg.unit_bytes` of text (`auto_unit_bytes` of
+    `corpus_bytes`, the inputs' total size, when 0) and `--pool_size` documents each (when
+    set), in corpus order. Returns `(units, num_docs)`. Units are the grain of parallel work
+    and of resuming, nothing else: random-next documents come from the whole corpus and
+    every instance is shuffled globally, whatever the cut."""
+    unit_bytes = cfg.unit_bytes
+    if not unit_bytes:
+        if corpus_bytes is None:
+            corpus_bytes = sum(os.path.getsize(p) for p in paths)
+        unit_bytes = auto_unit_bytes(corpus_bytes)
+    units, num_docs = corpus.plan_work_units(paths, cfg.pool_size or (1 << 62), opener,
+                                             max_unit_bytes=unit_bytes)
+    if num_docs < num_shards:
+        raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
+                          f"the {num_shards} output shards: use fewer shards")
     return units, num_docs
 
 
+def num_shuffle_buckets(cfg: JobConfig, text_tokens: int, num_docs: int) -> int:
+    """How many buckets the global shuffle needs so that one bucket's records stay within
+    `cfg.shuffle_bucket_bytes` of memory (an estimate from the corpus's token count, made
+    before the records exist; a little generous: instances hold about 0.9 x max_seq_length
+    tokens on Wikipedia text, the estimate assumes 0.75)."""
+    per_instance = max(1, (cfg.max_seq_length - 3) * 3 // 4)
+    instances = cfg.dupe_factor * (text_tokens // per_instance + num_docs)
+    # ~2-byte varint ids, mask and segment bytes, weights, headers, TFRecord framing.
+    record_bytes = 4 * cfg.max_seq_length + 8 * cfg.max_predictions_per_seq + 160
+    return max(1, -(-instances * record_bytes // cfg.shuffle_bucket_bytes))
+
+
+class _Phase:
+    """A progress bar for one pass (disabled with progress=False)."""
+
+    def __init__(self, cfg, desc, total, unit, initial=0):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit,
+                        disable=not cfg.progress, dynamic_ncols=True, file=sys.stderr)
+
+    def __enter__(self):
+        return self.bar
+
+    def __exit__(self, *exc):
+        self.bar.close()
+
+
+def _map(pool, fn, tasks):
+    return pool.imap(fn, tasks, chunksize=1) if pool is not None else map(fn, tasks)
+
+
 def run(cfg: JobConfig) -> Dict:
-    """Runs the job; returns the summary (also written to OUTPUT.summary.json)."""
+    """Runs the job; returns the summary (also written to `summary_path(cfg)`)."""
     start = time.time()
     cfg.validate()
     for flag, value in (("--input_file", cfg.input_file), ("--output_file", cfg.output_file),
@@ -405,8 +675,8 @@ def run(cfg: JobConfig) -> Dict:
     shards = output_paths(cfg.output_file, cfg.num_output_shards)
     fp = fingerprint(cfg, paths)
     summary_file = summary_path(cfg)
+    work = work_dir_path(cfg)
     previous = _read_json(summary_file)
-    done_stats: Dict[int, Dict] = {}
     if previous is not None:
         if previous.get("fingerprint") != fp:
             raise CorpusError(f"{summary_file} exists from a run with other inputs or settings: "
@@ -414,112 +684,156 @@ def run(cfg: JobConfig) -> Dict:
         if all(os.path.exists(s) for s in shards):
             log.info("%s: already complete, nothing to do", summary_file)
             return previous
-        # Some shards were deleted since: redo those, keep the others' counts.
-        done_stats = {s: st for s, st in enumerate(previous.get("shard_stats", []))
-                      if os.path.exists(shards[s])}
+        # Some shards were deleted since: the others are kept, the missing ones redone.
         os.remove(summary_file)
+    job_file = os.path.join(work, "job.json")
+    job = _read_json(job_file)
+    if job is not None and job.get("fingerprint") != fp:
+        raise CorpusError(f"{work} holds an unfinished run with other inputs or settings: "
+                          f"delete it to start over, or rerun with those settings to finish it")
+    ours = previous is not None or job is not None
+    for shard in shards:
+        if os.path.exists(shard) and not ours:
+            raise CorpusError(f"{shard} exists but was not written by this job's "
+                              f"configuration: delete it or choose another --output_file")
 
     # Workers start (spawn: a fresh interpreter each, safe whatever this process imported)
     # while this process plans the units.
-    pool = parts = None
+    pool = None
     if cfg.num_workers > 0:
         ctx = multiprocessing.get_context("spawn")
         pool = ctx.Pool(cfg.num_workers, initializer=_init_worker, initargs=(cfg, True))
+    else:
+        _init_worker(cfg, single_threaded=False)
     try:
-        units, num_docs = plan_units(paths, cfg.pool_size, len(shards))
-        ranges = shard_unit_ranges(len(units), len(shards))
-
-        out_dir = os.path.dirname(os.path.abspath(shards[0]))
-        os.makedirs(out_dir, exist_ok=True)
-        parts = os.path.join(out_dir, f".{os.path.basename(summary_file)[:-13]}.parts")
-        os.makedirs(parts, exist_ok=True)
-
-        todo: List[int] = []
-        for s, shard in enumerate(shards):
-            stats = _read_json(os.path.join(parts, f"shard-{s:05d}.json")) or done_stats.get(s)
-            if os.path.exists(shard) and stats is not None and stats.get("fingerprint") == fp:
-                done_stats[s] = stats
-                continue
-            if os.path.exists(shard):
-                raise CorpusError(f"{shard} exists but was not written by this job's "
-                                  f"configuration: delete it or choose another --output_file")
-            done_stats.pop(s, None)
-            todo.append(s)
-        skipped_docs = sum(units[u].num_docs for s in range(len(shards)) if s not in todo
-                           for u in ranges[s])
-        if len(todo) < len(shards):
-            log.info("resuming: %d of %d shards already complete", len(shards) - len(todo),
-                     len(shards))
-
-        tasks = [(units[u], os.path.join(parts, f"unit-{u:06d}.tfrecord"))
-                 for s in todo for u in ranges[s]]
-        if pool is not None:
-            results = pool.imap(_work, tasks, chunksize=1)
-        else:
-            _init_worker(cfg, single_threaded=False)
-            results = map(_work, tasks)
-
-        from tqdm import tqdm
-
-        bar = tqdm(total=num_docs, initial=skipped_docs, unit="doc", disable=not cfg.progress,
-                   dynamic_ncols=True, file=sys.stderr)
-        new_instances, run_start = 0, time.time()
-        written: List[str] = []
-        with bar:
-            it = iter(results)
-            for s in todo:
-                shard_stats: Dict = {}
-                unit_files = []
-                for u in ranges[s]:
-                    stats = next(it)
-                    for msg in stats.get("invalid_examples", [])[:10]:
-                        log.warning("skipped %s", msg)
-                    _merge(shard_stats, stats)
-                    unit_files.append(os.path.join(parts, f"unit-{u:06d}.tfrecord"))
-                    new_instances += stats["instances"]
-                    bar.update(units[u].num_docs)
-                    rate = new_instances / max(1e-9, time.time() - run_start)
-                    bar.set_postfix_str(f"{rate:,.0f} instances/s", refresh=False)
-                with tfrecord_writer.atomic_output(shards[s]) as tmp:
-                    if len(unit_files) == 1:  # same directory tree: a rename, not a copy
-                        os.replace(unit_files[0], tmp)
-                    else:
-                        with open(tmp, "wb") as out:
-                            tfrecord_writer.concatenate_files(unit_files, out)
-                    shard_stats["fingerprint"] = fp
-                    shard_stats["shard"] = shards[s]
-                    _write_json(os.path.join(parts, f"shard-{s:05d}.json"), shard_stats)
-                written.append(shards[s])
-                for f in unit_files:
-                    if os.path.exists(f):
-                        os.remove(f)
-                done_stats[s] = shard_stats
-        total: Dict = {}
-        for s in sorted(done_stats):
-            _merge(total, done_stats[s])
-        if total.get("instances", 0) == 0:
-            for f in written:
-                os.remove(f)
-            shutil.rmtree(parts, ignore_errors=True)
-            raise CorpusError(f"no instances from {', '.join(paths)}: no line gave any "
-                              f"WordPiece token; is it a text corpus in the vocab's language?")
-        summary = _finish_summary(total, cfg, shards, time.time() - start)
-        summary["fingerprint"] = fp
-        summary["shard_stats"] = [done_stats[s] for s in range(len(shards))]
-        _write_json(summary_file, summary)
-        shutil.rmtree(parts, ignore_errors=True)
-        return summary
-    finally:
+        units, num_docs = plan_units(paths, cfg, len(shards))
+        os.makedirs(work, exist_ok=True)
+        _write_json(job_file, dict(fingerprint=fp, output_files=shards))
+        summary = _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start)
+    except BaseException:
         if pool is not None:
             pool.terminate()
             pool.join()
-        if parts is not None and os.path.isdir(parts):
-            # Unit files of an interrupted run are never reused; completed shards' stats are.
-            for name in os.listdir(parts):
-                if name.startswith("unit-") or ".tmp-" in name:
-                    os.remove(os.path.join(parts, name))
-            if not os.listdir(parts):
-                os.rmdir(parts)
+            pool = None
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    os.makedirs(os.path.dirname(os.path.abspath(summary_file)), exist_ok=True)
+    _write_json(summary_file, summary)
+    shutil.rmtree(work, ignore_errors=True)
+    return summary
+
+
+def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
+    import numpy as np
+
+    U, S = len(units), len(shards)
+    def part(u):
+        return os.path.join(work, f"part-{u:06d}.docs")
+
+    def unit_file(u):
+        return _unit_file(work, u)
+
+    def bucket_file(b):
+        return os.path.join(work, f"bucket-{b:06d}.tfrecords")
+
+    # Pass 1: tokenize every unit into the document store.
+    token_stats = [_read_json(part(u) + ".json") for u in range(U)]
+    todo = [u for u in range(U) if token_stats[u] is None]
+    with _Phase(cfg, "tokenize", num_docs, "doc",
+                        initial=sum(units[u].num_docs for u in range(U)) - sum(
+                    units[u].num_docs for u in todo)) as bar:
+        for u, stats in zip(todo, _map(pool, _tokenize_task,
+                                       [(units[u], part(u)) for u in todo])):
+            for msg in stats.get("invalid_examples", [])[:10]:
+                log.warning("skipped %s", msg)
+            _write_json(part(u) + ".json", stats)
+            token_stats[u] = stats
+            bar.update(units[u].num_docs)
+    doc_counts = [st["documents"] for st in token_stats]
+    total_docs = sum(doc_counts)
+    text_tokens = sum(st["text_tokens"] for st in token_stats)
+    if total_docs == 0 or text_tokens == 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise CorpusError(f"no instances from {', '.join(paths)}: no line gave any WordPiece "
+                          f"token; is it a text corpus in the vocab's language?")
+    manifest = os.path.join(work, "store.json")
+    _write_json(manifest, dict(parts=[part(u) for u in range(U)], doc_counts=doc_counts))
+    no_special = not any(st["special_ids"] for st in token_stats)
+    num_buckets = num_shuffle_buckets(cfg, text_tokens, total_docs)
+    starts = [0]
+    for n in doc_counts:
+        starts.append(starts[-1] + n)
+
+    # Pass 2: every unit's instances, random-next documents drawn from the whole store,
+    # scattered to the shuffle buckets.
+    # Per unit, the counts (records per bucket are summed as they come: U x B numbers
+    # would grow with the corpus).
+    bucket_counts = np.zeros(num_buckets, np.int64)
+
+    def keep(u, stats):
+        bucket_counts[:] += stats.pop("bucket_counts")
+        inst_stats[u] = stats
+
+    inst_stats: List[Optional[Dict]] = [None] * U
+    for u in range(U):
+        stats = _read_json(unit_file(u) + ".json")
+        if stats is not None:
+            keep(u, stats)
+    todo = [u for u in range(U) if inst_stats[u] is None]
+    tasks = [(u, part(u), manifest, starts[u], U, no_special, num_buckets, unit_file(u))
+             for u in todo]
+    done = set(range(U)) - set(todo)
+    with _Phase(cfg, "instances", total_docs, "doc",
+                initial=sum(doc_counts[u] for u in done)) as bar:
+        new, t0 = 0, time.time()
+        for u, stats in zip(todo, _map(pool, _instances_task, tasks)):
+            _write_json(unit_file(u) + ".json", stats)
+            keep(u, stats)
+            new += stats["instances"]
+            bar.update(doc_counts[u])
+            bar.set_postfix_str(f"{new / max(1e-9, time.time() - t0):,.0f} instances/s",
+                                refresh=False)
+    for u in range(U):  # the store is not needed any more
+        if os.path.exists(part(u)):
+            os.remove(part(u))
+    total: Dict = {}
+    for u in range(U):
+        _merge(total, dict(inst_stats[u], documents=token_stats[u]["documents"],
+                           invalid_lines=token_stats[u]["invalid_lines"],
+                           invalid_examples=token_stats[u]["invalid_examples"]))
+    n = total["instances"]
+    if n == 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise CorpusError("no instances: every document is too short")
+
+    # Pass 3: the global shuffle, one bucket in memory at a time.
+    first = np.concatenate([[0], np.cumsum(bucket_counts)]).tolist()
+    todo = [b for b in range(num_buckets) if not os.path.exists(bucket_file(b) + ".idx")]
+    tasks = [(cfg.random_seed, b, (work, U), first[b], S, U > 1, bucket_file(b)) for b in todo]
+    with _Phase(cfg, "shuffle", num_buckets, "bucket", num_buckets - len(todo)) as bar:
+        for _ in _map(pool, _bucket_task, tasks):
+            bar.update(1)
+    for u in range(U):
+        for f in (unit_file(u), unit_file(u) + ".idx"):
+            if os.path.exists(f):
+                os.remove(f)
+
+    # Pass 4: the shards, each its share of every bucket, in bucket order.
+    todo = [s for s in range(S) if not os.path.exists(shards[s])]
+    if todo:
+        os.makedirs(os.path.dirname(os.path.abspath(shards[0])), exist_ok=True)
+    buckets = [bucket_file(b) for b in range(num_buckets)]
+    with _Phase(cfg, "write", S, "shard", S - len(todo)) as bar:
+        for _ in _map(pool, _shard_task, [(s, buckets, shards[s]) for s in todo]):
+            bar.update(1)
+
+    summary = _finish_summary(total, cfg, shards, time.time() - start)
+    summary.update(fingerprint=fp, work_units=U, shuffle_buckets=num_buckets,
+                   shard_instances=[n // S + (s < n % S) for s in range(S)])
+    return summary
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,7 +847,7 @@ def _define_flags():
                         "one sentence per line, blank line between documents.")
     flags.DEFINE_string("output_file", None, "Output TFRecord path; with --num_output_shards=N>1 "
                         "the shards are PATH-00000-of-0000N. A comma-separated list names the "
-                        "shards. The summary goes to PATH.summary.json.")
+                        "shards. Nothing else is written in its directory.")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab the model is trained with.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
     from bert_tf import text_flags
@@ -550,13 +864,20 @@ def _define_flags():
     flags.DEFINE_integer("num_workers", max(1, (os.cpu_count() or 1)), "Worker processes; never "
                          "changes the output.")
     flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).")
-    flags.DEFINE_integer("pool_size", 1000, "Documents per work unit. Each unit is processed as "
-                         "the original processes its whole corpus: the documents are shuffled "
-                         "and the random-next document is drawn from this bounded pool of the "
-                         "worker's own input (not the whole corpus); its instances are shuffled "
-                         "within the unit. Units run on across input files. Bounds memory; a pool "
-                         "at least the corpus size reproduces the original tool exactly (for "
-                         "input files that end with a blank line).")
+    flags.DEFINE_integer("pool_size", 0, "At most this many documents per work unit (0: no "
+                         "limit; units stop at 1 MB of text, more on corpora over 2 GB so that "
+                         "there are at most ~2,048). Units are the grain of parallel work and "
+                         "of resuming; the statistics do not depend on them (random-next "
+                         "documents come from the whole corpus, instances are shuffled over "
+                         "all shards). A corpus that is one unit gives exactly the original "
+                         "tool's records.")
+    flags.DEFINE_string("summary_file", None, "JSON summary (counts, masking fractions). "
+                        "Default: beside the output directory, records/x.tfrecord -> "
+                        "records.x.tfrecord.summary.json.")
+    flags.DEFINE_string("work_dir", None, "Directory for the passes' temporary files (the "
+                        "tokenized corpus, shuffle buckets: about 3x the output at peak) and "
+                        "the state a rerun resumes from; removed when the job is done. "
+                        "Default: beside the output directory, records.x.tfrecord.work.")
     flags.DEFINE_enum("tokenizer", "python", ["python", "tensorflow"], "WordPiece "
                       "implementation: 'python' (the original's rules with a word cache; fast, "
                       "no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
@@ -581,7 +902,8 @@ def main(argv):
         masked_lm_prob=F.masked_lm_prob, dupe_factor=F.dupe_factor,
         short_seq_prob=F.short_seq_prob, random_seed=F.random_seed,
         num_output_shards=F.num_output_shards, pool_size=F.pool_size, strict=F.strict,
-        tokenizer=F.tokenizer, num_workers=F.num_workers, progress=True)
+        tokenizer=F.tokenizer, num_workers=F.num_workers, progress=True,
+        summary_file=F.summary_file or "", work_dir=F.work_dir or "")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         summary = run(cfg)

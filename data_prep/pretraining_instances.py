@@ -255,7 +255,10 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                                    masked_lm_prob: float, max_predictions_per_seq: int,
                                    vocab: VocabIds, rng: random.Random,
                                    do_whole_word_mask: bool = False,
-                                   no_special_ids: bool = False) -> List[TrainingInstance]:
+                                   no_special_ids: bool = False,
+                                   random_documents: Optional[Sequence[Document]] = None,
+                                   random_exclude: Optional[int] = None
+                                   ) -> List[TrainingInstance]:
     """All instances from `all_documents[document_index]`, as the original makes them.
 
     Segments are packed into chunks up to a target length (shortened to a random length in
@@ -268,6 +271,11 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
     (`pool_has_no_special_ids`), so the masking candidates are known from the layout without
     searching. Token ids are kept in `array('i')`s (`input_ids` is one).
 
+    `random_documents` (default `all_documents`) is where random-next text comes from, e.g.
+    a `document_store.DocumentStore` of the whole corpus read lazily; `random_exclude` is
+    the current document's index there (default `document_index`). The draws are the same
+    calls either way.
+
         >>> vocab = VocabIds(cls_id=101, sep_id=102, mask_id=103, vocab_size=30522)
         >>> docs = [[[2023, 2003], [1037, 6251]], [[2178, 3793]]]
         >>> insts = create_instances_from_document(docs, 0, 8, 0.0, 0.15, 2, vocab,
@@ -276,6 +284,11 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
         [True, True]
     """
     document = all_documents[document_index]
+    if random_documents is None:
+        random_documents, random_exclude = all_documents, document_index
+    elif random_exclude is None:
+        random_exclude = document_index
+    num_random = len(random_documents)
     # [CLS], [SEP], [SEP]
     max_num_tokens = max_seq_length - 3
     # Mostly full-length sequences; sometimes shorter ones so that pretraining also sees
@@ -307,10 +320,10 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                     target_b_length = target_seq_length - len(tokens_a)
                     # Up to 10 tries for a different document (a pool of one has no other).
                     for _ in range(10):
-                        random_document_index = rng.randint(0, len(all_documents) - 1)
-                        if random_document_index != document_index:
+                        random_document_index = rng.randint(0, num_random - 1)
+                        if random_document_index != random_exclude:
                             break
-                    random_document = all_documents[random_document_index]
+                    random_document = random_documents[random_document_index]
                     random_start = rng.randint(0, len(random_document) - 1)
                     for j in range(random_start, len(random_document)):
                         tokens_b.extend(random_document[j])
@@ -353,26 +366,37 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
 def iter_pool_instances(documents: List[Document], dupe_factor: int, max_seq_length: int,
                         short_seq_prob: float, masked_lm_prob: float,
                         max_predictions_per_seq: int, vocab: VocabIds, rng: random.Random,
-                        do_whole_word_mask: bool = False):
+                        do_whole_word_mask: bool = False, corpus: Optional[Sequence] = None,
+                        corpus_start: int = 0, no_special_ids: Optional[bool] = None):
     """Yields a pool's instances in creation order (before the final shuffle).
 
     Shuffles `documents` in place first, then makes `dupe_factor` passes over them (each pass
     draws fresh masks), as the original does with its whole corpus. The random-next documents
-    come from `documents` only. Follow with `shuffled_order(count, rng)` on the same `rng` to
-    get the original's final instance order without holding the instances.
+    come from `documents`, or, when given, from `corpus` (any sequence of documents, e.g. a
+    `DocumentStore`), in which `documents` (before the shuffle) are the ones numbered from
+    `corpus_start`. Follow with `shuffled_order(count, rng)` on the same `rng` to get the
+    original's final instance order without holding the instances. `no_special_ids` says
+    whether any document (of `corpus` too) holds the [CLS]/[SEP] ids (default: searched for
+    in `documents`, see `pool_has_no_special_ids`).
 
         >>> vocab = VocabIds(cls_id=101, sep_id=102, mask_id=103, vocab_size=30522)
         >>> docs = [[[5, 6], [7, 8]], [[9, 10]]]
         >>> sum(1 for _ in iter_pool_instances(docs, 2, 8, 0.0, 0.15, 2, vocab, random.Random(0)))
         6
     """
-    shuffle(documents, rng)
-    no_special = pool_has_no_special_ids(documents, vocab)
+    # Shuffling the positions draws exactly what shuffling the documents does.
+    order = list(range(len(documents)))
+    shuffle(order, rng)
+    documents[:] = [documents[k] for k in order]
+    no_special = no_special_ids
+    if no_special is None:
+        no_special = pool_has_no_special_ids(documents, vocab)
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
             yield from create_instances_from_document(
                 documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
-                max_predictions_per_seq, vocab, rng, do_whole_word_mask, no_special)
+                max_predictions_per_seq, vocab, rng, do_whole_word_mask, no_special,
+                corpus, None if corpus is None else corpus_start + order[document_index])
 
 
 def pool_has_no_special_ids(documents: Sequence[Document], vocab: VocabIds) -> bool:

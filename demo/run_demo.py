@@ -224,13 +224,16 @@ def main(argv=None):
     records = os.path.join(out, "pretraining", "train.tfrecord")
     heldout_records = os.path.join(out, "pretraining", "heldout.tfrecord")
     os.makedirs(os.path.dirname(records))
+    # Summaries beside the records' directory: 'pretraining/*' matches only records.
+    train_summary_path = os.path.join(out, "pretraining.train.summary.json")
+    heldout_summary_path = os.path.join(out, "pretraining.heldout.summary.json")
     shape_flags = ["--max_seq_length=64", "--max_predictions_per_seq=10"]
     steps.run("Create masked-LM / next-sentence pretraining records", [
         py, "-m", "data_prep.create_pretraining_data", f"--input_file={corpus}",
         f"--output_file={records}", f"--vocab_file={vocab}", "--do_lower_case",
         *shape_flags, "--dupe_factor=5", "--num_workers=2", "--num_output_shards=2",
-        "--random_seed=12345"], env)
-    train_summary = _read_json(records + ".summary.json")
+        "--random_seed=12345", f"--summary_file={train_summary_path}"], env)
+    train_summary = _read_json(train_summary_path)
     print("    summary:", {k: train_summary[k] for k in (
         "instances", "tokens", "masked_tokens", "random_next_fraction") if k in train_summary})
     _show(records + "-*", "records")
@@ -239,8 +242,8 @@ def main(argv=None):
         py, "-m", "data_prep.create_pretraining_data", f"--input_file={heldout}",
         f"--output_file={heldout_records}", f"--vocab_file={vocab}", "--do_lower_case",
         *shape_flags, "--dupe_factor=5", "--num_workers=1", "--num_output_shards=1",
-        "--random_seed=54321"], env)
-    heldout_summary = _read_json(heldout_records + ".summary.json")
+        "--random_seed=54321", f"--summary_file={heldout_summary_path}"], env)
+    heldout_summary = _read_json(heldout_summary_path)
     _show(heldout_records, f"held-out records ({heldout_summary.get('instances')} instances)")
 
     # bert_tiny's shape with the learned vocabulary's size.

@@ -42,26 +42,37 @@ def test_parse_args_passes_beam_options_through():
 
 
 def test_direct_runner_writes_the_local_jobs_records(tmp_path, shared_data):
+    """Several work units (random-next documents from the whole corpus store), three shards:
+    the same records as the local job, globally shuffled by the runner; nothing but the
+    shards in the output directory, the summary beside it."""
     src = _corpus(tmp_path, shared_data, 8)
     vocab = str(shared_data / "vocab" / "bert-base-uncased-vocab.txt")
     common = [f"--input_file={src}", f"--vocab_file={vocab}", "--dupe_factor=2",
-              "--pool_size=3", "--num_output_shards=2", "--random_seed=99",
+              "--pool_size=3", "--num_output_shards=3", "--random_seed=99",
               "--max_seq_length=64", "--max_predictions_per_seq=10"]
     beam_out = tmp_path / "beam" / "p.tfrecord"
     summary = beam_pipeline.run(common + [f"--output_file={beam_out}",
                                           "--direct_num_workers=1"])
-    beam_files = glob.glob(f"{beam_out}-*-of-00002")
-    assert len(beam_files) == 2
+    beam_files = sorted(glob.glob(str(tmp_path / "beam" / "*")))
+    assert [os.path.basename(f) for f in beam_files] == [
+        f"p.tfrecord-0000{s}-of-00003" for s in range(3)]
 
     local = cpd.run(cpd.JobConfig(
         input_file=src, output_file=str(tmp_path / "local" / "p.tfrecord"), vocab_file=vocab,
-        dupe_factor=2, pool_size=3, num_output_shards=2, random_seed=99, max_seq_length=64,
+        dupe_factor=2, pool_size=3, num_output_shards=3, random_seed=99, max_seq_length=64,
         max_predictions_per_seq=10, num_workers=0, progress=False))
+    assert local["work_units"] == 3
     beam_records = _records(beam_files)
     local_records = _records(local["output_files"])
     assert len(local_records) == local["instances"] > 50
     assert sorted(beam_records) == sorted(local_records)
+    # The runner's shuffle: not the local job's order, and every shard draws from every unit.
+    assert beam_records != local_records
+    for f in beam_files:
+        assert 0 < len(_records([f])) < len(local_records)
     assert summary is not None  # DirectRunner reports its counters
     assert summary["instances"] == local["instances"]
     assert summary["masked_tokens"] == local["masked_tokens"]
-    assert os.path.exists(f"{beam_out}.summary.json")
+    assert summary["documents"] == local["documents"]
+    assert os.path.exists(cpd.default_summary_path(str(beam_out)))
+    assert not os.path.exists(cpd.default_work_dir(str(beam_out)))

@@ -145,13 +145,20 @@ def test_record_bytes_equal_tf_example_and_tf_writer(tmp_path):
 # ----------------------------------------------------------------------------- job vs. oracle
 
 
-@pytest.mark.parametrize("wwm,docs", [(False, 6), (True, 3)])
-def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab_file,
-                                                    enwiki_lines, wwm, docs):
+@pytest.mark.parametrize("wwm,docs,shards,bucket_bytes", [(False, 6, 1, 64 << 20),
+                                                         (True, 3, 1, 64 << 20),
+                                                         (False, 6, 3, 50_000)])
+def test_one_unit_reproduces_the_original_tool(tmp_path, shared_data, vocab_file,
+                                               enwiki_lines, wwm, docs, shards, bucket_bytes):
+    """A corpus that is one work unit: the original's records, in its order, dealt out to
+    the shards round-robin as it does (also when the shuffle pass cuts it into buckets)."""
     lines = first_docs(enwiki_lines, docs)
     src = write_corpus(tmp_path / "c.txt", lines)
     summary = cpd.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42,
-                          do_whole_word_mask=wwm))
+                          do_whole_word_mask=wwm, num_output_shards=shards,
+                          shuffle_bucket_bytes=bucket_bytes))
+    assert summary["work_units"] == 1
+    assert (summary["shuffle_buckets"] > 1) == (bucket_bytes < 1 << 20)
 
     tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
     vocab = [line.strip() for line in open(vocab_file, encoding="utf-8")]
@@ -165,7 +172,11 @@ def test_one_pool_reproduces_the_original_algorithm(tmp_path, shared_data, vocab
             docs[-1].append([vocab[i] for i in ids])
     expected = oracle_create_training_instances(docs, vocab, random.Random(42), 128, 2, 0.1,
                                                 0.15, 20, wwm)
-    records = [parse(r) for r in read_records(summary["output_files"])]
+    per_shard = [read_records([f]) for f in summary["output_files"]]
+    assert [len(r) for r in per_shard] == summary["shard_instances"]
+    records = [None] * summary["instances"]
+    for s, recs in enumerate(per_shard):  # the original writes instance k to file k % N
+        records[s::shards] = [parse(r) for r in recs]
     assert len(records) == len(expected) == summary["instances"] > 50
     for rec, (tokens, seg, rnext, positions, labels) in zip(records, expected):
         n = len(tokens)
@@ -187,18 +198,20 @@ def test_tensorflow_tokenizer_option_gives_the_same_records(tmp_path, shared_dat
     assert a["instances"] > 0
 
 
-def test_bounded_pools_keep_the_statistics(tmp_path, vocab_file, enwiki_lines):
-    """Pools of 10 documents vs one pool: the only differences are the pool-local shuffles and
-    random-next draws, so counts and fractions agree within sampling noise. (The instance
-    count per document does not depend on the pool at all, only on the draws: a few percent
-    of noise from the per-document target lengths.)"""
+def test_work_units_do_not_change_the_statistics(tmp_path, vocab_file, enwiki_lines):
+    """60 documents as one unit (the original's draws) vs 6 units: random-next documents
+    come from the whole corpus either way, so counts and fractions agree within sampling
+    noise. (The instance count per document depends only on the draws: a few percent of
+    noise from the per-document target lengths.)"""
     src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 60))
-    whole = cpd.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000, dupe_factor=1))
-    pooled = cpd.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
-    assert abs(pooled["instances"] / whole["instances"] - 1) < 0.05
+    whole = cpd.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000, dupe_factor=1,
+                        unit_bytes=1 << 30))
+    units = cpd.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
+    assert (whole["work_units"], units["work_units"]) == (1, 6)
+    assert abs(units["instances"] / whole["instances"] - 1) < 0.05
     for key, tol in (("masked_fraction", 0.002), ("random_next_fraction", 0.02),
                      ("masked_as_mask_fraction", 0.01), ("masked_kept_fraction", 0.01)):
-        assert abs(pooled[key] - whole[key]) < tol, key
+        assert abs(units[key] - whole[key]) < tol, key
     assert abs(whole["masked_fraction"] - 0.15) < 0.005
     assert abs(whole["masked_as_mask_fraction"] - 0.8) < 0.01
     assert abs(whole["masked_random_fraction"] - 0.1) < 0.01
@@ -207,58 +220,79 @@ def test_bounded_pools_keep_the_statistics(tmp_path, vocab_file, enwiki_lines):
 
 def test_output_independent_of_num_workers(tmp_path, vocab_file, enwiki_lines):
     src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 30))
-    a = cpd.run(job(tmp_path, src, vocab_file, "w0/p", pool_size=4, num_output_shards=3,
-                    num_workers=0))
-    b = cpd.run(job(tmp_path, src, vocab_file, "w2/p", pool_size=4, num_output_shards=3,
-                    num_workers=2))
+    kw = dict(pool_size=4, num_output_shards=3, shuffle_bucket_bytes=100_000)
+    a = cpd.run(job(tmp_path, src, vocab_file, "w0/p", num_workers=0, **kw))
+    b = cpd.run(job(tmp_path, src, vocab_file, "w2/p", num_workers=2, **kw))
+    assert a["work_units"] > 3 and a["shuffle_buckets"] > 2
     assert [os.path.basename(p) for p in a["output_files"]] == \
         ["p-00000-of-00003", "p-00001-of-00003", "p-00002-of-00003"]
     for pa, pb in zip(a["output_files"], b["output_files"]):
         assert open(pa, "rb").read() == open(pb, "rb").read()
     assert a["instances"] == b["instances"] == len(read_records(b["output_files"]))
+    # Nothing but the shards in the output directory; the summary beside it; no work files.
     assert sorted(os.listdir(tmp_path / "w2")) == sorted(
-        os.path.basename(p) for p in b["output_files"] + [cpd.summary_path(
-            job(tmp_path, src, vocab_file, "w2/p", num_output_shards=3))])
+        os.path.basename(p) for p in b["output_files"])
+    assert sorted(os.listdir(tmp_path)) == ["c.txt", "w0", "w0.p.summary.json", "w2",
+                                            "w2.p.summary.json"]
 
 
-def test_resume_skips_complete_shards_and_never_leaves_partial_ones(tmp_path, vocab_file,
-                                                                   enwiki_lines):
+def test_resume_after_a_failure_in_each_pass(tmp_path, vocab_file, enwiki_lines, monkeypatch):
     lines = first_docs(enwiki_lines, 12)
-    bad_at = len(lines) - 2  # a bad line in the last document: only the last shard fails
+    bad_at = len(lines) - 2  # a bad line in the last document: only the last unit fails
     raw = ("\n".join(lines) + "\n").encode().split(b"\n")
     raw[bad_at] = b"caf\xe9 latin-1 line"
     src = tmp_path / "c.txt"
     src.write_bytes(b"\n".join(raw))
-    cfg = job(tmp_path, str(src), vocab_file, pool_size=4, num_output_shards=3)
+    cfg = job(tmp_path, str(src), vocab_file, pool_size=4, num_output_shards=3,
+              shuffle_bucket_bytes=100_000)
+    work = cpd.work_dir_path(cfg)
     with pytest.raises(CorpusError, match=rf"c\.txt:{bad_at + 1}: not valid UTF-8"):
         cpd.run(dataclasses_replace(cfg, strict=True))
     shards = cpd.output_paths(cfg.output_file, 3)
-    assert [os.path.exists(s) for s in shards] == [True, True, False]
-    out_dir = tmp_path / "out"
-    leftovers = [n for n in os.listdir(out_dir) if "tmp" in n or n.startswith("unit-")]
-    assert leftovers == []
-    before = [os.stat(s) for s in shards[:2]]
+    assert not any(os.path.exists(s) for s in shards)
+    assert not os.path.exists(cpd.summary_path(cfg))
+    parts = sorted(n for n in os.listdir(work) if n.endswith(".docs"))
+    assert parts == ["part-000000.docs", "part-000001.docs"]  # kept for the rerun
 
-    summary = cpd.run(cfg)  # not strict: skips the line, reports FILE:LINE
-    after = [os.stat(s) for s in shards[:2]]
-    assert [(s.st_ino, s.st_mtime_ns) for s in before] == [(s.st_ino, s.st_mtime_ns)
-                                                           for s in after]
+    # The rerun (not strict) tokenizes only the last unit; then a failure while writing
+    # the second shard leaves the first complete and no partial file.
+    tokenized = []
+    real_tokenize, real_assemble = cpd._tokenize_task, cpd.assemble_shard
+    monkeypatch.setattr(cpd, "_tokenize_task",
+                        lambda t: tokenized.append(t[0].index) or real_tokenize(t))
+
+    def failing_assemble(shard, buckets, path):
+        if shard == 1:
+            raise OSError("disk full")
+        real_assemble(shard, buckets, path)
+
+    monkeypatch.setattr(cpd, "assemble_shard", failing_assemble)
+    with pytest.raises(OSError, match="disk full"):
+        cpd.run(cfg)
+    assert tokenized == [2]
+    assert [os.path.exists(s) for s in shards] == [True, False, False]
+    assert os.listdir(tmp_path / "out") == ["p.tfrecord-00000-of-00003"]
+    first = os.stat(shards[0])
+
+    monkeypatch.setattr(cpd, "assemble_shard", real_assemble)
+    summary = cpd.run(cfg)
+    assert os.stat(shards[0]).st_mtime_ns == first.st_mtime_ns
     assert summary["invalid_lines"] == 1
     assert summary["invalid_examples"] == [f"{src}:{bad_at + 1}: not valid UTF-8 "
                                            f"(byte 3: invalid continuation byte)"]
+    assert not os.path.exists(work)
     fresh = cpd.run(job(tmp_path, str(src), vocab_file, "fresh/p.tfrecord", pool_size=4,
-                        num_output_shards=3))
+                        num_output_shards=3, shuffle_bucket_bytes=100_000))
     assert [open(p, "rb").read() for p in summary["output_files"]] == \
         [open(p, "rb").read() for p in fresh["output_files"]]
     assert summary["instances"] == fresh["instances"]
-    assert not any(n.endswith(".parts") for n in os.listdir(out_dir))
 
     # Complete: a rerun does nothing; a deleted shard is redone alone.
     assert cpd.run(cfg)["instances"] == summary["instances"]
     os.remove(shards[1])
     again = cpd.run(cfg)
     assert open(shards[1], "rb").read() == open(fresh["output_files"][1], "rb").read()
-    assert os.stat(shards[0]).st_mtime_ns == after[0].st_mtime_ns
+    assert os.stat(shards[0]).st_mtime_ns == first.st_mtime_ns
     assert again["instances"] == summary["instances"]
 
     # Other settings over the same output: refused, nothing touched.
@@ -388,23 +422,40 @@ def test_units_run_on_across_files(tmp_path):
     assert [sp.first_line for sp in units[1].spans] == [1, 1, 1]
 
 
-def test_small_corpus_units_are_cut_at_equal_shares_of_text(tmp_path):
-    # One long document (2,761 bytes), then ten of 211 bytes: two shards get about half the
-    # text each ([1, 10] documents), not half the documents each ([5, 6]: 3,605 and 1,266).
-    lines = [f"long {k:02d} " + "x" * 60 for k in range(40)] + [""]
-    for d in range(10):
-        lines += [f"mid {d} {k} " + "x" * 61 for k in range(3)] + [""]
-    src = write_corpus(tmp_path / "c.txt", lines)
-    units, n = cpd.plan_units([src], 1000, 2)
-    assert n == 11 and [u.num_docs for u in units] == [1, 10]
-    assert [sum(sp.end - sp.start for sp in u.spans) for u in units] == [2761, 2110]
-
-
-def test_output_paths_and_unit_ranges():
+def test_output_paths_and_summary_beside_the_output_directory():
     assert cpd.output_paths("a,b", 2) == ["a", "b"]
     with pytest.raises(ValueError, match="names 2 files"):
         cpd.output_paths("a,b", 3)
-    assert cpd.shard_unit_ranges(3, 3) == [range(0, 1), range(1, 2), range(2, 3)]
+    assert cpd.default_summary_path("/d/records/x.tfrecord") == \
+        "/d/records.x.tfrecord.summary.json"
+    assert cpd.default_work_dir("/d/records/x.tfrecord") == "/d/records.x.tfrecord.work"
+    assert cpd.default_summary_path("/x.tfrecord") == "/x.tfrecord.summary.json"
+
+
+def test_document_store_reads_any_document_of_any_part(tmp_path):
+    from array import array
+
+    from data_prep import document_store as ds
+
+    rng = random.Random(0)
+    docs = [[array("i", [rng.randint(0, 30000) for _ in range(rng.randint(0, 40))])
+             for _ in range(rng.randint(1, 50))] for _ in range(40)]
+    cuts = [0, 7, 8, 25, 40]
+    paths = []
+    for k in range(4):
+        paths.append(str(tmp_path / f"p{k}"))
+        assert ds.write_part(paths[-1], docs[cuts[k]:cuts[k + 1]])[0] == cuts[k + 1] - cuts[k]
+    assert [d for p in paths for d in ds.read_part(p)] == docs
+    store = ds.DocumentStore(paths, [b - a for a, b in zip(cuts, cuts[1:])], max_open=1)
+    assert len(store) == 40
+    for d in rng.sample(range(40), 40):  # any order, one open file at a time
+        doc = store[d]
+        assert len(doc) == len(docs[d])
+        j = rng.randrange(len(doc))  # a random start, then on to the end, as random-next reads
+        assert [doc[k] for k in range(j, len(doc))] == docs[d][j:]
+    with pytest.raises(IndexError):
+        store[40]
+    store.close()
 
 
 # ----------------------------------------------------------------------------------- the CLI
@@ -424,7 +475,8 @@ def test_cli_writes_records_and_summary(tmp_path, shared_data, vocab_file):
     assert r.returncode == 0, r.stderr
     import json
 
-    summary = json.loads((tmp_path / "o" / "sample.tfrecord.summary.json").read_text())
+    summary = json.loads((tmp_path / "o.sample.tfrecord.summary.json").read_text())
+    assert os.listdir(tmp_path / "o") == ["sample.tfrecord"]
     recs = read_records([out])
     assert len(recs) == summary["instances"] > 0
     assert parse(recs[0], 64, 10)["input_ids"][0] == 101
@@ -444,3 +496,143 @@ def test_remote_paths_point_to_the_beam_pipeline(tmp_path, vocab_file):
         cpd.run(dataclasses_replace(job(tmp_path, src, vocab_file),
                                     output_file="gs://bucket/x.tfrecord"))
     assert not os.path.exists("gs:")  # nothing written under the working directory
+
+
+# ------------------------------------------------------------------------- mixing and globs
+
+
+def _marker_corpus(tmp_path, vocab_file, num_docs):
+    """`num_docs` small documents; every line starts with its document's own marker word."""
+    tok = corpus.WordPieceTokenizer.from_vocab_file(vocab_file)
+    words = [w.strip() for w in open(vocab_file, encoding="utf-8")]
+    common = ["the", "city", "was", "built", "near", "a", "river", "in", "year", "one"]
+    markers = [w for w in words[2000:] if w.isalpha() and w.isascii() and len(w) >= 4
+               and w not in common and tok.tokenize_line(w) == [tok.vocab[w]]][:num_docs]
+    assert len(markers) == num_docs
+    rng = random.Random(0)
+    lines = []
+    for m in markers:
+        for _ in range(rng.randint(2, 4)):
+            lines.append(" ".join([m] + rng.sample(common, 5)) + ".")
+        lines.append("")
+    doc_of = {tok.vocab[m]: d for d, m in enumerate(markers)}
+    return write_corpus(tmp_path / "c.txt", lines), doc_of
+
+
+def test_records_are_mixed_over_the_whole_corpus(tmp_path, vocab_file):
+    """3,000 small documents in 3 work units and 3 shards: within a shard, record order
+    says nothing about where the text sits in the corpus, and random-next segments come
+    from all over the corpus (not from the unit, i.e. the third of the corpus, around
+    the document)."""
+    num_docs = 3000
+    src, doc_of = _marker_corpus(tmp_path, vocab_file, num_docs)
+    summary = cpd.run(job(tmp_path, src, vocab_file, dupe_factor=1, max_seq_length=32,
+                          max_predictions_per_seq=5, num_output_shards=3, pool_size=1000,
+                          shuffle_bucket_bytes=100_000))
+    assert summary["work_units"] == 3 and summary["shuffle_buckets"] > 3
+    random_pairs = []
+    for path in summary["output_files"]:
+        doc_a = []
+        for rec in read_records([path]):
+            r = parse(rec, 32, 5)
+            ids = r["input_ids"].copy()
+            k = int(r["masked_lm_weights"].sum())
+            ids[r["masked_lm_positions"][:k]] = r["masked_lm_ids"][:k]
+            n = int(r["input_mask"].sum())
+            seg = r["segment_ids"][:n]
+            a = [doc_of[t] for t in ids[:n][seg == 0] if t in doc_of]
+            b = [doc_of[t] for t in ids[:n][seg == 1] if t in doc_of]
+            if a:
+                doc_a.append(a[0])
+            if a and b:
+                if r["next_sentence_labels"][0]:
+                    random_pairs.append((a[0], b[0]))
+                else:
+                    assert a[0] == b[0]  # the actual next text is the same document's
+        assert len(doc_a) > 800
+        # Rank correlation of position in the shard with position in the corpus: ~0.
+        pos_rank = np.argsort(np.argsort(np.arange(len(doc_a))))
+        doc_rank = np.argsort(np.argsort(np.asarray(doc_a), kind="stable"))
+        rho = np.corrcoef(pos_rank, doc_rank)[0, 1]
+        assert abs(rho) < 0.1, rho
+        # Each tenth of the shard holds text from every tenth of the corpus.
+        for chunk in np.array_split(np.asarray(doc_a), 10):
+            assert len(set((chunk * 10 // num_docs).tolist())) == 10
+    a, b = np.asarray(random_pairs).T
+    assert len(a) > 1000 and not (a == b).any()
+    deciles = np.bincount(b * 10 // num_docs, minlength=10) / len(b)
+    assert deciles.min() > 0.07 and deciles.max() < 0.13, deciles
+    # Outside the 1,000-document unit of A about 2/3 of the time, as uniform draws are.
+    assert abs(np.mean(a // 1000 != b // 1000) - 2 / 3) < 0.05
+
+
+def _original_reader_count(pattern, max_seq_length, max_pred):
+    """run_pretraining.py's input_fn: tf.gfile.Glob, TFRecordDataset, parse every record."""
+    files = tf.io.gfile.glob(pattern)
+    spec = {"input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+            "masked_lm_positions": tf.io.FixedLenFeature([max_pred], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([max_pred], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([max_pred], tf.float32),
+            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+    ds = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, spec))
+    return len(files), sum(1 for _ in ds)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file, monkeypatch,
+                                              shards):
+    from bert_tf.data import pretraining
+
+    monkeypatch.chdir(tmp_path)
+    r = run_cli(f"--input_file={shared_data}/pretrain/bert_sample_text.txt",
+                f"--output_file={tmp_path}/records/data.tfrecord", f"--vocab_file={vocab_file}",
+                "--dupe_factor=2", "--num_workers=1", "--max_seq_length=64",
+                "--max_predictions_per_seq=10", f"--num_output_shards={shards}")
+    assert r.returncode == 0, r.stderr
+    assert "records.data.tfrecord.summary.json" in r.stderr
+    import json
+
+    n = json.loads((tmp_path / "records.data.tfrecord.summary.json").read_text())["instances"]
+    for pattern in ("records/*", "records/data.tfrecord*"):
+        assert _original_reader_count(pattern, 64, 10) == (shards, n)
+        ds = pretraining.pretraining_dataset(pattern, 64, 10, batch_size=1, is_training=False)
+        assert sum(1 for _ in ds) == n
+    # A file that is not a TFRecord file among the matches is named, with what to do.
+    (tmp_path / "records" / "notes.json").write_text('{"a": 1}\n')
+    with pytest.raises(pretraining.RecordFormatError,
+                       match=r"notes\.json: not a TFRecord file .*narrow the glob"):
+        pretraining.pretraining_dataset("records/*", 64, 10, batch_size=1, is_training=False)
+    os.mkdir(tmp_path / "records" / "sub")
+    with pytest.raises(pretraining.RecordFormatError, match=r"sub: .*matched a directory"):
+        pretraining.list_record_files("records/*")
+
+
+def test_one_unit_equals_the_original_tool_run_beside_it(tmp_path, shared_data, vocab_file,
+                                                         enwiki_lines):
+    """The original create_pretraining_data.py itself (../shared/peers/google_bert), two
+    output files: the same instances, in the same order, in the same files."""
+    original = shared_data.parent / "peers" / "google_bert" / "create_pretraining_data.py"
+    assert original.exists(), original
+    src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 5))
+    outs = [str(tmp_path / "orig" / f"o{k}.tfrecord") for k in range(2)]
+    os.makedirs(tmp_path / "orig")
+    flags = [f"--input_file={src}", f"--vocab_file={vocab_file}", "--max_seq_length=64",
+             "--max_predictions_per_seq=10", "--dupe_factor=2", "--random_seed=7"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    r = subprocess.run([sys.executable, str(original), *flags, "--do_lower_case=True",
+                        f"--output_file={','.join(outs)}"], cwd=original.parent, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ours = cpd.run(job(tmp_path, src, vocab_file, "ours/p", num_output_shards=2,
+                       max_seq_length=64, max_predictions_per_seq=10, random_seed=7))
+    assert ours["work_units"] == 1
+    for theirs_path, ours_path in zip(outs, ours["output_files"]):
+        theirs = [parse(x, 64, 10) for x in read_records([theirs_path])]
+        mine = [parse(x, 64, 10) for x in read_records([ours_path])]
+        assert len(theirs) == len(mine) > 10
+        for a, b in zip(theirs, mine):
+            assert sorted(a) == sorted(b)
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)

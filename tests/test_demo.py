@@ -50,8 +50,8 @@ def test_every_step_ran_and_reported(demo_run):
     assert "Demo finished in" in stdout
     assert "raw sentences classified as expected" in stdout
     # What each step produced, where the demo says it is.
-    for path in ["vocab.txt", "pretraining/train.tfrecord.summary.json",
-                 "pretraining/heldout.tfrecord.summary.json",
+    for path in ["vocab.txt", "pretraining.train.summary.json",
+                 "pretraining.heldout.summary.json",
                  "pretrained_tiny/eval_results.json", "classifier_tiny/eval_results.json",
                  "minilm/bert_config.json", "classifier_minilm/eval_results.json",
                  "classifier_minilm/SST-2.tsv", "export/1/saved_model.pb", "classify.py"]:

@@ -55,7 +55,9 @@ class RecordFormatError(BertTfError, ValueError):
 def list_record_files(file_patterns: Union[str, Sequence[str]]) -> List[str]:
     """Comma-separated globs (or a list of them) -> the sorted matching files.
 
-    Raises FileNotFoundError naming every pattern when nothing matches.
+    Raises FileNotFoundError naming every pattern when nothing matches, and
+    RecordFormatError naming a matched directory (a glob like `records/*` must match only
+    record files; create_pretraining_data writes nothing else there).
 
     >>> list_record_files("/nonexistent/*.tfrecord")
     Traceback (most recent call last):
@@ -70,6 +72,11 @@ def list_record_files(file_patterns: Union[str, Sequence[str]]) -> List[str]:
         raise FileNotFoundError(
             f"no record file matches --input_file={','.join(patterns)}; write records with "
             f"`python -m data_prep.create_pretraining_data` or fix the glob")
+    for f in files:
+        if tf.io.gfile.isdir(f):
+            raise RecordFormatError(
+                f"{f}: --input_file={','.join(patterns)} matched a directory, not a TFRecord "
+                f"file; narrow the glob to the record files")
     return files
 
 
@@ -89,9 +96,18 @@ def check_record_file(path: str, max_seq_length: int, max_predictions_per_seq: i
     try:
         first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.DataLossError as e:
-        raise RecordFormatError(f"{path}: not a TFRecord file ({e.message.splitlines()[0]})") \
-            from None
+        reason = e.message.splitlines()[0]
+        reason = reason[reason.rfind("}") + 1:].split(" [Op:")[0].strip()
+        raise RecordFormatError(
+            f"{path}: not a TFRecord file ({reason}); --input_file matched it: narrow the "
+            f"glob to the record files (e.g. 'records/name.tfrecord*')") from None
     if first is None:
+        size = tf.io.gfile.stat(path).length
+        if size:  # a few bytes that do not make even one record header
+            raise RecordFormatError(
+                f"{path}: not a TFRecord file ({size} bytes, no complete record); "
+                f"--input_file matched it: narrow the glob to the record files (e.g. "
+                f"'records/name.tfrecord*')")
         logging.warning("%s: holds no records", path)
         return
     example = tf.train.Example()
