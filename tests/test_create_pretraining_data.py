@@ -429,7 +429,16 @@ def test_output_paths_and_summary_beside_the_output_directory():
     assert cpd.default_summary_path("/d/records/x.tfrecord") == \
         "/d/records.x.tfrecord.summary.json"
     assert cpd.default_work_dir("/d/records/x.tfrecord") == "/d/records.x.tfrecord.work"
-    assert cpd.default_summary_path("/x.tfrecord") == "/x.tfrecord.summary.json"
+    # In the root or the working directory nothing goes above it: hidden beside the records,
+    # where neither `x.tfrecord*` nor the records' own names match it.
+    assert cpd.default_summary_path("/x.tfrecord") == "/.x.tfrecord.summary.json"
+
+
+def test_records_in_the_working_directory_keep_their_summary_there(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cpd.default_summary_path("x.tfrecord") == str(tmp_path / ".x.tfrecord.summary.json")
+    assert cpd.default_work_dir("x.tfrecord") == str(tmp_path / ".x.tfrecord.work")
+    assert cpd.default_summary_path("sub/x.tfrecord") == str(tmp_path / "sub.x.tfrecord.summary.json")
 
 
 def test_document_store_reads_any_document_of_any_part(tmp_path):
