@@ -95,11 +95,13 @@ def records(work, name, paths, vocab, text_flags, seq):
     out = {}
     for split in ("train", "heldout"):
         out[split] = os.path.join(work, f"{name}_{split}.tfrecord")
-        for stale in (out[split], out[split] + ".summary.json"):  # this script's own output
+        summary = out[split] + ".summary.json"  # inside --work_dir, not beside it
+        for stale in (out[split], summary):  # this script's own output
             if os.path.exists(stale):
                 os.remove(stale)
         run(["data_prep.create_pretraining_data", f"--input_file={paths[split]}",
-             f"--output_file={out[split]}", f"--vocab_file={vocab}", *text_flags,
+             f"--output_file={out[split]}", f"--summary_file={summary}",
+             f"--work_dir={out[split]}.work", f"--vocab_file={vocab}", *text_flags,
              f"--max_seq_length={seq}", "--max_predictions_per_seq=20",
              # Held out: 10 maskings of the two documents, for a steadier estimate.
              f"--dupe_factor={5 if split == 'train' else 10}", "--num_workers=1",

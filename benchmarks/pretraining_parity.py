@@ -45,7 +45,6 @@ import argparse
 import csv
 import glob
 import json
-import math
 import os
 import subprocess
 import sys
@@ -139,7 +138,8 @@ def prepare(args):
                             (p["held_txt"], p["held_rec"], 1)):
         if not os.path.exists(rec + ".summary.json"):
             run([py, "-m", "data_prep.create_pretraining_data", f"--input_file={text}",
-                 f"--output_file={rec}", f"--vocab_file={p['vocab']}", "--do_lower_case",
+                 f"--output_file={rec}", f"--summary_file={rec}.summary.json",
+                 f"--work_dir={rec}.work", f"--vocab_file={p['vocab']}", "--do_lower_case",
                  f"--max_seq_length={args.max_seq_length}",
                  f"--max_predictions_per_seq={args.max_predictions_per_seq}",
                  f"--dupe_factor={dupe}", "--num_workers=2", "--num_output_shards=1",

@@ -114,7 +114,7 @@ def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[i
                                               text_signatures=False, **export_options)
         flatbuffer = convert_saved_model(saved_model, quantization, source=init_checkpoint)
         info = _model_info(flatbuffer, init_checkpoint, quantization, max_seq_length,
-                           export_options)
+                           export_options, saved_model)
         with export.written_atomically(target) as tmp:
             with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
                 f.write(flatbuffer)
@@ -132,7 +132,8 @@ def _write_model_info(path: str, info: dict) -> None:
 
 
 def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
-                max_seq_length: Optional[int], export_options: dict) -> dict:
+                max_seq_length: Optional[int], export_options: dict,
+                saved_model: str) -> dict:
     """What an app needs besides the model: tensor names, dtypes and shapes (read back by
     the LiteRT runtime, which so proves it loads the model) and the text settings the ids
     must be made with (the model dir's, with the export's overrides)."""
@@ -151,16 +152,13 @@ def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
     config = (BertConfig.from_file(config_file) if config_file
               else model_dir.find_config(init_checkpoint))
     task_config = model_dir.read_task_config(init_checkpoint) or {}
+    # The text settings the SavedModel was exported with (flags, model dir or inferred from
+    # the vocab, resolved once by model_dir.resolve_text_settings): a device must tokenize so.
     tokenizer = {}
-    path = os.path.join(model_dir.model_dir_of(init_checkpoint), model_dir.TOKENIZER_CONFIG_FILE)
+    path = os.path.join(saved_model, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
             tokenizer = json.load(f)
-    for key in ("do_lower_case", "strip_accents"):
-        if export_options.get(key) is not None:
-            tokenizer[key] = bool(export_options[key])
-        elif key not in tokenizer and task_config.get(key) is not None:
-            tokenizer[key] = task_config[key]
     return {"format": "litert", "signature": export.SERVING_DEFAULT,
             "quantization": quantization, "task": task_config.get("task_name"),
             "inputs": describe(runner.get_input_details()),

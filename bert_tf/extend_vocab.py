@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np

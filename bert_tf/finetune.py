@@ -220,7 +220,7 @@ def run() -> Dict:
     # TensorFlow runs any op, and the tokenizer below runs some.
     try:
         strategy = flags_common.strategy_from_flags(FLAGS)
-    except flags.ValidationError as e:
+    except (flags.ValidationError, ValueError) as e:  # e.g. multi_worker without TF_CONFIG
         raise FinetuneError(str(e)) from None
     config, vocab, text = _resolve_model_files()
     max_seq_length = _max_seq_length()

@@ -8,7 +8,8 @@ resolved against the YAML's own directory when they exist there.
 
 Example (a CLI module):
 
-    from absl import app, flags
+    from bert_tf import cli   # first: quiets TensorFlow before anything loads it
+    from absl import flags
     from bert_tf import flags_common
     flags_common.define_common_flags()
     FLAGS = flags.FLAGS
@@ -16,7 +17,7 @@ Example (a CLI module):
     def main(argv):
         flags_common.apply_config_file(FLAGS)   # before reading any flag value
         ...
-    app.run(main)
+    cli.run_main(main)   # bert_tf.cli: quiet start-up, one-line errors
 """
 
 from __future__ import annotations

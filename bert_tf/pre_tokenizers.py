@@ -159,11 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pre_tokenizer", default="kiwi", choices=PRE_TOKENIZERS)
     parser.add_argument("--batch_lines", type=int, default=1000)
     args = parser.parse_args(argv)
-    try:
-        splitter = get_pre_tokenizer(args.pre_tokenizer)
-    except PreTokenizerError as e:
-        print(f"pre_tokenizers: error: {e}", file=sys.stderr)
-        return 2
+    splitter = get_pre_tokenizer(args.pre_tokenizer)  # PreTokenizerError: one line (cli)
     batch: List[str] = []
     for line in sys.stdin:
         batch.append(line.rstrip("\n"))
@@ -176,4 +172,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bert_tf import cli
+
+    cli.run_plain(main)

@@ -148,15 +148,17 @@ def run():
     eval_input = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_train:
         records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
-        eval_records = RecordFiles(eval_input, FLAGS.skip_corrupt_records)
+        held_out = {}
+        if FLAGS.eval_every_steps > 0:  # a held-out curve while training
+            eval_records = RecordFiles(eval_input, FLAGS.skip_corrupt_records)
+            held_out = dict(eval_dataset_fn=dataset_fn(eval_records, FLAGS.eval_batch_size,
+                                                       False),
+                            eval_every_steps=FLAGS.eval_every_steps,
+                            eval_steps=FLAGS.max_eval_steps,
+                            eval_on_data_loss=eval_records.handle_data_loss)
         result = trainer.train(dataset_fn(records, FLAGS.train_batch_size, True),
                                FLAGS.train_batch_size, FLAGS.num_train_steps,
-                               on_data_loss=records.handle_data_loss,
-                               eval_dataset_fn=dataset_fn(eval_records, FLAGS.eval_batch_size,
-                                                          False),
-                               eval_every_steps=FLAGS.eval_every_steps,
-                               eval_steps=FLAGS.max_eval_steps,
-                               eval_on_data_loss=eval_records.handle_data_loss)
+                               on_data_loss=records.handle_data_loss, **held_out)
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)

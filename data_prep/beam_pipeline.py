@@ -95,13 +95,13 @@ def default_work_dir(output_file: str) -> str:
         >>> default_work_dir("gs://b/records/wiki.tfrecord")
         'gs://b/records.wiki.tfrecord.work'
         >>> default_work_dir("gs://b/wiki.tfrecord")
-        'gs://b/wiki.tfrecord.work'
+        'gs://b/.wiki.tfrecord.work'
     """
     if not _is_remote(output_file):
         return cpd.default_work_dir(output_file)
     directory, name = output_file.split(",")[0].strip().rstrip("/").rsplit("/", 1)
     if directory.split("://", 1)[1].count("/") == 0:  # the bucket itself
-        return f"{directory}/{name}.work"
+        return f"{directory}/.{name}.work"
     return f"{directory}.{name}.work"
 
 

@@ -16,6 +16,7 @@ BINARIES = {"bert_tf/convert_checkpoint.py", "bert_tf/pretrain.py", "bert_tf/fin
             "bert_tf/export_model.py", "bert_tf/extract_features.py", "bert_tf/sweep.py",
             "data_prep/create_pretraining_data.py", "data_prep/build_vocab.py",
             "data_prep/beam_pipeline.py", "data_prep/create_finetuning_data.py",
+            "bert_tf/extend_vocab.py", "bert_tf/pre_tokenizers.py",
             "demo/run_demo.py", "tools/update_build.py"}
 # Third-party imports -> requirement labels (rules_python pip hub naming).
 THIRD_PARTY = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow_text", "keras": "keras",

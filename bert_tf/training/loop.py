@@ -43,7 +43,7 @@ Example (a fine-tuning task would look the same):
     trainer.restore_or_initialize(init_checkpoint=None)   # logs "resumed from step N"
     trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
                   global_batch_size=256, num_steps=1000)
-    trainer.evaluate(eval_dataset_fn, global_batch_size=256, num_steps=100)
+    trainer.evaluate(eval_dataset_fn, num_steps=100)
 
 Inside `train`, `steps_per_loop` steps run in one `tf.function` (`strategy.run` in a
 `tf.while_loop`) whose condition depends only on the step count and the host-side
@@ -347,11 +347,6 @@ class Trainer:
               eval_steps: Optional[int] = None,
               eval_on_data_loss: Optional[Callable] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
-
-        With `eval_dataset_fn` and `eval_every_steps`, also evaluates (`evaluate`, at
-        most `eval_steps` batches) at every multiple of `eval_every_steps`, the start
-        included, so OUTPUT_DIR/eval holds the held-out curve; each result is appended
-        to `eval_history`.
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
         metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
