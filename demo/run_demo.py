@@ -366,4 +366,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # The demo loads TensorFlow itself (to read records) and runs classify.py: the commands'
+    # stderr filter keeps TensorFlow's C++ start-up lines out of both, as for every command.
+    from bert_tf import cli
+
+    cli.configure_environment()
     main()
