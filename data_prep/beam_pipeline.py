@@ -156,6 +156,11 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
         return f"{work_dir.rstrip('/')}/part-{u:06d}.docs"
 
     def write_part(path, docs):
+        if not _is_remote(path):  # written in place, atomically, as the local job does
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with tfrecord_writer.atomic_output(path) as tmp:
+                document_store.write_part(tmp, docs)
+            return
         fd, local = tempfile.mkstemp(suffix=".docs")
         os.close(fd)
         try:
@@ -181,20 +186,23 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
         def __init__(self):
             super().__init__()
             self.counters = {k: Metrics.counter(NAMESPACE, k) for k in cpd.STAT_KEYS}
+            self.store = None
 
         def process(self, element, all_stats):
             import numpy as np
 
             u, _ = element
-            stats = dict(sorted(all_stats))
-            counts = [stats[k]["documents"] for k in range(num_units)]
-            store = document_store.DocumentStore([part_path(k) for k in range(num_units)],
-                                                 counts, opener=open_any)
-            no_special = not any(st["special_ids"] for st in stats.values())
+            if self.store is None:  # the side input is the same for every unit
+                self.stats = dict(sorted(all_stats))
+                counts = [self.stats[k]["documents"] for k in range(num_units)]
+                self.store = document_store.DocumentStore(
+                    [part_path(k) for k in range(num_units)], counts, opener=open_any)
+                self.no_special = not any(st["special_ids"] for st in self.stats.values())
+            stats, store = self.stats, self.store
             docs = document_store.read_part(part_path(u), open_any)
             with tfrecord_writer.RecordSpill() as spill:
                 result = self.processor.encode_unit(
-                    u, docs, store, sum(counts[:u]), num_units, no_special, spill,
+                    u, docs, store, store.starts[u], num_units, self.no_special, spill,
                     framed=False)
                 del docs
                 order = result.pop("order")
@@ -203,11 +211,14 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
                 key = gen.integers(0, 1 << 63, len(order), dtype=np.int64).tolist()
                 for i, k in enumerate(order):
                     yield shard[i], (key[i], spill[k])
-            store.close()
             result.update(documents=stats[u]["documents"],
                           invalid_lines=stats[u]["invalid_lines"])
             for name, counter in self.counters.items():
                 counter.inc(int(result.get(name, 0)))
+
+        def teardown(self):
+            if self.store is not None:
+                self.store.close()
 
     class WriteShard(beam.DoFn):
         """Pass 3: one shard's records, in the order of their random keys, written under

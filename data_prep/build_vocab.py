@@ -460,8 +460,9 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
     paths = expand_input_globs(input_file)
     probe = pretokenize  # which characters the tokenizer isolates: never pre-split
     if pretokenize is None:
-        pretokenize = bert_pretokenizer(do_lower_case, strip_accents, pre_tokenizer)
         probe = bert_pretokenizer(do_lower_case, strip_accents)
+        pretokenize = (bert_pretokenizer(do_lower_case, strip_accents, pre_tokenizer)
+                       if pre_tokenizer else probe)
     stats = CorpusStats()
     total_bytes = sum(_file_size(p) for p in paths)
     bar = _progress(show_progress, total=total_bytes, unit="B", unit_scale=True,

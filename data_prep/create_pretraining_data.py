@@ -352,7 +352,6 @@ class UnitProcessor:
                                    - counts["masked_kept"])
         n = counts["instances"]
         counts["order"] = pi.shuffled_order(n, rng) if whole else range(n)
-        counts["exact"] = whole
         return counts
 
     def write_unit_instances(self, unit_index: int, part_path: str, corpus_docs,
@@ -370,7 +369,7 @@ class UnitProcessor:
             del docs
             order = np.asarray(counts.pop("order"), np.int64)
             buckets = assign_buckets(self.cfg.random_seed, unit_index, len(order),
-                                     num_buckets, counts.pop("exact"))
+                                     num_buckets, num_units == 1)
             by_bucket = order[np.argsort(buckets, kind="stable")]
             sizes = np.diff(np.frombuffer(spill._offsets, np.int64))
             bucket_bytes = np.zeros(num_buckets, np.int64)
@@ -419,26 +418,22 @@ def _frames(data) -> List[memoryview]:
     return out
 
 
-def shuffle_bucket(seed: int, bucket: int, sources, first_position: int, num_shards: int,
-                   reshuffle: bool, path: str) -> int:
+def shuffle_bucket(seed: int, bucket: int, work_dir: str, num_units: int, first_position: int,
+                   num_shards: int, reshuffle: bool, path: str) -> int:
     """Pass 3: one bucket's records, gathered from every unit file, shuffled in memory and
     written at `path` grouped by the shard each goes to; `path + ".idx"` holds the shards'
     byte offsets (int64, num_shards + 1). Returns the number of records.
 
-    `sources` are `(unit_file, index_file)` pairs, or `(work_dir, num_units)` for the
-    local job's unit files there; the bucket's records take the global
+    The bucket's records come from the `num_units` unit files in `work_dir` and take the global
     positions `first_position ...` of the shuffled corpus, and position k goes to shard
     k % num_shards, as the original deals its shuffled instances out to its output files.
     """
     import numpy as np
 
-    if isinstance(sources, tuple):
-        work, num_units = sources
-        sources = [(_unit_file(work, u), _unit_file(work, u) + ".idx")
-                   for u in range(num_units)]
     ranges = []
-    for data_path, idx_path in sources:
-        with open(idx_path, "rb") as f:
+    for u in range(num_units):
+        data_path = _unit_file(work_dir, u)
+        with open(data_path + ".idx", "rb") as f:
             f.seek(8 * bucket)
             lo, hi = struct.unpack("<qq", f.read(16))
         if hi > lo:
@@ -812,7 +807,7 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
     # Pass 3: the global shuffle, one bucket in memory at a time.
     first = np.concatenate([[0], np.cumsum(bucket_counts)]).tolist()
     todo = [b for b in range(num_buckets) if not os.path.exists(bucket_file(b) + ".idx")]
-    tasks = [(cfg.random_seed, b, (work, U), first[b], S, U > 1, bucket_file(b)) for b in todo]
+    tasks = [(cfg.random_seed, b, work, U, first[b], S, U > 1, bucket_file(b)) for b in todo]
     with _Phase(cfg, "shuffle", num_buckets, "bucket", num_buckets - len(todo)) as bar:
         for _ in _map(pool, _bucket_task, tasks):
             bar.update(1)

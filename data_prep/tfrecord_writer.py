@@ -500,18 +500,6 @@ def atomic_output(path: str) -> Iterator[str]:
         raise
 
 
-def concatenate_files(sources: List[str], destination) -> None:
-    """Appends the bytes of each source file to the open binary file `destination`.
-
-    TFRecord files are sequences of self-framed records, so concatenation is a valid file.
-    """
-    import shutil
-
-    for src in sources:
-        with open(src, "rb") as f:
-            shutil.copyfileobj(f, destination, 1 << 20)
-
-
 # ---------------------------------------------------------------------------------------------
 # TFRecord framing without TensorFlow: each record is
 #   uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
