@@ -237,12 +237,9 @@ def run() -> Dict:
         md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab,
                           do_lower_case=text.do_lower_case, strip_accents=text.strip_accents,
                           pre_tokenizer=text.pre_tokenizer)
-        task_config = task.task_config()
-        task_config["do_lower_case"] = text.do_lower_case
-        if text.strip_accents is not None:
-            task_config["strip_accents"] = text.strip_accents
+        # task_config() records the tokenizer's do_lower_case / strip_accents too.
         with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
-            json.dump(task_config, f, indent=2)
+            json.dump(task.task_config(), f, indent=2)
 
     with strategy.scope():
         encoder = BertEncoder(config, name="encoder")

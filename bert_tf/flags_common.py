@@ -29,8 +29,6 @@ import yaml
 from absl import flags
 
 from bert_tf import text_flags
-from bert_tf.training.optimization import OPTIMIZERS
-from bert_tf.training.strategy import STRATEGIES
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 _RELATIVE_TO_YAML = ("bert_config_file", "vocab_file")
@@ -40,6 +38,11 @@ def define_common_flags() -> None:
     """Defines the flags both trainers take (idempotent)."""
     if "bert_config_file" in flags.FLAGS:
         return
+    # Here, not at import: they load TensorFlow, which the original TPU flags below
+    # (extract_features defines only those) do not need.
+    from bert_tf.training.optimization import OPTIMIZERS
+    from bert_tf.training.strategy import STRATEGIES
+
     f = flags
     f.DEFINE_string("config_file", None, "Experiment YAML (official_configs/pretraining or "
                     "/finetuning) of flag_name: value pairs; command-line flags override it.")

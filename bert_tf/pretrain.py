@@ -19,6 +19,7 @@ Example (phase 1 then phase 2 of BERT-base, the paper's schedule):
 
 from __future__ import annotations
 
+import functools
 import sys
 
 from absl import app, flags, logging
@@ -145,12 +146,17 @@ def run():
                 input_context=ctx, seed=FLAGS.seed)
         return make
 
-    eval_input = FLAGS.eval_input_file or FLAGS.input_file
+    # Made once, when first needed: the held-out curve during training and the final
+    # evaluation share its file list and any copies --skip_corrupt_records made.
+    @functools.lru_cache(maxsize=None)
+    def eval_record_files() -> RecordFiles:
+        return RecordFiles(FLAGS.eval_input_file or FLAGS.input_file, FLAGS.skip_corrupt_records)
+
     if FLAGS.do_train:
         records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
         held_out = {}
         if FLAGS.eval_every_steps > 0:  # a held-out curve while training
-            eval_records = RecordFiles(eval_input, FLAGS.skip_corrupt_records)
+            eval_records = eval_record_files()
             held_out = dict(eval_dataset_fn=dataset_fn(eval_records, FLAGS.eval_batch_size,
                                                        False),
                             eval_every_steps=FLAGS.eval_every_steps,
@@ -166,9 +172,10 @@ def run():
             trainer.close()
             return EXIT_PREEMPTED
     if FLAGS.do_eval:
-        records = RecordFiles(eval_input, FLAGS.skip_corrupt_records)
-        trainer.evaluate(dataset_fn(records, FLAGS.eval_batch_size, False),
-                         num_steps=FLAGS.max_eval_steps, on_data_loss=records.handle_data_loss)
+        eval_records = eval_record_files()
+        trainer.evaluate(dataset_fn(eval_records, FLAGS.eval_batch_size, False),
+                         num_steps=FLAGS.max_eval_steps,
+                         on_data_loss=eval_records.handle_data_loss)
     trainer.close()
     return 0
 

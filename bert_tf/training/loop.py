@@ -312,17 +312,17 @@ class Trainer:
             def cond(done, stop, *_):
                 return tf.logical_and(done < num_steps, tf.logical_not(stop))
 
-            def body(done, stop, bad_step, bad_loss, loss_sum, last_loss, metrics):
+            def body(done, stop, bad_step, bad_loss, loss_sum, metrics):
                 loss, step_metrics, stop = one_step(iterator)
                 first_bad = tf.logical_and(bad_step < 0, not_finite(loss))
                 bad_step = tf.where(first_bad, tf.identity(self.step), bad_step)
                 bad_loss = tf.where(first_bad, loss, bad_loss)
-                return (done + 1, stop, bad_step, bad_loss, loss_sum + loss, loss,
+                return (done + 1, stop, bad_step, bad_loss, loss_sum + loss,
                         tf.nest.map_structure(tf.add, metrics, step_metrics))
 
-            done, stop, bad_step, bad_loss, loss_sum, last_loss, metrics = tf.while_loop(
-                cond, body, (tf.constant(1), stop, bad_step, loss, loss, loss, metrics))
-            return {"loss_sum": loss_sum, "last_loss": last_loss, "steps": done,
+            done, stop, bad_step, bad_loss, loss_sum, metrics = tf.while_loop(
+                cond, body, (tf.constant(1), stop, bad_step, loss, loss, metrics))
+            return {"loss_sum": loss_sum, "steps": done,
                     "bad_step": bad_step, "bad_loss": bad_loss, "stopped": stop,
                     "metrics": metrics}
 
@@ -403,11 +403,13 @@ class Trainer:
         seq_length = self._sequence_length(dataset)
         iterator = iter(dataset)
         result = {}
-        evaluate_now = lambda step: eval_every > 0 and step % eval_every == 0
-        if evaluate_now(step):
-            self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
-                                                   write_results=False,
-                                                   on_data_loss=eval_on_data_loss))
+        def evaluate_at(step):  # the held-out curve: at the start and every eval_every steps
+            if eval_every > 0 and step % eval_every == 0:
+                self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
+                                                       write_results=False,
+                                                       on_data_loss=eval_on_data_loss))
+
+        evaluate_at(step)
         while step < num_steps:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
@@ -442,10 +444,7 @@ class Trainer:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
-            if evaluate_now(step):
-                self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
-                                                       write_results=False,
-                                                       on_data_loss=eval_on_data_loss))
+            evaluate_at(step)
         self._flush()
         result.update(status="finished", step=step)
         return result
