@@ -735,34 +735,26 @@ def huggingface_config(config_file: str) -> BertConfig:
     return BertConfig.from_dict(raw, source=config_file)
 
 
-def _huggingface_strip_accents(directory: str) -> Optional[bool]:
-    """strip_accents from tokenizer_config.json, else tokenizer.json's BertNormalizer."""
-    for name, key in (("tokenizer_config.json", None), ("tokenizer.json", "normalizer")):
+def _huggingface_text_settings(directory: str) -> Tuple[Optional[bool], Optional[bool]]:
+    """`(do_lower_case, strip_accents)` from tokenizer_config.json, else from tokenizer.json's
+    BertNormalizer (`lowercase`, `strip_accents`); each file is read at most once."""
+    def read(name):
         path = os.path.join(directory, name)
-        if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                values = json.load(f)
-            values = (values.get(key) or {}) if key else values
-            if values.get("strip_accents") is not None:
-                return bool(values["strip_accents"])
-    return None
-
-
-def _huggingface_lower_case(directory: str) -> Optional[bool]:
-    """do_lower_case from tokenizer_config.json, else from tokenizer.json's normalizer."""
-    path = os.path.join(directory, "tokenizer_config.json")
-    if tf.io.gfile.exists(path):
+        if not tf.io.gfile.exists(path):
+            return {}
         with tf.io.gfile.GFile(path) as f:
-            values = json.load(f)
-        if "do_lower_case" in values:
-            return bool(values["do_lower_case"])
-    path = os.path.join(directory, "tokenizer.json")
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            normalizer = json.load(f).get("normalizer") or {}
-        if "lowercase" in normalizer:
-            return bool(normalizer["lowercase"])
-    return None
+            return json.load(f)
+
+    config = read("tokenizer_config.json")
+    lower = bool(config["do_lower_case"]) if "do_lower_case" in config else None
+    strip = config.get("strip_accents")
+    if lower is None or strip is None:
+        normalizer = read("tokenizer.json").get("normalizer") or {}
+        if lower is None and "lowercase" in normalizer:
+            lower = bool(normalizer["lowercase"])
+        if strip is None:
+            strip = normalizer.get("strip_accents")
+    return lower, None if strip is None else bool(strip)
 
 
 def read_huggingface(path: str, config_file: Optional[str] = None,
@@ -814,10 +806,11 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
                 f"embeddings; BERT's masked-LM output matrix is tied to them, so this model "
                 f"cannot be represented")
     _log_unused(tensors, used, weights_file)
+    recorded_lower, strip_accents = _huggingface_text_settings(directory)
     if do_lower_case is None:
-        do_lower_case = _huggingface_lower_case(directory)
+        do_lower_case = recorded_lower
     return _checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources,
-                                strip_accents=_huggingface_strip_accents(directory)))
+                                strip_accents=strip_accents))
 
 
 def hf_name(m: WeightMapping, prefix: str) -> str:
@@ -862,10 +855,11 @@ def read_model_dir(path: str) -> BertWeights:
     heads = tuple(h for h in HEADS if h in children)
     objects.update({h: getattr(model, h) for h in heads})
     model_dir_lib.restore(prefix, objects)
+    text = model_dir_lib.read_tokenizer_config(path)
     weights = weights_from_model(model, model_dir_lib.find_vocab(path),
-                                 model_dir_lib.find_do_lower_case(path))
+                                 bool(text["do_lower_case"]) if "do_lower_case" in text else None)
     weights.heads = heads
-    weights.strip_accents = model_dir_lib.read_tokenizer_config(path).get("strip_accents")
+    weights.strip_accents = text.get("strip_accents")
     weights.arrays = {k: v for k, v in weights.arrays.items()
                       if k.split("/")[0] not in HEADS or k.split("/")[0] in heads}
     task_config = model_dir_lib.read_task_config(path)

@@ -66,35 +66,24 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def run(flag_values: flags.FlagValues = FLAGS) -> str:
     """Exports as the flags say; returns EXPORT_DIR/<version>."""
-    if flag_values.format == "litert":
-        return _run_litert(flag_values)
+    fv = flag_values
+    # What both formats take: the version, length and the model dir's overrides.
+    common = dict(version=fv.version, max_seq_length=fv.max_seq_length,
+                  bert_config_file=fv.bert_config_file, vocab_file=fv.vocab_file,
+                  do_lower_case=fv.do_lower_case, strip_accents=fv.strip_accents)
+    if fv.format == "litert":
+        if fv["text_signatures"].present and fv.text_signatures:
+            raise app.UsageError("--format=litert exports the ids input only (LiteRT has no "
+                                 "kernels for the in-graph tokenizer); drop --text_signatures "
+                                 "and tokenize on the device with the exported vocab.txt")
+        from bert_tf.export_litert import export_litert_dir  # late: flags parse before TF
+
+        return export_litert_dir(fv.init_checkpoint, fv.export_dir,
+                                 quantization=fv.quantization or "dynamic_int8", **common)
     from bert_tf.export import export_model_dir  # late: flags parse before TF loads
 
-    return export_model_dir(flag_values.init_checkpoint, flag_values.export_dir,
-                            version=flag_values.version,
-                            max_seq_length=flag_values.max_seq_length,
-                            bert_config_file=flag_values.bert_config_file,
-                            vocab_file=flag_values.vocab_file,
-                            do_lower_case=flag_values.do_lower_case,
-                            strip_accents=flag_values.strip_accents,
-                            text_signatures=flag_values.text_signatures)
-
-
-def _run_litert(flag_values: flags.FlagValues) -> str:
-    if flag_values["text_signatures"].present and flag_values.text_signatures:
-        raise app.UsageError("--format=litert exports the ids input only (LiteRT has no "
-                             "kernels for the in-graph tokenizer); drop --text_signatures "
-                             "and tokenize on the device with the exported vocab.txt")
-    from bert_tf.export_litert import export_litert_dir  # late: flags parse before TF loads
-
-    return export_litert_dir(flag_values.init_checkpoint, flag_values.export_dir,
-                             version=flag_values.version,
-                             max_seq_length=flag_values.max_seq_length,
-                             quantization=flag_values.quantization or "dynamic_int8",
-                             bert_config_file=flag_values.bert_config_file,
-                             vocab_file=flag_values.vocab_file,
-                             do_lower_case=flag_values.do_lower_case,
-                             strip_accents=flag_values.strip_accents)
+    return export_model_dir(fv.init_checkpoint, fv.export_dir,
+                            text_signatures=fv.text_signatures, **common)
 
 
 def main(argv):

@@ -65,8 +65,8 @@ from absl import logging
 # pure-Python tokenizer); the names are also re-exported here for existing imports.
 from bert_tf import text_rules
 from bert_tf.text_rules import (SPECIAL_TOKENS, UNK_TOKEN, VocabError,  # noqa: F401
-                                check_special_tokens, infer_do_lower_case,
-                                infer_strip_accents, load_vocab, vocab_index)
+                                check_special_tokens, infer_do_lower_case, load_vocab,
+                                vocab_index)
 from bert_tf.text_rules import is_chinese_char as _is_chinese_char
 from bert_tf.text_rules import is_control as _is_control  # noqa: F401
 from bert_tf.text_rules import is_punctuation as _is_punctuation

@@ -299,13 +299,13 @@ def test_hugging_face_import_keeps_strip_accents(tmp_path):
 
     (tmp_path / "tokenizer_config.json").write_text(
         json.dumps({"do_lower_case": True, "strip_accents": False}))
-    assert checkpoints._huggingface_strip_accents(str(tmp_path)) is False
+    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is False
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     (tmp_path / "tokenizer.json").write_text(json.dumps(
         {"normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": False}}))
-    assert checkpoints._huggingface_strip_accents(str(tmp_path)) is False
+    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is False
     (tmp_path / "tokenizer.json").unlink()
-    assert checkpoints._huggingface_strip_accents(str(tmp_path)) is None
+    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is None
 
 
 def test_beam_pipeline_takes_the_text_flags():
