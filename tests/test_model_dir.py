@@ -69,7 +69,7 @@ def test_missing_things_are_named(tmp_path):
         model_dir.resolve_checkpoint(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         model_dir.resolve_checkpoint(str(tmp_path / "ckpt-7"))
-    with pytest.raises(FileNotFoundError, match="no bert_config.json"):
+    with pytest.raises(FileNotFoundError, match="needs bert_config.json"):
         model_dir.load_encoder(str(tmp_path))
     assert model_dir.find_vocab(str(tmp_path)) is None
     assert model_dir.find_do_lower_case(str(tmp_path)) is None
