@@ -305,7 +305,6 @@ class ExtractConfig(flags_common.ModelDirFlags):
 def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
     from bert_tf import model_dir as md
-    from bert_tf.tokenization import BertTokenizer
 
     resolved = config.resolve().require(config=True, vocab=True)
     layer_indexes = parse_layers(config.layers, resolved.config.num_hidden_layers)
@@ -321,7 +320,7 @@ def run(config: ExtractConfig) -> int:
     strategy = config.tpu_strategy()
     with strategy.scope() if strategy else contextlib.nullcontext():
         encoder = md.load_encoder(resolved)
-    tokenizer = BertTokenizer(resolved.vocab_file, **text.tokenizer_kwargs())
+    tokenizer = resolved.tokenizer()
     examples = read_examples(config.input_file)
     count = write_jsonl(config.output_file, extract(
         encoder, tokenizer, examples, layer_indexes, max_seq_length=config.max_seq_length,

@@ -118,7 +118,7 @@ def run(config: FinetuneConfig) -> Dict:
     strategy = config.strategy()
     resolved = _resolve_model_dir(config)
     config.set_precision_and_seed(config.seed)
-    task = _make_task(config, resolved)
+    task = config.task.make(resolved.tokenizer(), config.max_seq_length)
     _write_model_dir_metadata(config, resolved, task, strategy)
     with strategy.scope():
         from bert_tf.encoder import BertEncoder
@@ -149,13 +149,6 @@ def _resolve_model_dir(config: FinetuneConfig):
                         "bert_tf.pre_tokenizers)", config.init_checkpoint or config.output_dir,
                         resolved.text.pre_tokenizer)
     return resolved
-
-
-def _make_task(config: FinetuneConfig, resolved):
-    from bert_tf.tokenization import BertTokenizer
-
-    tokenizer = BertTokenizer(resolved.vocab_file, **resolved.text.tokenizer_kwargs())
-    return config.task.make(tokenizer, config.max_seq_length)
 
 
 def _write_model_dir_metadata(config: FinetuneConfig, resolved, task, strategy) -> None:

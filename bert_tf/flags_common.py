@@ -6,18 +6,33 @@ pretraining or /finetuning) of `flag_name: value` pairs; a flag given on the com
 line wins over the file. Relative `bert_config_file`/`vocab_file` paths in a YAML are
 resolved against the YAML's own directory when they exist there.
 
-Example (a CLI module):
+The shape of every command module (pretrain, finetune, extract_features, export_model,
+convert_checkpoint, data_prep.create_finetuning_data):
 
     from bert_tf import cli   # first: quiets TensorFlow before anything loads it
-    from absl import flags
     from bert_tf import flags_common
-    flags_common.define_common_flags()
-    FLAGS = flags.FLAGS
+
+    def define_flags(flag_values):              # never at import
+        flags_common.define_common_flags(flag_values)
+        ...
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class FinetuneConfig(flags_common.TrainingConfig):
+        ...                                     # one field per flag
+        @classmethod
+        def from_flags(cls, flag_values): ...   # the one place flags are read
+
+    def run(config: FinetuneConfig): ...        # the library entry: no FLAGS
 
     def main(argv):
         flags_common.apply_config_file(FLAGS)   # before reading any flag value
-        ...
-    cli.run_main(main)   # bert_tf.cli: quiet start-up, one-line errors
+        run(FinetuneConfig.from_flags(FLAGS))
+
+    if __name__ == "__main__":
+        cli.run_main(main, define_flags)        # quiet start-up, one-line errors
+
+Tests and scripts run a command in process with
+`run(FinetuneConfig.from_flags(parse_args(define_flags, ["--task_name=MRPC", ...])))`.
 """
 
 from __future__ import annotations
@@ -383,15 +398,19 @@ class TrainingConfig(ModelDirFlags):
             raise UsageError(str(e)) from None
 
     def create_optimizer(self, num_train_steps: int, num_warmup_steps: int):
-        """The optimizer and learning-rate schedule these flags describe."""
+        """The optimizer and learning-rate schedule these flags describe (UsageError
+        for values that make none, e.g. --num_train_steps=0)."""
         from bert_tf.training.optimization import create_optimizer
 
-        return create_optimizer(
-            self.learning_rate, num_train_steps=num_train_steps,
-            num_warmup_steps=num_warmup_steps, optimizer=self.optimizer,
-            weight_decay_rate=self.weight_decay_rate,
-            decay_from_warmup_end=self.decay_from_warmup_end,
-            clip_norm=self.clip_norm or None, mixed_precision=self.mixed_precision)
+        try:
+            return create_optimizer(
+                self.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=self.optimizer,
+                weight_decay_rate=self.weight_decay_rate,
+                decay_from_warmup_end=self.decay_from_warmup_end,
+                clip_norm=self.clip_norm or None, mixed_precision=self.mixed_precision)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
 
     def trainer_options(self) -> dict:
         """The Trainer keyword arguments these flags set."""

@@ -319,6 +319,13 @@ class ResolvedModelDir:
                 f"{' and '.join(f for _, f in missing)}")
         return self
 
+    def tokenizer(self):
+        """The in-graph BertTokenizer over the vocab, with the resolved text settings."""
+        from bert_tf.tokenization import BertTokenizer  # late: TF Text loads with it
+
+        self.require(config=False, vocab=True)
+        return BertTokenizer(self.vocab_file, **self.text.tokenizer_kwargs())
+
     def check_max_seq_length(self, max_seq_length: int) -> None:
         """Raises ModelDirError when the config's position table is shorter."""
         if self.config is not None and max_seq_length > self.config.max_position_embeddings:

@@ -114,12 +114,7 @@ def write_split(task, split: str, output_dir: str, shards: int = 1, max_examples
 
 def run(config: FinetuningDataConfig) -> List[dict]:
     """Writes the records `config` asks for; returns each split's meta dict."""
-    from bert_tf.tokenization import BertTokenizer
-
-    resolved = config.resolve().require(config=False, vocab=True)
-    task = config.task.make(BertTokenizer(resolved.vocab_file,
-                                          **resolved.text.tokenizer_kwargs()),
-                            config.max_seq_length)
+    task = config.task.make(config.resolve().tokenizer(), config.max_seq_length)
     # TaskDataError (a BertTfError): one line from cli.run_main
     return [write_split(task, split, config.output_dir, config.num_output_shards,
                         config.max_examples) for split in config.splits]
