@@ -284,10 +284,7 @@ class ExtractConfig(flags_common.ModelDirFlags):
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExtractConfig":
-        missing = [n for n in ("input_file", "output_file", "init_checkpoint")
-                   if not flag_values[n].value]
-        if missing:
-            raise UsageError(f"missing --{', --'.join(missing)}")
+        flags_common.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
         return flags_common.config_from_flags(cls, flag_values)
 
     def tpu_strategy(self, **factories):

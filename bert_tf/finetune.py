@@ -35,7 +35,7 @@ from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import flags_common
-from bert_tf.errors import BertTfError, Preempted, UsageError
+from bert_tf.errors import BertTfError, Preempted
 
 if TYPE_CHECKING:
     from bert_tf.tasks import TaskSpec
@@ -95,9 +95,7 @@ class FinetuneConfig(flags_common.TrainingConfig):
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
         from bert_tf import tasks
 
-        missing = [f for f in ("task_name", "output_dir") if not flag_values[f].value]
-        if missing:
-            raise UsageError(f"missing --{', --'.join(missing)}")
+        flags_common.require(flag_values, ["task_name", "output_dir"])
         task = flags_common.task_spec_from_flags(flag_values)
         length = flags_common.given(flag_values, "max_seq_length")
         if length is None:

@@ -120,8 +120,7 @@ def task_spec_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
     """The `tasks.TaskSpec` that `define_task_flags`' flags name; checks --task_name."""
     from bert_tf import tasks
 
-    if not flag_values.task_name:
-        raise UsageError("missing --task_name")
+    require(flag_values, ["task_name"])
     tasks.canonical_task_name(flag_values.task_name)
     return tasks.TaskSpec(flag_values.task_name, flag_values.data_dir, flag_values.train_file,
                           flag_values.predict_file,
@@ -273,11 +272,11 @@ def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,
 
 
 def require(flag_values: flags.FlagValues, names: Iterable[str]) -> None:
-    """Raises app.UsageError-style ValueError naming the first missing flag."""
+    """Raises UsageError naming the first missing flag."""
     for name in names:
         if flag_values[name].value in (None, ""):
-            raise flags.ValidationError(f"--{name} is required (on the command line or in "
-                                        f"--config_file)")
+            where = " or in --config_file" if "config_file" in flag_values else ""
+            raise UsageError(f"--{name} is required (on the command line{where})")
 
 
 # ----------------------------------------------------------------- flags -> a run's config

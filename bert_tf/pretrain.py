@@ -27,7 +27,7 @@ from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
 from bert_tf import flags_common, text_flags
-from bert_tf.errors import Preempted
+from bert_tf.errors import Preempted, UsageError
 
 FLAGS = flags.FLAGS
 
@@ -67,7 +67,7 @@ class PretrainConfig(flags_common.TrainingConfig):
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "PretrainConfig":
         flags_common.require(flag_values, ["output_dir", "input_file"])
         if not (flag_values.do_train or flag_values.do_eval):
-            raise flags.ValidationError("at least one of --do_train and --do_eval must be set")
+            raise UsageError("at least one of --do_train and --do_eval must be set")
         return super().from_flags(flag_values)
 
 
@@ -84,7 +84,7 @@ def _resolve_model_dir(config: PretrainConfig):
             size = sum(1 for _ in f)
         if size > model_config.vocab_size:
             # Ids past the embedding table fail on CPU but read zeros on GPU/TPU.
-            raise flags.ValidationError(
+            raise UsageError(
                 f"--vocab_file={vocab} has {size} tokens but the config's vocab_size is "
                 f"{model_config.vocab_size}: set vocab_size to {size} in the model config")
     else:

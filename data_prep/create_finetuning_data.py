@@ -63,9 +63,7 @@ class FinetuningDataConfig(flags_common.ModelDirFlags):
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuningDataConfig":
-        missing = [f for f in ("task_name", "output_dir") if not flag_values[f].value]
-        if missing:
-            raise UsageError(f"missing --{', --'.join(missing)}")
+        flags_common.require(flag_values, ["task_name", "output_dir"])
         for split in flag_values.splits:
             if split not in SPLITS:
                 raise UsageError(f"--splits: {split!r} is not train or dev (test has no "

@@ -122,7 +122,7 @@ def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):
     with pytest.raises(errors.UsageError, match="unknown task 'glue'"):
         finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
             "--task_name=glue", f"--output_dir={tmp_path}"]))
-    with pytest.raises(errors.UsageError, match="missing --task_name"):
+    with pytest.raises(errors.UsageError, match="--task_name is required"):
         create_finetuning_data.FinetuningDataConfig.from_flags(parse(
             create_finetuning_data.define_flags, [f"--output_dir={tmp_path}"]))
     # SQuAD's own default length unless given; the task flags are finetune's too.
