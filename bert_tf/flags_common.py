@@ -220,14 +220,9 @@ def original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
 
 
 def strategy_from_flags(flag_values: flags.FlagValues = flags.FLAGS, **factories):
-    """The tf.distribute strategy the flags ask for, original TPU flags included
-    (`original_tpu_flags`); `factories` go to `strategy.get_strategy` (tests)."""
-    from bert_tf.training.strategy import get_strategy
-
-    tpu_options = original_tpu_flags(flag_values)
-    if flag_values.distribution_strategy != "tpu":
-        tpu_options = {}
-    return get_strategy(flag_values.distribution_strategy, **tpu_options, **factories)
+    """The tf.distribute strategy the trainers' flags ask for, original TPU flags included
+    (`TrainingConfig.strategy`); `factories` go to `strategy.get_strategy` (tests)."""
+    return TrainingConfig.from_flags(flag_values).strategy(**factories)
 
 
 def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,
