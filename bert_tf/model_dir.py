@@ -313,8 +313,9 @@ class ResolvedModelDir:
             (VOCAB_FILE, "--vocab_file", vocab, self.vocab_file)) if wanted and not have]
         if missing:
             where = self.directory or "no --init_checkpoint"
-            if self.directory and not tf.io.gfile.exists(self.directory):
-                where += " (no such directory)"
+            if self.path and not (tf.io.gfile.isdir(self.path)
+                                  or tf.io.gfile.exists(self.path + ".index")):
+                where = f"{self.path} (no such directory or checkpoint)"
             raise ModelDirError(
                 f"{where}: needs {' and '.join(n for n, _ in missing)} (a model dir written "
                 f"by convert_checkpoint, pretrain or finetune holds them); or pass "
