@@ -110,13 +110,11 @@ def alternate(fns, runs: int, rounds: int = 10):
 
 def sst2_dev_ids(model_dir: str, data_dir: str):
     from bert_tf import tasks
-    from bert_tf.model_dir import find_vocab, resolve_text_settings
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf import model_dir as md
 
     task = tasks.make_task("SST-2", data_dir=data_dir)
     dev = task.get_examples("dev")
-    vocab = find_vocab(model_dir)
-    tokenizer = BertTokenizer(vocab, **resolve_text_settings([model_dir], vocab).tokenizer_kwargs())
+    tokenizer = md.resolve(model_dir).tokenizer()
     ids = tokenizer.encode([e.text_a for e in dev], max_seq_length=SST2_SEQ)
     return task, dev, {k: v.numpy() for k, v in ids.items()}
 
@@ -187,12 +185,9 @@ def main():
                    "litert_float32": LiteRTRunner(float32, args.threads),
                    "litert_int8": LiteRTRunner(int8, args.threads)}
         texts = serving_latency.long_texts(1)
-        from bert_tf.model_dir import find_vocab, resolve_text_settings
-        from bert_tf.tokenization import BertTokenizer
+        from bert_tf import model_dir as md
 
-        vocab = find_vocab(model_dir)
-        tokenizer = BertTokenizer(
-            vocab, **resolve_text_settings([model_dir], vocab).tokenizer_kwargs())
+        tokenizer = md.resolve(model_dir).tokenizer()
         output = "sequence_output" if name == "minilm_encoder" else "logits"
         for seq in LATENCY_SEQS:
             ids = {k: v.numpy() for k, v in tokenizer.encode(texts, max_seq_length=seq).items()}

@@ -18,9 +18,12 @@ What it does, in one place for all commands:
   shows everything; `TF_CPP_MIN_LOG_LEVEL` set by the caller is respected.
 * Usage errors reason first: `COMMAND: error: REASON` then where to find the flags, not
   the whole flag list before the reason.
+* Flags defined the same way by every command: `run_main(main, define_flags)` calls the
+  command's `define_flags(flags.FLAGS)` before parsing (never at import, so importing
+  several command modules never collides), and `main` rejects positional arguments.
 * An error derived from `bert_tf.errors.BertTfError` (and a missing file) is printed as
-  one line, `COMMAND: error: MESSAGE`, with exit status 1 and no traceback. Commands keep
-  their own exit codes (e.g. 143 after SIGTERM) by raising SystemExit.
+  one line, `COMMAND: error: MESSAGE`, with exit status 1 and no traceback;
+  `errors.Preempted` (SIGTERM, checkpoint written) is logged and exits 143.
 
 This module imports no TensorFlow (data_prep commands stay TF-free).
 """
@@ -34,7 +37,7 @@ import subprocess
 import sys
 from typing import Callable, List, Optional, Sequence
 
-from bert_tf.errors import BertTfError, UsageError
+from bert_tf.errors import BertTfError, Preempted, UsageError
 
 _PACKAGES = ("bert_tf", "data_prep")
 # Lines a user does not need, in TensorFlow's two C++ log formats (absl and tsl):
@@ -267,6 +270,12 @@ def run_errors_as_messages(function: Callable, *args):
     except KeyboardInterrupt:
         _print_error("interrupted")
         sys.exit(130)
+    except Preempted as e:
+        from absl import logging
+
+        logging.warning("%s", e)
+        logging.flush()
+        sys.exit(e.exit_code)
     except Exception as e:  # noqa: BLE001 - re-raised unless it is the user's to fix
         if not isinstance(e, _user_errors()):
             raise
@@ -285,14 +294,21 @@ def _parse_flags(argv: List[str]) -> List[str]:
         _usage_error(str(e))
 
 
-def run_main(main: Callable[[List[str]], object], argv: Optional[List[str]] = None) -> None:
-    """Runs `main(argv)` as absl's app.run does, with the behaviour of this module."""
-    from absl import app
+def run_main(main: Callable[[List[str]], object],
+             define_flags: Optional[Callable[..., None]] = None,
+             argv: Optional[List[str]] = None) -> None:
+    """Runs `main(argv)` as absl's app.run does, with the behaviour of this module;
+    `define_flags(flags.FLAGS)` defines the command's flags first."""
+    from absl import app, flags
 
     configure_environment(argv)
+    if define_flags is not None:
+        define_flags(flags.FLAGS)
 
     def wrapped(args):
         _quiet_python_loggers()
+        if len(args) > 1:
+            _usage_error(f"unexpected arguments: {' '.join(args[1:])}")
         return run_errors_as_messages(main, args)
 
     app.run(wrapped, argv=argv, flags_parser=_parse_flags)

@@ -25,15 +25,16 @@ temporary directory next to `--output_dir` and renamed at the end, so a failed r
 nothing behind; an existing non-empty `--output_dir` is refused unless `--overwrite`.
 """
 
+import dataclasses
 import os
 import shutil
 import tempfile
 from typing import Optional
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors
+from bert_tf import errors, flags_common
 
 SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface")
@@ -179,31 +180,36 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     return prefix
 
 
-def run(flag_values: flags.FlagValues = FLAGS) -> str:
-    """Runs the conversion the parsed flags describe; a bad input raises a BertTfError."""
-    try:
-        return convert(flag_values.source_format, flag_values.input, flag_values.output_dir,
-                       target_format=flag_values.target_format,
-                       overwrite=flag_values.overwrite,
-                       bert_config_file=flag_values.bert_config_file,
-                       vocab_file=flag_values.vocab_file,
-                       do_lower_case=flag_values.do_lower_case)
-    except UsageError as e:
-        raise app.UsageError(str(e)) from None
-    except ValueError as e:
-        # A source that does not fit is the user's to fix, not a crash: no traceback
-        # (cli.run_main prints BertTfError as one line).
-        if isinstance(e, errors.BertTfError):
-            raise
-        raise errors.BertTfError(str(e)) from None
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvertConfig:
+    """One conversion (what the flags say); `run(config)` does it."""
+    source_format: str
+    input: str
+    output_dir: str
+    target_format: str = "bert_tf"
+    overwrite: bool = False
+    bert_config_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: Optional[bool] = None
+
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ConvertConfig":
+        return flags_common.config_from_flags(cls, flag_values)
+
+
+def run(config: ConvertConfig) -> str:
+    """Runs the conversion `config` describes (`convert`); a bad input raises a
+    BertTfError, impossible flag combinations a UsageError."""
+    return convert(config.source_format, config.input, config.output_dir,
+                   target_format=config.target_format, overwrite=config.overwrite,
+                   bert_config_file=config.bert_config_file, vocab_file=config.vocab_file,
+                   do_lower_case=config.do_lower_case)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    print(f"wrote {run(FLAGS)}")
+    del argv  # cli.run_main refuses positional arguments
+    print(f"wrote {run(ConvertConfig.from_flags(FLAGS))}")
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -21,3 +21,11 @@ class BertTfError(Exception):
 
 class UsageError(BertTfError, ValueError):
     """Flag values that do not make a run: printed first, then a pointer to --helpfull."""
+
+
+class Preempted(BertTfError):
+    """A run stopped by SIGTERM (a preemption notice) after writing its checkpoint: the
+    same command resumes from it. `cli.run_main` logs the message and exits with
+    `exit_code` (128 + SIGTERM: schedulers read it as "terminated, restart me")."""
+
+    exit_code = 143

@@ -429,7 +429,7 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
     `serving_default` + `serving_ids`); any other (convert_checkpoint, pretrain) an
     encoder export. `max_seq_length` defaults to the one the task was trained with
     (encoders: 128); config, vocab, casing and accents default to the ones stored in the
-    dir (`model_dir.resolve_text_settings`), so the raw-text signature tokenizes exactly
+    dir (`model_dir.resolve`), so the raw-text signature tokenizes exactly
     as training did.
     `text_signatures=False` leaves out the raw-text signatures (and with them every TF
     Text op: for a model server built without them); `serving_default` is then on ids.
@@ -446,25 +446,18 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
     '1'
     """
     from bert_tf import model_dir
-    from bert_tf.config import BertConfig
 
-    config = (BertConfig.from_file(bert_config_file) if bert_config_file
-              else model_dir.find_config(init_checkpoint))
-    if config is None:
-        raise ExportError(f"{model_dir.model_dir_of(init_checkpoint)}: no "
-                          f"{model_dir.CONFIG_FILE}; export a directory written by "
-                          f"convert_checkpoint, pretrain or finetune, or pass "
-                          f"--bert_config_file")
-    vocab_file = vocab_file or model_dir.find_vocab(init_checkpoint)
-    task_config = model_dir.read_task_config(init_checkpoint)
-    recorded = task_config or {}
-    text = model_dir.resolve_text_settings(
-        [init_checkpoint], vocab_file, do_lower_case=do_lower_case,
-        strip_accents=(strip_accents if strip_accents is not None
-                       else recorded.get("strip_accents")),
-        fallback_lower_case=recorded.get("do_lower_case", True))
+    resolved = model_dir.resolve(init_checkpoint, bert_config_file=bert_config_file,
+                                 vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                 strip_accents=strip_accents)
+    try:
+        resolved.require(config=True)
+    except model_dir.ModelDirError as e:
+        raise ExportError(str(e)) from None
+    config, vocab_file, text = resolved.config, resolved.vocab_file, resolved.text
+    task_config = resolved.task_config
     if task_config is None:
-        encoder = model_dir.load_encoder(init_checkpoint, config)
+        encoder = model_dir.load_encoder(resolved)
         return export_encoder(encoder, export_dir, vocab_file=vocab_file,
                               do_lower_case=text.do_lower_case,
                               strip_accents=text.strip_accents, max_seq_length=max_seq_length,

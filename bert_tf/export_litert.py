@@ -138,7 +138,6 @@ def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
     the LiteRT runtime, which so proves it loads the model) and the text settings the ids
     must be made with (the model dir's, with the export's overrides)."""
     from bert_tf import model_dir
-    from bert_tf.config import BertConfig
 
     runner = load_interpreter(model_content=flatbuffer).get_signature_runner(
         export.SERVING_DEFAULT)
@@ -148,12 +147,11 @@ def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
                        "shape": [int(n) for n in d["shape_signature"]]}
                 for name, d in sorted(details.items())}
 
-    config_file = export_options.get("bert_config_file")
-    config = (BertConfig.from_file(config_file) if config_file
-              else model_dir.find_config(init_checkpoint))
-    task_config = model_dir.read_task_config(init_checkpoint) or {}
+    resolved = model_dir.resolve(init_checkpoint,
+                                 bert_config_file=export_options.get("bert_config_file"))
+    config, task_config = resolved.config, resolved.task_config or {}
     # The text settings the SavedModel was exported with (flags, model dir or inferred from
-    # the vocab, resolved once by model_dir.resolve_text_settings): a device must tokenize so.
+    # the vocab, resolved once by model_dir.resolve): a device must tokenize so.
     tokenizer = {}
     path = os.path.join(saved_model, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)
     if tf.io.gfile.exists(path):

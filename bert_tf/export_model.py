@@ -11,10 +11,14 @@ EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
 (bert_tf/export_litert.py; docs/serving.md, "LiteRT").
 """
 
-from absl import app, flags, logging
+import dataclasses
+from typing import Optional
+
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import text_flags
+from bert_tf import flags_common, text_flags
+from bert_tf.errors import UsageError
 
 FLAGS = flags.FLAGS
 
@@ -64,36 +68,49 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
 
 
-def run(flag_values: flags.FlagValues = FLAGS) -> str:
-    """Exports as the flags say; returns EXPORT_DIR/<version>."""
-    fv = flag_values
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig(flags_common.ModelDirFlags):
+    """One export (what the flags say); `run(config)` does it."""
+    export_dir: str
+    version: Optional[int] = None
+    max_seq_length: Optional[int] = None
+    text_signatures: Optional[bool] = None  # None: not given (saved_model: included)
+    format: str = "saved_model"
+    quantization: Optional[str] = None
+
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExportConfig":
+        return flags_common.config_from_flags(
+            cls, flag_values, text_signatures=flags_common.given(flag_values, "text_signatures"))
+
+
+def run(config: ExportConfig) -> str:
+    """Exports as `config` says; returns EXPORT_DIR/<version>."""
     # What both formats take: the version, length and the model dir's overrides.
-    common = dict(version=fv.version, max_seq_length=fv.max_seq_length,
-                  bert_config_file=fv.bert_config_file, vocab_file=fv.vocab_file,
-                  do_lower_case=fv.do_lower_case, strip_accents=fv.strip_accents)
-    if fv.format == "litert":
-        if fv["text_signatures"].present and fv.text_signatures:
-            raise app.UsageError("--format=litert exports the ids input only (LiteRT has no "
-                                 "kernels for the in-graph tokenizer); drop --text_signatures "
-                                 "and tokenize on the device with the exported vocab.txt")
+    common = dict(version=config.version, max_seq_length=config.max_seq_length,
+                  bert_config_file=config.bert_config_file, vocab_file=config.vocab_file,
+                  do_lower_case=config.do_lower_case, strip_accents=config.strip_accents)
+    if config.format == "litert":
+        if config.text_signatures:
+            raise UsageError("--format=litert exports the ids input only (LiteRT has no "
+                             "kernels for the in-graph tokenizer); drop --text_signatures "
+                             "and tokenize on the device with the exported vocab.txt")
         from bert_tf.export_litert import export_litert_dir  # late: flags parse before TF
 
-        return export_litert_dir(fv.init_checkpoint, fv.export_dir,
-                                 quantization=fv.quantization or "dynamic_int8", **common)
+        return export_litert_dir(config.init_checkpoint, config.export_dir,
+                                 quantization=config.quantization or "dynamic_int8", **common)
     from bert_tf.export import export_model_dir  # late: flags parse before TF loads
 
-    return export_model_dir(fv.init_checkpoint, fv.export_dir,
-                            text_signatures=fv.text_signatures, **common)
+    return export_model_dir(config.init_checkpoint, config.export_dir,
+                            text_signatures=config.text_signatures is not False, **common)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    path = run()  # errors derived from BertTfError: one line from cli.run_main
+    del argv  # cli.run_main refuses positional arguments
+    path = run(ExportConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
     logging.info("exported %s", path)
     print(path)
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

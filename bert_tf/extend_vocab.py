@@ -32,7 +32,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import text_flags
@@ -139,18 +139,13 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
 
     if num_new_tokens < 1:
         raise ExtendVocabError(f"--num_new_tokens={num_new_tokens}: must be >= 1")
-    config = md.find_config(init_checkpoint)
-    vocab_file = md.find_vocab(init_checkpoint)
-    if config is None or vocab_file is None:
-        raise ExtendVocabError(f"{md.model_dir_of(init_checkpoint)}: needs bert_config.json "
-                               f"and vocab.txt (a directory from convert_checkpoint, pretrain "
-                               f"or finetune)")
+    # The model as it is, and the text settings the new corpus is read with (the flags,
+    # else the model's).
+    old = md.resolve(init_checkpoint).require(config=True, vocab=True)
+    new_text = md.resolve(init_checkpoint, do_lower_case=do_lower_case,
+                          strip_accents=strip_accents, pre_tokenizer=pre_tokenizer).text
+    config, vocab_file, old_text = old.config, old.vocab_file, old.text
     old_vocab = load_vocab(vocab_file)
-    old_text = md.resolve_text_settings([init_checkpoint], vocab_file)
-    new_text = md.resolve_text_settings([init_checkpoint], vocab_file,
-                                        do_lower_case=do_lower_case,
-                                        strip_accents=strip_accents,
-                                        pre_tokenizer=pre_tokenizer)
 
     # 1. Learn (build_vocab's reader, pretokenizer and learner).
     stats = bv.CorpusStats()
@@ -170,7 +165,7 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
 
     # 2. Weights: restore the old model, build the new one, copy and resize.
     old_model = BertPretrainer(config, name="pretrainer")
-    restored_heads = _restore(init_checkpoint, old_model)
+    restored_heads = _restore(old, old_model)
     new_config = dataclasses.replace(config, vocab_size=max(config.vocab_size, len(ext.vocab)))
     new_model = BertPretrainer(new_config, name="pretrainer")
     old_tok = WordPieceTokenizer(old_vocab, **old_text.tokenizer_kwargs())
@@ -209,42 +204,39 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
             "text_settings": new_text.to_json()}
 
 
-def _restore(path: str, model) -> List[str]:
+def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
-    import tensorflow as tf
-
     from bert_tf import model_dir as md
 
-    md.restore(path, {"encoder": model.encoder})
-    names = {n.split("/")[0] for n, _ in tf.train.list_variables(md.resolve_checkpoint(path))}
-    heads = [h for h in ("masked_lm", "next_sentence") if h in names]
+    md.restore(resolved, {"encoder": model.encoder})
+    heads = [h for h in resolved.heads if h in ("masked_lm", "next_sentence")]
     if heads:
-        md.restore(path, {h: getattr(model, h) for h in heads}, require_all=False)
+        md.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
     return heads
 
 
-def define_flags() -> None:
-    if "num_new_tokens" in FLAGS:
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    if "num_new_tokens" in flag_values:
         return
+    fv = {"flag_values": flag_values}
     flags.DEFINE_string("init_checkpoint", None, "Model dir to extend (convert_checkpoint, "
-                        "pretrain or finetune output).")
+                        "pretrain or finetune output).", **fv)
     flags.DEFINE_string("input_file", None, "The new corpus: comma-separated globs, the "
-                        "pretraining format (one sentence a line).")
-    flags.DEFINE_string("output_dir", None, "Where the extended model dir goes.")
+                        "pretraining format (one sentence a line).", **fv)
+    flags.DEFINE_string("output_dir", None, "Where the extended model dir goes.", **fv)
     flags.DEFINE_integer("num_new_tokens", 5000, "Pieces to add: the [unusedN] slots are "
-                         "filled first, then the vocab grows.")
+                         "filled first, then the vocab grows.", **fv)
     flags.DEFINE_bool("do_lower_case", None, "Text settings for the new corpus (default: the "
-                      "checkpoint's).")
-    text_flags.define_text_flags(pre_tokenizer=True)
-    flags.DEFINE_integer("min_frequency", 2, "A merged piece must occur this often.")
-    flags.DEFINE_integer("max_input_lines", 0, "Read at most this many lines (0: all).")
-    flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.")
-    flags.mark_flags_as_required(["init_checkpoint", "input_file", "output_dir"])
+                      "checkpoint's).", **fv)
+    text_flags.define_text_flags(flag_values, pre_tokenizer=True)
+    flags.DEFINE_integer("min_frequency", 2, "A merged piece must occur this often.", **fv)
+    flags.DEFINE_integer("max_input_lines", 0, "Read at most this many lines (0: all).", **fv)
+    flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.", **fv)
+    flags.mark_flags_as_required(["init_checkpoint", "input_file", "output_dir"], **fv)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # cli.run_main refuses positional arguments
     import json
 
     import tensorflow as tf
@@ -266,5 +258,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

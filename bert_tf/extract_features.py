@@ -39,10 +39,11 @@ import json
 import re
 from typing import Iterable, Iterator, List, Optional, Sequence
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import text_flags
+from bert_tf import flags_common, text_flags
+from bert_tf.errors import UsageError
 
 FLAGS = flags.FLAGS
 
@@ -81,8 +82,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer("max_seq_length", 128, "Tokens per input after WordPiece, including "
                          "[CLS]/[SEP]; longer inputs are truncated.", **fv)
     flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", **fv)
-    from bert_tf import flags_common
-
     flags_common.define_original_tpu_flags(flag_values)
     flags.DEFINE_bool("use_one_hot_embeddings", False, "Original flag, accepted: the "
                       "embedding lookup is a gather on every device.", **fv)
@@ -165,13 +164,13 @@ def parse_layers(layers: str, num_hidden_layers: int) -> List[int]:
     try:
         indexes = [int(x) for x in layers.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--layers={layers!r}: expected comma-separated integers such as "
+        raise UsageError(f"--layers={layers!r}: expected comma-separated integers such as "
                          f"-1,-2,-3,-4") from None
     if not indexes:
-        raise ValueError("--layers is empty; name at least one layer (e.g. -1)")
+        raise UsageError("--layers is empty; name at least one layer (e.g. -1)")
     for index in indexes:
         if not -num_hidden_layers <= index < num_hidden_layers:
-            raise ValueError(f"--layers: layer {index} does not exist in a model with "
+            raise UsageError(f"--layers: layer {index} does not exist in a model with "
                              f"{num_hidden_layers} layers (use {-num_hidden_layers}..."
                              f"{num_hidden_layers - 1})")
     return indexes
@@ -267,71 +266,71 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
     return count
 
 
-def tpu_strategy(flag_values: flags.FlagValues = FLAGS, **factories):
-    """The TPUStrategy the original flags ask for (`--use_tpu`), else None. `factories`
-    go to `strategy.get_strategy` (tests without a TPU)."""
-    fv = flag_values
-    if not fv.use_tpu:
-        return None
-    from bert_tf.training.strategy import get_strategy
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExtractConfig(flags_common.ModelDirFlags):
+    """One extraction (what the flags say); `run(config)` does it."""
+    input_file: str
+    output_file: str
+    layers: str
+    concat_layers: bool
+    max_seq_length: int
+    batch_size: int
+    use_tpu: bool = False
+    tpu_name: Optional[str] = None
+    master: Optional[str] = None
+    tpu_zone: Optional[str] = None
+    gcp_project: Optional[str] = None
+    num_tpu_cores: Optional[int] = None
 
-    return get_strategy("tpu", tpu=fv.tpu_name or fv.master, tpu_zone=fv.tpu_zone,
-                        gcp_project=fv.gcp_project, num_tpu_cores=fv.num_tpu_cores,
-                        **factories)
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExtractConfig":
+        flags_common.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
+        return flags_common.config_from_flags(cls, flag_values)
+
+    def tpu_strategy(self, **factories):
+        """The TPUStrategy the original flags ask for (`--use_tpu`), else None.
+        `factories` go to `strategy.get_strategy` (tests without a TPU)."""
+        if not self.use_tpu:
+            return None
+        from bert_tf.training.strategy import get_strategy
+
+        return get_strategy("tpu", tpu=self.tpu_name or self.master, tpu_zone=self.tpu_zone,
+                            gcp_project=self.gcp_project, num_tpu_cores=self.num_tpu_cores,
+                            **factories)
 
 
-def run(flag_values: flags.FlagValues = FLAGS) -> int:
-    """Runs the extraction the parsed flags describe; returns the number of lines written."""
+def run(config: ExtractConfig) -> int:
+    """Runs the extraction `config` describes; returns the number of lines written."""
     from bert_tf import model_dir as md
-    from bert_tf.config import BertConfig
-    from bert_tf.tokenization import BertTokenizer
 
-    fv = flag_values
-    missing = [n for n in ("input_file", "output_file", "init_checkpoint") if not fv[n].value]
-    if missing:
-        raise app.UsageError(f"missing --{', --'.join(missing)}")
-    config = (BertConfig.from_file(fv.bert_config_file) if fv.bert_config_file
-              else md.find_config(fv.init_checkpoint))
-    if config is None:
-        raise FileNotFoundError(f"{fv.init_checkpoint}: no bert_config.json next to the "
-                                f"checkpoint; pass --bert_config_file")
-    vocab = fv.vocab_file or md.find_vocab(fv.init_checkpoint)
-    if not vocab:
-        raise FileNotFoundError(f"{fv.init_checkpoint}: no vocab.txt next to the checkpoint; "
-                                f"pass --vocab_file")
-    text = md.resolve_text_settings([fv.init_checkpoint], vocab, do_lower_case=fv.do_lower_case,
-                                    strip_accents=fv.strip_accents)
+    resolved = config.resolve().require(config=True, vocab=True)
+    layer_indexes = parse_layers(config.layers, resolved.config.num_hidden_layers)
+    if config.max_seq_length < 3:
+        raise UsageError(f"--max_seq_length={config.max_seq_length} cannot hold [CLS] "
+                         f"and [SEP]")
+    resolved.check_max_seq_length(config.max_seq_length)
+    text = resolved.text
     if text.pre_tokenizer:
         logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
                         "--input_file split the same way (python -m bert_tf.pre_tokenizers)",
-                        fv.init_checkpoint, text.pre_tokenizer)
-    layer_indexes = parse_layers(fv.layers, config.num_hidden_layers)
-    strategy = tpu_strategy(fv)
+                        config.init_checkpoint, text.pre_tokenizer)
+    strategy = config.tpu_strategy()
     with strategy.scope() if strategy else contextlib.nullcontext():
-        encoder = md.load_encoder(fv.init_checkpoint, config)
-    tokenizer = BertTokenizer(vocab, **text.tokenizer_kwargs())
-    examples = read_examples(fv.input_file)
-    count = write_jsonl(fv.output_file, extract(
-        encoder, tokenizer, examples, layer_indexes, max_seq_length=fv.max_seq_length,
-        batch_size=fv.batch_size, concat_layers=fv.concat_layers, strategy=strategy))
+        encoder = md.load_encoder(resolved)
+    tokenizer = resolved.tokenizer()
+    examples = read_examples(config.input_file)
+    count = write_jsonl(config.output_file, extract(
+        encoder, tokenizer, examples, layer_indexes, max_seq_length=config.max_seq_length,
+        batch_size=config.batch_size, concat_layers=config.concat_layers, strategy=strategy))
     logging.info("wrote %d lines of features (layers %s%s) to %s", count, layer_indexes,
-                 ", concatenated" if fv.concat_layers else "", fv.output_file)
+                 ", concatenated" if config.concat_layers else "", config.output_file)
     return count
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.errors import BertTfError
-
-    try:
-        run(FLAGS)  # errors derived from BertTfError: one line from cli.run_main
-    except ValueError as e:
-        if isinstance(e, BertTfError):
-            raise
-        raise BertTfError(str(e)) from None
+    del argv  # cli.run_main refuses positional arguments
+    run(ExtractConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -25,16 +25,20 @@ eval_results.json (--do_eval: the task's official metrics) and the prediction fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import sys
 import time
-from typing import Dict
+from typing import TYPE_CHECKING, Callable, Dict, Optional
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf.errors import BertTfError
+from bert_tf import flags_common
+from bert_tf.errors import BertTfError, Preempted
+
+if TYPE_CHECKING:
+    from bert_tf.tasks import TaskSpec
 
 FLAGS = flags.FLAGS
 
@@ -43,131 +47,212 @@ FLAGS = flags.FLAGS
 _FINETUNE_DEFAULTS = {"num_train_steps": None, "num_warmup_steps": None}
 
 
-def define_flags() -> None:
-    """Defines the command's flags: the shared ones (flags_common) plus fine-tuning's.
-
-    Called when the command runs, not on import, so that importing this module next to
-    pretrain or export_model never collides (idempotent).
-    """
-    from bert_tf import flags_common
-
-    flags_common.define_common_flags()
-    if "task_name" in FLAGS:
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the command's flags: the trainers' (flags_common), the task's
+    (`flags_common.define_task_flags`) and fine-tuning's own (idempotent)."""
+    flags_common.define_common_flags(flag_values)
+    if "do_predict" in flag_values:
         return
     for name, value in _FINETUNE_DEFAULTS.items():
-        FLAGS.set_default(name, value)
+        flag_values.set_default(name, value)
+    flags_common.define_task_flags(flag_values)
+    fv = {"flag_values": flag_values}
     d = flags
-    d.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
-                    "rte, wnli, conll2003, swag, squad.")
-    d.DEFINE_string("data_dir", None, "The task's data directory (GLUE tsv files, CoNLL-2003 "
-                    "eng.* files, SWAG csv files).")
-    d.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides --data_dir's.")
-    d.DEFINE_string("predict_file", None, "Dev/predict file (SQuAD); overrides --data_dir's.")
     d.DEFINE_string("input_file", None, "Training records from data_prep.create_finetuning_"
-                    "data (comma-separated globs); default: features computed from --data_dir.")
-    d.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.")
-    d.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
-    d.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.")
-    d.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.")
-    d.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.")
+                    "data (comma-separated globs); default: features computed from --data_dir.",
+                    **fv)
+    d.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.",
+                  **fv)
+    d.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.", **fv)
+    d.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.", **fv)
+    d.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.", **fv)
+    d.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.",
+                     **fv)
     d.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
-                     "(quick runs, benchmarks).")
-    d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.")
-    # SQuAD options (passed to the tasks that name them in `option_names`).
-    d.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
-    d.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
-    d.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
-    d.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
-    d.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be "
-                  "unanswerable.")
-    d.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
+                     "(quick runs, benchmarks).", **fv)
+    d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.", **fv)
 
 
 class FinetuneError(BertTfError, RuntimeError):
     """A problem the user fixes with a flag or a file; printed without a traceback."""
 
 
-class Preempted(RuntimeError):
-    """SIGTERM during training: the checkpoint is written, the run exits 143 (restart me)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FinetuneConfig(flags_common.TrainingConfig):
+    """One fine-tuning run (what the flags say). `max_seq_length` is the task's own
+    default (SQuAD: 384, as run_squad) unless given."""
+    task: TaskSpec
+    input_file: Optional[str]
+    do_predict: bool
+    predict_batch_size: int
+    num_train_epochs: float
+    warmup_proportion: float
+    seed: int
+    max_train_examples: Optional[int]
+    max_eval_examples: Optional[int]
+
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
+        from bert_tf import tasks
+
+        flags_common.require(flag_values, ["task_name", "output_dir"])
+        task = flags_common.task_spec_from_flags(flag_values)
+        length = flags_common.given(flag_values, "max_seq_length")
+        if length is None:
+            length = tasks.default_max_seq_length(task.task_name,
+                                                  flag_values.max_seq_length)
+        return super().from_flags(flag_values, task=task, max_seq_length=length)
 
 
-EXIT_PREEMPTED = 143  # 128 + SIGTERM, as pretrain
+def run(config: FinetuneConfig) -> Dict:
+    """The whole command; returns the eval results (empty without --do_eval).
+
+    Raises errors.Preempted after SIGTERM (checkpoint written: rerun to resume).
+    """
+    if not (config.do_train or config.do_eval or config.do_predict):
+        raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    # The strategy first: multi-worker collectives (and TPU init) must be configured before
+    # TensorFlow runs any op, and the tokenizer below runs some.
+    strategy = config.strategy()
+    resolved = _resolve_model_dir(config)
+    config.set_precision_and_seed(config.seed)
+    task = config.task.make(resolved.tokenizer(), config.max_seq_length)
+    _write_model_dir_metadata(config, resolved, task, strategy)
+    with strategy.scope():
+        from bert_tf.encoder import BertEncoder
+
+        model = task.build_model(BertEncoder(resolved.config, name="encoder"))
+    init_items = _check_start_point(config, resolved, model, task)
+    training = _training_data(config, task) if config.do_train else None
+    trainer = _make_trainer(config, model, task, strategy, training)
+    step = trainer.restore_or_initialize(config.init_checkpoint, init_required=init_items)
+    train_speed = _train(config, task, trainer, training, step) if training else {}
+    results = {}
+    if config.do_eval:
+        results = _evaluate(config, task, model, strategy, trainer, train_speed)
+    if config.do_predict:
+        _predict(config, task, model, strategy, trainer)
+    trainer.close()
+    return results
 
 
-def _resolve_model_files():
-    """Config, vocab and casing: flags first, then --init_checkpoint's dir, then output_dir."""
-    from bert_tf import model_dir as md
-    from bert_tf.config import BertConfig
-    import tensorflow as tf  # gfile: model dirs may be on gs:// (TPU runs)
-
-    places = [p for p in (FLAGS.init_checkpoint, FLAGS.output_dir)
-              if p and tf.io.gfile.exists(md.model_dir_of(p))]
-    config = BertConfig.from_file(FLAGS.bert_config_file) if FLAGS.bert_config_file else None
-    vocab = FLAGS.vocab_file
-    for place in places:
-        config = config or md.find_config(place)
-        vocab = vocab or md.find_vocab(place)
-    if config is None:
-        raise FinetuneError("no model config: pass --bert_config_file or an --init_checkpoint "
-                            "dir holding bert_config.json")
-    if vocab is None:
-        raise FinetuneError("no vocab: pass --vocab_file or an --init_checkpoint dir holding "
-                            "vocab.txt")
-    text = md.resolve_text_settings(
-        places, vocab,
-        do_lower_case=FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
-        strip_accents=FLAGS.strip_accents)
-    if text.pre_tokenizer:
+def _resolve_model_dir(config: FinetuneConfig):
+    """Config, vocab and casing (`model_dir.resolve`): the flags, then --init_checkpoint's
+    dir, then --output_dir's (a rerun that resumes), then the vocab's casing."""
+    resolved = config.resolve(config.output_dir).require(config=True, vocab=True)
+    resolved.check_max_seq_length(config.max_seq_length)
+    if resolved.text.pre_tokenizer:
         logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
                         "the task's text split the same way (python -m "
-                        "bert_tf.pre_tokenizers)", places[0], text.pre_tokenizer)
-    return config, vocab, text
+                        "bert_tf.pre_tokenizers)", config.init_checkpoint or config.output_dir,
+                        resolved.text.pre_tokenizer)
+    return resolved
 
 
-def _make_task(tokenizer):
-    from bert_tf import tasks
+def _write_model_dir_metadata(config: FinetuneConfig, resolved, task, strategy) -> None:
+    """--output_dir is a model dir from the start (export_model, --init_checkpoint)."""
+    import tensorflow as tf
 
-    try:
-        cls = tasks.get_task_class(FLAGS.task_name)
-    except ValueError as e:
-        raise FinetuneError(f"--task_name: {e}") from None
-    options = {name: FLAGS[name].value for name in cls.option_names}
-    files = {k: v for k, v in (("train", FLAGS.train_file), ("dev", FLAGS.predict_file),
-                               ("test", FLAGS.predict_file)) if v}
-    return cls(tokenizer=tokenizer, max_seq_length=_max_seq_length(),
-               data_dir=FLAGS.data_dir, files=files, **options)
+    from bert_tf import model_dir as md
+    from bert_tf.training.strategy import is_chief
 
-
-def _max_seq_length() -> int:
-    """--max_seq_length, or the task's own default (SQuAD: 384, as run_squad) when neither
-    the command line nor --config_file set it."""
-    from bert_tf import tasks
-
-    flag = FLAGS["max_seq_length"]
-    if flag.present or flag.value != flag.default:
-        return flag.value
-    return tasks.default_max_seq_length(FLAGS.task_name, flag.value)
+    tf.io.gfile.makedirs(config.output_dir)
+    if is_chief(strategy):  # one writer per cluster (workers share --output_dir)
+        text = resolved.text
+        md.write_metadata(config.output_dir, resolved.config, vocab_file=resolved.vocab_file,
+                          do_lower_case=text.do_lower_case, strip_accents=text.strip_accents,
+                          pre_tokenizer=text.pre_tokenizer)
+        # task_config() records the tokenizer's do_lower_case / strip_accents too.
+        with tf.io.gfile.GFile(os.path.join(config.output_dir, md.TASK_CONFIG_FILE), "w") as f:
+            json.dump(task.task_config(), f, indent=2)
 
 
-def _init_objects(model, task):
-    """What --init_checkpoint must provide: the encoder, plus the head when it is a model
-    dir fine-tuned on this very task (same labels)."""
+def _check_start_point(config: FinetuneConfig, resolved, model, task) -> Optional[dict]:
+    """What --init_checkpoint must provide (None without one): the encoder, plus the head
+    when it is a model dir fine-tuned on this very task (same labels). Read now, unless
+    resuming: a checkpoint of another size fails here, naming both shapes, before minutes
+    of feature conversion."""
+    import tensorflow as tf
+
     from bert_tf import model_dir as md
 
+    resuming = bool(tf.train.latest_checkpoint(config.output_dir))
+    if not config.init_checkpoint:
+        if not resuming:
+            if not config.do_train:
+                raise FinetuneError(f"no checkpoint in --output_dir={config.output_dir} and "
+                                    f"no --init_checkpoint: nothing to evaluate")
+            logging.warning("no --init_checkpoint: fine-tuning from random weights")
+        return None
     items = {"encoder": model.encoder}
-    recorded = md.read_task_config(FLAGS.init_checkpoint) if FLAGS.init_checkpoint else None
+    recorded = resolved.task_config
     if recorded:
-        same = (recorded.get("task_name", "").lower() == task.name.lower()
-                and recorded.get("label_list") == task.label_list)
-        if same:
+        if (recorded.get("task_name", "").lower() == task.name.lower()
+                and recorded.get("label_list") == task.label_list):
             items["task_head"] = model.task_head
         else:
             logging.info("init_checkpoint was fine-tuned on %s: using its encoder only",
                          recorded.get("task_name"))
+    if not resuming:
+        md.restore(resolved, items)
+        if not config.do_train and "task_head" not in items:
+            raise FinetuneError(
+                f"--init_checkpoint={config.init_checkpoint} holds no {task.name} head (it "
+                f"is a pretrained or converted model, or was fine-tuned on another task): "
+                f"--do_eval/--do_predict without --do_train would score a random head; add "
+                f"--do_train, or pass the output dir of a {task.name} fine-tuning run")
     return items
 
 
-def _check_records(records, spec) -> int:
+@dataclasses.dataclass
+class _TrainingData:
+    """The training input: a dataset per replica context, how many examples it holds,
+    and the records' damaged-record handler (--input_file) or None."""
+    dataset_fn: Callable
+    num_examples: int
+    num_steps: int
+    num_warmup_steps: int
+    on_data_loss: Optional[Callable] = None
+
+
+def _training_data(config: FinetuneConfig, task) -> _TrainingData:
+    from bert_tf.data import finetuning as data_lib
+
+    if config.input_file:
+        from bert_tf.data.pretraining import RecordFiles
+
+        spec = task.feature_spec()
+        records = RecordFiles(config.input_file, config.skip_corrupt_records)
+        num_examples = _check_records(config, records, spec)
+
+        def dataset_fn(ctx):
+            batch = ctx.get_per_replica_batch_size(config.train_batch_size)
+            return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
+                                           seed=config.seed)
+        on_data_loss = records.handle_data_loss
+    else:
+        examples = _examples(task, "train", config.max_train_examples)
+        start = time.time()
+        features = task.convert_examples(examples, "train")
+        num_examples = len(examples)
+        logging.info("%d training examples -> %d features in %.1fs", len(examples),
+                     len(features["input_word_ids"]), time.time() - start)
+
+        def dataset_fn(ctx):
+            batch = ctx.get_per_replica_batch_size(config.train_batch_size)
+            return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
+                                          seed=config.seed)
+        on_data_loss = None
+    # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
+    # doc-stride windows are more features than examples; records count features).
+    num_steps = config.num_train_steps or max(1, int(
+        num_examples / config.train_batch_size * config.num_train_epochs))
+    warmup = (config.num_warmup_steps if config.num_warmup_steps is not None
+              else int(num_steps * config.warmup_proportion))
+    return _TrainingData(dataset_fn, num_examples, num_steps, warmup, on_data_loss)
+
+
+def _check_records(config: FinetuneConfig, records, spec) -> int:
     """Counts the records (`RecordFiles`: damaged ones are named, or skipped with
     --skip_corrupt_records) and checks that the first one has the task's layout."""
     import tensorflow as tf
@@ -181,7 +266,7 @@ def _check_records(records, spec) -> int:
         layout = {k: list(shape) for k, (shape, _) in spec.items()}
         raise FinetuneError(
             f"{files[0]}: not records of this task at --max_seq_length="
-            f"{_max_seq_length()} (expected features {layout}); rewrite them with "
+            f"{config.max_seq_length} (expected features {layout}); rewrite them with "
             f"data_prep.create_finetuning_data and the same flags "
             f"({str(e).splitlines()[0][:200] if str(e) else 'empty file'})") from None
     return records.count_records()
@@ -192,210 +277,87 @@ def _examples(task, split, limit):
     return examples[:limit] if limit else examples
 
 
-def run() -> Dict:
-    """The whole command; returns the eval results (empty without --do_eval)."""
-    import keras
-    import numpy as np
+def _make_trainer(config: FinetuneConfig, model, task, strategy, training):
+    from bert_tf.training.loop import Trainer
+
+    with strategy.scope():
+        optimizer = (config.create_optimizer(training.num_steps, training.num_warmup_steps)
+                     if training else config.create_optimizer(1, 0))
+    return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
+                   strategy, checkpoint_items=model.checkpoint_items(),
+                   tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
+                   **config.trainer_options())
+
+
+def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step: int) -> dict:
+    """Trains to the planned step; returns the speed figures eval_results.json records."""
+    logging.info("training %s: %d examples, %d steps of %d, %d warmup, from step %d",
+                 task.name, training.num_examples, training.num_steps,
+                 config.train_batch_size, training.num_warmup_steps, step)
+    start, cpu_start = time.time(), time.process_time()
+    result = trainer.train(training.dataset_fn, config.train_batch_size, training.num_steps,
+                           on_data_loss=training.on_data_loss)
+    seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
+    trained = result["step"] - step
+    speed = trained * config.train_batch_size / max(seconds, 1e-9)
+    logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds, speed)
+    if result.get("status") == "preempted":
+        trainer.close()
+        raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
+                        f"same command resumes from it")
+    # examples/s of the last loop: steady state when there was more than one loop
+    # (the first one includes tracing the step function).
+    return {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
+            "train_steps": trained, "train_examples_per_second": speed,
+            "train_examples_per_second_last_loop": result.get("examples_per_second", 0.0)}
+
+
+def _evaluate(config: FinetuneConfig, task, model, strategy, trainer, train_speed) -> dict:
+    """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
 
-    from bert_tf import flags_common
-    from bert_tf import model_dir as md
-    from bert_tf.data import finetuning as data_lib
-    from bert_tf.encoder import BertEncoder
     from bert_tf.tasks.base import predict_outputs
-    from bert_tf.tokenization import BertTokenizer
-    from bert_tf.training.loop import Trainer
-    from bert_tf.training.optimization import create_optimizer
-    from bert_tf.training.strategy import is_chief
 
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    from bert_tf import tasks
-
-    try:
-        tasks.canonical_task_name(FLAGS.task_name)
-    except ValueError as e:
-        raise FinetuneError(f"--task_name: {e}") from None
-    # The strategy first: multi-worker collectives (and TPU init) must be configured before
-    # TensorFlow runs any op, and the tokenizer below runs some.
-    try:
-        strategy = flags_common.strategy_from_flags(FLAGS)
-    except (flags.ValidationError, ValueError) as e:  # e.g. multi_worker without TF_CONFIG
-        raise FinetuneError(str(e)) from None
-    config, vocab, text = _resolve_model_files()
-    max_seq_length = _max_seq_length()
-    if max_seq_length > config.max_position_embeddings:
-        raise FinetuneError(f"--max_seq_length={max_seq_length} exceeds the model's "
-                            f"max_position_embeddings={config.max_position_embeddings}")
-    keras.utils.set_random_seed(FLAGS.seed)
-    if FLAGS.mixed_precision != "float32":
-        keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
-    tokenizer = BertTokenizer(vocab, **text.tokenizer_kwargs())
-    task = _make_task(tokenizer)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    if is_chief(strategy):  # one writer per cluster (workers share --output_dir)
-        md.write_metadata(FLAGS.output_dir, config, vocab_file=vocab,
-                          do_lower_case=text.do_lower_case, strip_accents=text.strip_accents,
-                          pre_tokenizer=text.pre_tokenizer)
-        # task_config() records the tokenizer's do_lower_case / strip_accents too.
-        with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, md.TASK_CONFIG_FILE), "w") as f:
-            json.dump(task.task_config(), f, indent=2)
-
-    with strategy.scope():
-        encoder = BertEncoder(config, name="encoder")
-        model = task.build_model(encoder)
-    init_items = _init_objects(model, task) if FLAGS.init_checkpoint else None
-    resuming = bool(tf.train.latest_checkpoint(FLAGS.output_dir))
-    if init_items and not resuming:
-        # Read the init checkpoint now: a checkpoint of another size fails here, naming
-        # both shapes, before minutes of feature conversion.
-        md.restore(FLAGS.init_checkpoint, init_items)
-    if (not FLAGS.do_train and not resuming and init_items is not None
-            and "task_head" not in init_items):
-        raise FinetuneError(
-            f"--init_checkpoint={FLAGS.init_checkpoint} holds no {task.name} head (it is a "
-            f"pretrained or converted model, or was fine-tuned on another task): "
-            f"--do_eval/--do_predict without --do_train would score a random head; add "
-            f"--do_train, or pass the output dir of a {task.name} fine-tuning run")
-    if not FLAGS.init_checkpoint and not resuming:
-        if not FLAGS.do_train:
-            raise FinetuneError(f"no checkpoint in --output_dir={FLAGS.output_dir} and no "
-                                f"--init_checkpoint: nothing to evaluate")
-        logging.warning("no --init_checkpoint: fine-tuning from random weights")
-
-    train_features = num_train_examples = None
-    if FLAGS.do_train:
-        if FLAGS.input_file:
-            from bert_tf.data.pretraining import RecordFiles
-
-            spec = task.feature_spec()
-            records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
-            num_train_examples = _check_records(records, spec)
-        else:
-            examples = _examples(task, "train", FLAGS.max_train_examples)
-            start = time.time()
-            train_features = task.convert_examples(examples, "train")
-            num_train_examples = len(examples)
-            logging.info("%d training examples -> %d features in %.1fs", len(examples),
-                         len(train_features["input_word_ids"]), time.time() - start)
-        # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
-        # doc-stride windows are more features than examples; records count features).
-        num_steps = FLAGS.num_train_steps or max(1, int(
-            num_train_examples / FLAGS.train_batch_size * FLAGS.num_train_epochs))
-        warmup = (FLAGS.num_warmup_steps if FLAGS.num_warmup_steps is not None
-                  else int(num_steps * FLAGS.warmup_proportion))
-
-    with strategy.scope():
-        optimizer = create_optimizer(
-            FLAGS.learning_rate, num_train_steps=num_steps if FLAGS.do_train else 1,
-            num_warmup_steps=warmup if FLAGS.do_train else 0, optimizer=FLAGS.optimizer,
-            weight_decay_rate=FLAGS.weight_decay_rate,
-            decay_from_warmup_end=FLAGS.decay_from_warmup_end,
-            clip_norm=FLAGS.clip_norm or None, mixed_precision=FLAGS.mixed_precision)
-    trainer = Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
-                      strategy, output_dir=FLAGS.output_dir,
-                      checkpoint_items=model.checkpoint_items(),
-                      steps_per_loop=FLAGS.steps_per_loop,
-                      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-                      max_checkpoints_to_keep=FLAGS.keep_checkpoint_max,
-                      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-                      jit_compile=FLAGS.jit_compile,
-                      tokens_per_example=getattr(task, "num_choices", 1) * max_seq_length)
-    step = trainer.restore_or_initialize(FLAGS.init_checkpoint, init_required=init_items)
-
-    if FLAGS.do_train:
-        logging.info("training %s: %d examples, %d steps of %d, %d warmup, from step %d",
-                     task.name, num_train_examples, num_steps, FLAGS.train_batch_size,
-                     warmup, step)
-
-        def dataset_fn(ctx):
-            batch = ctx.get_per_replica_batch_size(FLAGS.train_batch_size)
-            if FLAGS.input_file:
-                return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
-                                               seed=FLAGS.seed)
-            return data_lib.array_dataset(train_features, task.label_names, batch, True, ctx,
-                                          seed=FLAGS.seed)
-
-        start, cpu_start = time.time(), time.process_time()
-        result = trainer.train(dataset_fn, FLAGS.train_batch_size, num_steps,
-                               on_data_loss=records.handle_data_loss if FLAGS.input_file
-                               else None)
-        seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
-        trained = result["step"] - step
-        logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds,
-                     trained * FLAGS.train_batch_size / max(seconds, 1e-9))
-        if result.get("status") == "preempted":
-            raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                            f"same command resumes from it")
-        # examples/s of the last loop: steady state when there was more than one loop
-        # (the first one includes tracing the step function).
-        train_speed = {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
-                       "train_steps": trained,
-                       "train_examples_per_second":
-                           trained * FLAGS.train_batch_size / max(seconds, 1e-9),
-                       "train_examples_per_second_last_loop":
-                           result.get("examples_per_second", 0.0)}
-    else:
-        train_speed = {}
-
-    results = {}
-    if FLAGS.do_eval:
-        examples = _examples(task, "dev", FLAGS.max_eval_examples)
-        features = task.convert_examples(examples, "dev")
-        start = time.time()
-        outputs = predict_outputs(model, strategy, features, FLAGS.eval_batch_size)
-        eval_seconds = time.time() - start
-        predictions = task.postprocess(outputs, features, examples)
-        results = dict(task.evaluate(predictions, examples))
-        if all(k in features for k in task.label_names):
-            results["eval_loss"] = float(task.loss(features, outputs))
-        results.update(global_step=int(trainer.step.numpy()), eval_examples=len(examples),
-                       eval_seconds=eval_seconds, **train_speed)
-        logging.info("eval %s: %s", task.name,
-                     " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
-        if trainer.is_chief:
-            with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, "eval_results.json"),
-                                   "w") as f:
-                json.dump(results, f, indent=2, sort_keys=True)
-            task.write_predictions(predictions, examples, _subdir("eval_predictions"))
-    if FLAGS.do_predict:
-        examples = task.get_examples("test")
-        features = task.convert_examples(examples, "test")
-        outputs = predict_outputs(model, strategy, features, FLAGS.predict_batch_size)
-        predictions = task.postprocess(outputs, features, examples)
-        if trainer.is_chief:
-            paths = task.write_predictions(predictions, examples, FLAGS.output_dir)
-            logging.info("wrote %s", ", ".join(paths))
-    trainer.close()
+    examples = _examples(task, "dev", config.max_eval_examples)
+    features = task.convert_examples(examples, "dev")
+    start = time.time()
+    outputs = predict_outputs(model, strategy, features, config.eval_batch_size)
+    eval_seconds = time.time() - start
+    predictions = task.postprocess(outputs, features, examples)
+    results = dict(task.evaluate(predictions, examples))
+    if all(k in features for k in task.label_names):
+        results["eval_loss"] = float(task.loss(features, outputs))
+    results.update(global_step=int(trainer.step.numpy()), eval_examples=len(examples),
+                   eval_seconds=eval_seconds, **train_speed)
+    logging.info("eval %s: %s", task.name,
+                 " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
+    if trainer.is_chief:
+        with tf.io.gfile.GFile(os.path.join(config.output_dir, "eval_results.json"), "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+        directory = os.path.join(config.output_dir, "eval_predictions")
+        tf.io.gfile.makedirs(directory)
+        task.write_predictions(predictions, examples, directory)
     return results
 
 
-def _subdir(name):
-    import tensorflow as tf
+def _predict(config: FinetuneConfig, task, model, strategy, trainer) -> None:
+    """The test split -> the task's prediction files (GLUE: <TASK>.tsv) in --output_dir."""
+    from bert_tf.tasks.base import predict_outputs
 
-    path = os.path.join(FLAGS.output_dir, name)
-    tf.io.gfile.makedirs(path)
-    return path
+    examples = task.get_examples("test")
+    features = task.convert_examples(examples, "test")
+    outputs = predict_outputs(model, strategy, features, config.predict_batch_size)
+    predictions = task.postprocess(outputs, features, examples)
+    if trainer.is_chief:
+        paths = task.write_predictions(predictions, examples, config.output_dir)
+        logging.info("wrote %s", ", ".join(paths))
 
 
 def main(argv):
-    del argv
-    from bert_tf import flags_common
-
-    try:
-        flags_common.apply_config_file(FLAGS)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
-    missing = [f for f in ("task_name", "output_dir") if not FLAGS[f].value]
-    if missing:
-        raise app.UsageError(f"missing --{', --'.join(missing)}")
-    try:
-        run()  # errors derived from BertTfError: one line from cli.run_main
-    except Preempted as e:
-        logging.warning("%s", e)
-        sys.exit(EXIT_PREEMPTED)
+    del argv  # cli.run_main refuses positional arguments
+    flags_common.apply_config_file(FLAGS)
+    run(FinetuneConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

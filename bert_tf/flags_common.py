@@ -6,90 +6,150 @@ pretraining or /finetuning) of `flag_name: value` pairs; a flag given on the com
 line wins over the file. Relative `bert_config_file`/`vocab_file` paths in a YAML are
 resolved against the YAML's own directory when they exist there.
 
-Example (a CLI module):
+The shape of every command module (pretrain, finetune, extract_features, export_model,
+convert_checkpoint, data_prep.create_finetuning_data):
 
     from bert_tf import cli   # first: quiets TensorFlow before anything loads it
-    from absl import flags
     from bert_tf import flags_common
-    flags_common.define_common_flags()
-    FLAGS = flags.FLAGS
+
+    def define_flags(flag_values):              # never at import
+        flags_common.define_common_flags(flag_values)
+        ...
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class FinetuneConfig(flags_common.TrainingConfig):
+        ...                                     # one field per flag
+        @classmethod
+        def from_flags(cls, flag_values): ...   # the one place flags are read
+
+    def run(config: FinetuneConfig): ...        # the library entry: no FLAGS
 
     def main(argv):
         flags_common.apply_config_file(FLAGS)   # before reading any flag value
-        ...
-    cli.run_main(main)   # bert_tf.cli: quiet start-up, one-line errors
+        run(FinetuneConfig.from_flags(FLAGS))
+
+    if __name__ == "__main__":
+        cli.run_main(main, define_flags)        # quiet start-up, one-line errors
+
+Tests and scripts run a command in process with
+`run(FinetuneConfig.from_flags(parse_args(define_flags, ["--task_name=MRPC", ...])))`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 import yaml
 from absl import flags
 
 from bert_tf import text_flags
+from bert_tf.errors import UsageError
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 _RELATIVE_TO_YAML = ("bert_config_file", "vocab_file")
 
 
-def define_common_flags() -> None:
+def define_common_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """Defines the flags both trainers take (idempotent)."""
-    if "bert_config_file" in flags.FLAGS:
+    if "bert_config_file" in flag_values:
         return
     # Here, not at import: they load TensorFlow, which the original TPU flags below
     # (extract_features defines only those) do not need.
     from bert_tf.training.optimization import OPTIMIZERS
     from bert_tf.training.strategy import STRATEGIES
 
+    fv = {"flag_values": flag_values}
     f = flags
     f.DEFINE_string("config_file", None, "Experiment YAML (official_configs/pretraining or "
-                    "/finetuning) of flag_name: value pairs; command-line flags override it.")
+                    "/finetuning) of flag_name: value pairs; command-line flags override it.",
+                    **fv)
     f.DEFINE_string("bert_config_file", None, "Model config: an official_configs/models YAML, "
                     "an original bert_config.json or a HF config.json. Default: the one in "
-                    "--init_checkpoint's directory.")
+                    "--init_checkpoint's directory.", **fv)
     f.DEFINE_string("output_dir", None, "Where checkpoints, summaries and eval results go; "
-                    "also a model dir that --init_checkpoint accepts.")
+                    "also a model dir that --init_checkpoint accepts.", **fv)
     f.DEFINE_string("init_checkpoint", None, "A model dir (convert_checkpoint, pretrain, "
-                    "finetune) or a checkpoint prefix to start from.")
+                    "finetune) or a checkpoint prefix to start from.", **fv)
     f.DEFINE_string("vocab_file", None, "WordPiece vocab (copied into --output_dir). "
-                    "Default: the one in --init_checkpoint's directory.")
+                    "Default: the one in --init_checkpoint's directory.", **fv)
     f.DEFINE_bool("do_lower_case", True, "Whether the vocab is uncased (recorded in "
-                  "--output_dir for the tokenizer).")
-    text_flags.define_strip_accents_flag()
-    f.DEFINE_integer("max_seq_length", 128, "Sequence length of the records / features.")
-    f.DEFINE_bool("do_train", False, "Train.")
-    f.DEFINE_bool("do_eval", False, "Evaluate and write OUTPUT_DIR/eval_results.json.")
+                  "--output_dir for the tokenizer). Default: as --init_checkpoint records "
+                  "it, else inferred from the vocab, else true.", **fv)
+    text_flags.define_strip_accents_flag(flag_values)
+    f.DEFINE_integer("max_seq_length", 128, "Sequence length of the records / features.", **fv)
+    f.DEFINE_bool("do_train", False, "Train.", **fv)
+    f.DEFINE_bool("do_eval", False, "Evaluate and write OUTPUT_DIR/eval_results.json.", **fv)
     f.DEFINE_integer("train_batch_size", 32, "Global training batch size (all replicas, "
-                     "all accumulation micro-batches).")
-    f.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-    f.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-    f.DEFINE_integer("num_train_steps", 100000, "Optimizer updates to train for.")
-    f.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.")
-    f.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
-    f.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
+                     "all accumulation micro-batches).", **fv)
+    f.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", **fv)
+    f.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", **fv)
+    f.DEFINE_integer("num_train_steps", 100000, "Optimizer updates to train for.", **fv)
+    f.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.", **fv)
+    f.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.", **fv)
+    f.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.", **fv)
     f.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
-                  "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
-    f.DEFINE_string("tpu", None, "TPU name or grpc:// address (\"local\" on a TPU VM).")
-    define_original_tpu_flags()
+                  "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.", **fv)
+    f.DEFINE_string("tpu", None, "TPU name or grpc:// address (\"local\" on a TPU VM).", **fv)
+    define_original_tpu_flags(flag_values)
     f.DEFINE_enum("mixed_precision", "float32", list(PRECISIONS),
-                  "Compute dtype policy; mixed_float16 adds dynamic loss scaling.")
+                  "Compute dtype policy; mixed_float16 adds dynamic loss scaling.", **fv)
     f.DEFINE_integer("steps_per_loop", 100, "Steps run inside one tf.function between "
-                     "host round trips (console line, summaries).")
+                     "host round trips (console line, summaries).", **fv)
     f.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "adamw: the original "
-                  "AdamWeightDecay (no bias correction); adamw_bias_correction; lamb.")
+                  "AdamWeightDecay (no bias correction); adamw_bias_correction; lamb.", **fv)
     f.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay (not on LayerNorm "
-                   "or biases).")
+                   "or biases).", **fv)
     f.DEFINE_bool("decay_from_warmup_end", False, "Decay the learning rate linearly from "
-                  "the end of warmup instead of from step 0 (the original).")
-    f.DEFINE_float("clip_norm", 1.0, "Clip gradients to this global norm (0: off).")
+                  "the end of warmup instead of from step 0 (the original).", **fv)
+    f.DEFINE_float("clip_norm", 1.0, "Clip gradients to this global norm (0: off).", **fv)
     f.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer update "
-                     "(train_batch_size is split into them).")
-    f.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+                     "(train_batch_size is split into them).", **fv)
+    f.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.", **fv)
     f.DEFINE_bool("skip_corrupt_records", False, "Skip input records that fail their "
                   "checksum or are cut short (each is logged with its file and byte offset, "
-                  "and counted) instead of stopping the run, which names the file.")
+                  "and counted) instead of stopping the run, which names the file.", **fv)
+
+
+TASK_OPTION_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                     "version_2_with_negative", "null_score_diff_threshold")
+
+
+def task_spec_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
+    """The `tasks.TaskSpec` that `define_task_flags`' flags name; checks --task_name."""
+    from bert_tf import tasks
+
+    require(flag_values, ["task_name"])
+    tasks.canonical_task_name(flag_values.task_name)
+    return tasks.TaskSpec(flag_values.task_name, flag_values.data_dir, flag_values.train_file,
+                          flag_values.predict_file,
+                          {name: flag_values[name].value for name in TASK_OPTION_FLAGS})
+
+
+def define_task_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The fine-tuning task's flags (finetune and data_prep.create_finetuning_data):
+    the task, its data and the options the tasks name in `option_names` (idempotent)."""
+    if "task_name" in flag_values:
+        return
+    fv = {"flag_values": flag_values}
+    d = flags
+    d.DEFINE_string("task_name", None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
+                    "rte, wnli, conll2003, swag, squad.", **fv)
+    d.DEFINE_string("data_dir", None, "The task's data directory (GLUE tsv files, CoNLL-2003 "
+                    "eng.* files, SWAG csv files).", **fv)
+    d.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides --data_dir's.",
+                    **fv)
+    d.DEFINE_string("predict_file", None, "Dev/predict file (SQuAD); overrides --data_dir's.",
+                    **fv)
+    d.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.", **fv)
+    d.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.", **fv)
+    d.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.", **fv)
+    d.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.", **fv)
+    d.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be "
+                  "unanswerable.", **fv)
+    d.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.",
+                   **fv)
 
 
 def define_original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -160,22 +220,17 @@ def original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
 
 
 def strategy_from_flags(flag_values: flags.FlagValues = flags.FLAGS, **factories):
-    """The tf.distribute strategy the flags ask for, original TPU flags included
-    (`original_tpu_flags`); `factories` go to `strategy.get_strategy` (tests)."""
-    from bert_tf.training.strategy import get_strategy
-
-    tpu_options = original_tpu_flags(flag_values)
-    if flag_values.distribution_strategy != "tpu":
-        tpu_options = {}
-    return get_strategy(flag_values.distribution_strategy, **tpu_options, **factories)
+    """The tf.distribute strategy the trainers' flags ask for, original TPU flags included
+    (`TrainingConfig.strategy`); `factories` go to `strategy.get_strategy` (tests)."""
+    return TrainingConfig.from_flags(flag_values).strategy(**factories)
 
 
 def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,
                       path: Optional[str] = None) -> dict:
     """Sets flags from the `--config_file` YAML unless given on the command line.
 
-    Returns the values taken from the file. Raises ValueError naming the file and key
-    for a key that is no flag or a value of the wrong type.
+    Returns the values taken from the file. Raises UsageError (a ValueError) naming the
+    file and key for a key that is no flag or a value of the wrong type.
     """
     path = path or flag_values["config_file"].value
     if not path:
@@ -183,18 +238,18 @@ def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,
     import tensorflow as tf  # gfile reads gs:// too
 
     if not tf.io.gfile.exists(path):
-        raise ValueError(f"--config_file={path}: no such file")
+        raise UsageError(f"--config_file={path}: no such file")
     with tf.io.gfile.GFile(path) as f:
         try:
             values = yaml.safe_load(f.read()) or {}
         except yaml.YAMLError as e:
-            raise ValueError(f"--config_file={path}: not valid YAML: {e}") from None
+            raise UsageError(f"--config_file={path}: not valid YAML: {e}") from None
     if not isinstance(values, dict):
-        raise ValueError(f"--config_file={path}: expected `flag_name: value` pairs")
+        raise UsageError(f"--config_file={path}: expected `flag_name: value` pairs")
     applied = {}
     for name, value in values.items():
         if name not in flag_values:
-            raise ValueError(f"--config_file={path}: `{name}` is not a flag of this command")
+            raise UsageError(f"--config_file={path}: `{name}` is not a flag of this command")
         flag = flag_values[name]
         if flag.present:
             continue  # the command line wins
@@ -205,14 +260,164 @@ def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,
         try:
             flag.value = flag.parser.parse(value) if value is not None else None
         except (ValueError, TypeError) as e:
-            raise ValueError(f"--config_file={path}: `{name}: {value!r}`: {e}") from None
+            raise UsageError(f"--config_file={path}: `{name}: {value!r}`: {e}") from None
+        flag.using_default_value = False  # given, as on the command line (`given`)
         applied[name] = flag.value
     return applied
 
 
 def require(flag_values: flags.FlagValues, names: Iterable[str]) -> None:
-    """Raises app.UsageError-style ValueError naming the first missing flag."""
+    """Raises UsageError naming the first missing flag."""
     for name in names:
         if flag_values[name].value in (None, ""):
-            raise flags.ValidationError(f"--{name} is required (on the command line or in "
-                                        f"--config_file)")
+            where = " or in --config_file" if "config_file" in flag_values else ""
+            raise UsageError(f"--{name} is required (on the command line{where})")
+
+
+# ----------------------------------------------------------------- flags -> a run's config
+def given(flag_values: flags.FlagValues, name: str):
+    """The flag's value when given (command line, --config_file or assigned), else None:
+    what `model_dir.resolve` takes, so that a flag's default never hides the model
+    dir's record (e.g. the trainers' --do_lower_case default).
+
+    >>> fv = flags.FlagValues()
+    >>> _ = flags.DEFINE_bool("do_lower_case", True, "", flag_values=fv)
+    >>> _ = fv(["prog"]); given(fv, "do_lower_case") is None
+    True
+    >>> _ = fv(["prog", "--do_lower_case"]); given(fv, "do_lower_case")
+    True
+    """
+    return None if flag_values[name].using_default_value else flag_values[name].value
+
+
+_GIVEN_ONLY = ("do_lower_case",)  # fields that hold None unless the flag was given
+
+
+def config_from_flags(cls, flag_values: flags.FlagValues, **values):
+    """`cls(**values)`, each other field from the flag of the same name (fields whose
+    flag this command lacks keep their defaults). The one place a command turns its
+    flags into its run's config dataclass."""
+    for field in dataclasses.fields(cls):
+        if field.name not in values and field.name in flag_values:
+            values[field.name] = (given(flag_values, field.name) if field.name in _GIVEN_ONLY
+                                  else flag_values[field.name].value)
+    return cls(**values)
+
+
+def parse_args(define_flags: Callable[[flags.FlagValues], None],
+               argv: Sequence[str]) -> flags.FlagValues:
+    """A command's flags parsed from `argv` (without the program name) on a fresh
+    FlagValues, with --config_file applied: how tests and scripts build a run's config
+    without a process (`FinetuneConfig.from_flags(parse_args(finetune.define_flags, [...]))`).
+
+    >>> from bert_tf import extract_features
+    >>> parse_args(extract_features.define_flags, ["--layers=-1"]).layers
+    '-1'
+    """
+    fv = flags.FlagValues()
+    define_flags(fv)
+    fv(["prog", *argv])
+    if "config_file" in fv:
+        apply_config_file(fv)
+    return fv
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelDirFlags:
+    """The flags `model_dir.resolve` takes (None: not given)."""
+    init_checkpoint: Optional[str] = None
+    bert_config_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: Optional[bool] = None
+    strip_accents: Optional[bool] = None
+    pre_tokenizer: Optional[str] = None
+
+    def resolve(self, *fallbacks: Optional[str]):
+        """`model_dir.resolve` of --init_checkpoint with these flags as overrides."""
+        from bert_tf import model_dir
+
+        return model_dir.resolve(self.init_checkpoint, bert_config_file=self.bert_config_file,
+                                 vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
+                                 strip_accents=self.strip_accents,
+                                 pre_tokenizer=self.pre_tokenizer, fallbacks=fallbacks)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainingConfig(ModelDirFlags):
+    """What the trainers' shared flags (`define_common_flags`) say."""
+    output_dir: str
+    max_seq_length: int
+    do_train: bool
+    do_eval: bool
+    train_batch_size: int
+    eval_batch_size: int
+    learning_rate: float
+    num_train_steps: Optional[int]
+    num_warmup_steps: Optional[int]
+    save_checkpoints_steps: int
+    keep_checkpoint_max: int
+    distribution_strategy: str
+    tpu: Optional[str] = None
+    tpu_zone: Optional[str] = None
+    gcp_project: Optional[str] = None
+    num_tpu_cores: Optional[int] = None
+    mixed_precision: str
+    steps_per_loop: int
+    optimizer: str
+    weight_decay_rate: float
+    decay_from_warmup_end: bool
+    clip_norm: float
+    gradient_accumulation_steps: int
+    jit_compile: bool
+    skip_corrupt_records: bool
+
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):
+        """Maps the original TPU flags onto ours first (`original_tpu_flags`)."""
+        original_tpu_flags(flag_values)
+        return config_from_flags(cls, flag_values, **values)
+
+    def strategy(self, **factories):
+        """The tf.distribute strategy asked for; `factories` go to `get_strategy` (tests).
+        Flags that make no strategy (multi_worker without TF_CONFIG, too many TPU cores)
+        raise UsageError."""
+        from bert_tf.training.strategy import get_strategy
+
+        tpu = ({"tpu": self.tpu, "tpu_zone": self.tpu_zone, "gcp_project": self.gcp_project,
+                "num_tpu_cores": self.num_tpu_cores}
+               if self.distribution_strategy == "tpu" else {})
+        try:
+            return get_strategy(self.distribution_strategy, **tpu, **factories)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+    def create_optimizer(self, num_train_steps: int, num_warmup_steps: int):
+        """The optimizer and learning-rate schedule these flags describe (UsageError
+        for values that make none, e.g. --num_train_steps=0)."""
+        from bert_tf.training.optimization import create_optimizer
+
+        try:
+            return create_optimizer(
+                self.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=self.optimizer,
+                weight_decay_rate=self.weight_decay_rate,
+                decay_from_warmup_end=self.decay_from_warmup_end,
+                clip_norm=self.clip_norm or None, mixed_precision=self.mixed_precision)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+    def trainer_options(self) -> dict:
+        """The Trainer keyword arguments these flags set."""
+        return dict(output_dir=self.output_dir, steps_per_loop=self.steps_per_loop,
+                    save_checkpoints_steps=self.save_checkpoints_steps,
+                    max_checkpoints_to_keep=self.keep_checkpoint_max,
+                    gradient_accumulation_steps=self.gradient_accumulation_steps,
+                    jit_compile=self.jit_compile)
+
+    def set_precision_and_seed(self, seed: Optional[int]) -> None:
+        import keras
+
+        if seed is not None:
+            keras.utils.set_random_seed(seed)
+        if self.mixed_precision != "float32":
+            keras.mixed_precision.set_global_policy(self.mixed_precision)

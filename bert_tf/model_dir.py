@@ -6,7 +6,7 @@ Every command that takes `--init_checkpoint=DIR` reads this layout:
     DIR/vocab.txt               WordPiece vocab, when known
     DIR/tokenizer_config.json   {"do_lower_case": bool, "strip_accents": bool or null,
                                  "pre_tokenizer": "kiwi" (only when used)}, when known;
-                                `resolve_text_settings` is how every command reads it
+                                (`resolve` is how every command reads it)
     DIR/task_config.json        fine-tuned models only: task name, labels, max_seq_length
     DIR/checkpoint, DIR/ckpt-N.{index,data-*}
                                 a tf.train.Checkpoint whose root children are named
@@ -15,9 +15,23 @@ Every command that takes `--init_checkpoint=DIR` reads this layout:
 
 `--init_checkpoint` may also name a checkpoint prefix (`DIR/ckpt-1200`) directly.
 
+`resolve(DIR, **flags)` is THE way a command turns `--init_checkpoint=DIR` and its
+`--bert_config_file` / `--vocab_file` / `--do_lower_case` / `--strip_accents` /
+`--pre_tokenizer` flags into a `ResolvedModelDir`; each value comes from the first of
+
+    1. the flag, when given (not None);
+    2. the model directory's metadata: bert_config.json (or config.json), vocab.txt,
+       tokenizer_config.json, then the do_lower_case / strip_accents task_config.json
+       records; DIR first, then the `fallbacks` (finetune: its --output_dir, to resume);
+    3. inference from the vocab: do_lower_case from its tokens (`infer_do_lower_case`),
+       strip_accents=False for an uncased vocab holding tokens stripping could never
+       produce (`infer_strip_accents`);
+    4. the default: do_lower_case=True, strip_accents None (follows do_lower_case),
+       no pre-tokenizer; no config / vocab (`ResolvedModelDir.require` says what to pass).
+
 Example:
 
->>> from bert_tf.config import BertConfig
+>>> from bert_tf.config import BertConfig, ConfigError
 >>> from bert_tf.encoder import BertEncoder
 >>> import tempfile
 >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
@@ -31,6 +45,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -38,7 +53,7 @@ from typing import Mapping, Optional, Sequence
 
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, ConfigError
 from bert_tf.errors import BertTfError
 
 CONFIG_FILE = "bert_config.json"
@@ -58,10 +73,13 @@ class DamagedCheckpointError(BertTfError, ValueError):
 _COPY_AGAIN = "copy or download the checkpoint again"
 
 
-def check_checkpoint_files(prefix: str) -> None:
+def check_checkpoint_files(prefix: str):
     """Checks that a TensorFlow checkpoint's index reads and its data files are all there
     and hold at least the bytes of the tensors the index lists (a cheap test of a cut
     short copy, before any tensor is read). Raises DamagedCheckpointError naming the file.
+
+    Returns the index reader (`tf.train.load_checkpoint`), so that callers read the
+    index once (variable names, shapes, dtypes).
     """
     try:
         reader = tf.train.load_checkpoint(prefix)
@@ -90,6 +108,7 @@ def check_checkpoint_files(prefix: str) -> None:
             f"{', '.join(sorted(shards))}: {have:,} bytes, but the index lists {needed:,} "
             f"bytes of tensors: the checkpoint is cut short (an interrupted copy or "
             f"download?): {_COPY_AGAIN}")
+    return reader
 
 
 def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
@@ -181,20 +200,25 @@ def find_vocab(path: str) -> Optional[str]:
     return candidate if tf.io.gfile.exists(candidate) else None
 
 
-def read_tokenizer_config(path: str) -> dict:
-    """The model dir's tokenizer_config.json as a dict ({} when there is none)."""
-    candidate = os.path.join(model_dir_of(path), TOKENIZER_CONFIG_FILE)
-    if not tf.io.gfile.exists(candidate):
-        return {}
-    with tf.io.gfile.GFile(candidate) as f:
+def _read_json_object(path: str, example: str) -> Optional[dict]:
+    """A model dir's JSON file as a dict (None when absent); ConfigError naming the file
+    when it is not a JSON object."""
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
         try:
             values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{candidate}: not valid JSON ({e}); fix or delete it") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: not valid JSON ({e}); fix or delete it") from None
     if not isinstance(values, dict):
-        raise ValueError(f"{candidate}: expected a JSON object like "
-                         f'{{"do_lower_case": true, "strip_accents": null}}')
+        raise ConfigError(f"{path}: expected a JSON object like {example}")
     return values
+
+
+def read_tokenizer_config(path: str) -> dict:
+    """The model dir's tokenizer_config.json as a dict ({} when there is none)."""
+    return _read_json_object(os.path.join(model_dir_of(path), TOKENIZER_CONFIG_FILE),
+                             '{"do_lower_case": true, "strip_accents": null}') or {}
 
 
 def find_do_lower_case(path: str) -> Optional[bool]:
@@ -225,67 +249,176 @@ class TextSettings:
         return {"do_lower_case": bool(self.do_lower_case), "strip_accents": self.strip_accents}
 
 
-def resolve_text_settings(places: Sequence[Optional[str]], vocab_file: Optional[str], *,
-                          do_lower_case: Optional[bool] = None,
-                          strip_accents: Optional[bool] = None,
-                          pre_tokenizer: Optional[str] = None,
-                          fallback_lower_case: Optional[bool] = None) -> TextSettings:
-    """THE way a command settles casing, accents and pre-tokenizer.
+def read_task_config(path: str) -> Optional[dict]:
+    """A fine-tuned model dir's task_config.json (None for other model dirs)."""
+    return _read_json_object(os.path.join(model_dir_of(path), TASK_CONFIG_FILE),
+                             '{"task_name": "MRPC", "label_list": ["0", "1"]}')
 
-    Each value: the flag when given (not None); else the first model dir of `places`
-    that records it; else, for an uncased model, inferred from the vocab: casing from
-    its tokens (`infer_do_lower_case`, unless `fallback_lower_case` is given) and
-    `strip_accents=False` when it holds tokens stripping could never produce (accented
-    letters, Hangul syllables: `infer_strip_accents`).
+
+class ModelDirError(BertTfError, FileNotFoundError):
+    """A model directory (or the flags naming its files) that lacks what a command needs."""
+
+
+def _explicit_file(path: Optional[str], flag: str) -> Optional[str]:
+    if path and not tf.io.gfile.exists(path):
+        raise ModelDirError(f"--{flag}={path}: no such file")
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedModelDir:
+    """What `resolve` settled: config, vocab, text settings, task config, checkpoint.
+
+    `checkpoint` (the prefix to restore) and `reader` (its verified index, read once)
+    are looked up when first used, so a command that needs only the metadata (e.g.
+    create_finetuning_data) never touches the checkpoint.
     """
+    path: Optional[str]
+    config: Optional[BertConfig]
+    vocab_file: Optional[str]
+    text: TextSettings
+    task_config: Optional[dict] = None
+
+    @property
+    def directory(self) -> Optional[str]:
+        return model_dir_of(self.path) if self.path else None
+
+    @functools.cached_property
+    def checkpoint(self) -> str:
+        """The checkpoint prefix (FileNotFoundError saying what was looked for)."""
+        if not self.path:
+            raise ModelDirError("no --init_checkpoint: name a model dir or checkpoint prefix")
+        return resolve_checkpoint(self.path)
+
+    @functools.cached_property
+    def reader(self):
+        """The checkpoint's index reader, after `check_checkpoint_files`."""
+        return check_checkpoint_files(self.checkpoint)
+
+    @property
+    def heads(self) -> tuple:
+        """The heads the checkpoint holds besides the encoder: `masked_lm` /
+        `next_sentence` (pretrain, convert_checkpoint) by their variables, `task_head`
+        when task_config.json says the dir was fine-tuned (a head's variables may be
+        listed under `optimizer/...` only)."""
+        children = {name.split("/")[0] for name in self.reader.get_variable_to_shape_map()}
+        found = tuple(h for h in ("masked_lm", "next_sentence") if h in children)
+        return found + (("task_head",) if self.task_config is not None else ())
+
+    def require(self, *, config: bool = True, vocab: bool = False) -> "ResolvedModelDir":
+        """Raises ModelDirError naming the directory and the flag to pass when the config
+        (or, with `vocab`, the vocab) was found nowhere; returns self."""
+        missing = [(name, flag) for name, flag, wanted, have in (
+            (CONFIG_FILE, "--bert_config_file", config, self.config),
+            (VOCAB_FILE, "--vocab_file", vocab, self.vocab_file)) if wanted and not have]
+        if missing:
+            where = self.directory or "no --init_checkpoint"
+            if self.path and not (tf.io.gfile.isdir(self.path)
+                                  or tf.io.gfile.exists(self.path + ".index")):
+                where = f"{self.path} (no such directory or checkpoint)"
+            raise ModelDirError(
+                f"{where}: needs {' and '.join(n for n, _ in missing)} (a model dir written "
+                f"by convert_checkpoint, pretrain or finetune holds them); or pass "
+                f"{' and '.join(f for _, f in missing)}")
+        return self
+
+    def tokenizer(self):
+        """The in-graph BertTokenizer over the vocab, with the resolved text settings."""
+        from bert_tf.tokenization import BertTokenizer  # late: TF Text loads with it
+
+        self.require(config=False, vocab=True)
+        return BertTokenizer(self.vocab_file, **self.text.tokenizer_kwargs())
+
+    def check_max_seq_length(self, max_seq_length: int) -> None:
+        """Raises ModelDirError when the config's position table is shorter."""
+        if self.config is not None and max_seq_length > self.config.max_position_embeddings:
+            raise ModelDirError(f"--max_seq_length={max_seq_length} exceeds the model's "
+                                f"max_position_embeddings="
+                                f"{self.config.max_position_embeddings}")
+
+
+def resolve(path: Optional[str], *, bert_config_file: Optional[str] = None,
+            vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
+            strip_accents: Optional[bool] = None, pre_tokenizer: Optional[str] = None,
+            fallbacks: Sequence[Optional[str]] = ()) -> ResolvedModelDir:
+    """THE resolution of `--init_checkpoint=path` and the flags that override it (the
+    order of precedence is in the module docstring). Arguments left None are not given.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp(); v = os.path.join(d, VOCAB_FILE)
+    >>> _ = open(v, "w").write("[PAD]\\n[UNK]\\nHello\\n")
+    >>> cfg = BertConfig(vocab_size=3, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16)
+    >>> write_metadata(d, cfg)                       # no casing recorded
+    >>> r = resolve(d)
+    >>> r.config == cfg, r.vocab_file == v, r.text.do_lower_case   # inferred: cased vocab
+    (True, True, False)
+    >>> resolve(d, do_lower_case=True).text.do_lower_case          # the flag wins
+    True
+    """
+    places = [p for p in (path, *fallbacks) if p and tf.io.gfile.exists(model_dir_of(p))]
+    config = BertConfig.from_file(_explicit_file(bert_config_file, "bert_config_file")) \
+        if bert_config_file else None
+    vocab = _explicit_file(vocab_file, "vocab_file")
+    for place in places:
+        config = config or find_config(place)
+        vocab = vocab or find_vocab(place)
+    task_config = read_task_config(path) if path in places else None
+    recorded = []  # text settings in order: each dir's tokenizer_config, then task_config
+    for place in places:
+        recorded.append(read_tokenizer_config(place))
+        task = task_config if place == path else read_task_config(place)
+        recorded.append({k: task[k] for k in ("do_lower_case", "strip_accents")
+                         if k in (task or {})})
+    text = _resolve_text(recorded, vocab, do_lower_case, strip_accents, pre_tokenizer)
+    return ResolvedModelDir(path, config, vocab, text, task_config)
+
+
+def _resolve_text(recorded: Sequence[dict], vocab_file: Optional[str],
+                  do_lower_case: Optional[bool], strip_accents: Optional[bool],
+                  pre_tokenizer: Optional[str]) -> TextSettings:
+    """Steps 1-4 of the precedence for the text settings (`recorded`: step 2's dicts)."""
     from bert_tf.text_rules import infer_do_lower_case, infer_strip_accents
 
-    recorded = [read_tokenizer_config(p) for p in places
-                if p and tf.io.gfile.exists(model_dir_of(p))]
-    lower = do_lower_case
-    for values in recorded:
-        if lower is None and "do_lower_case" in values:
-            lower = bool(values["do_lower_case"])
-    if lower is None:
-        lower = (fallback_lower_case if fallback_lower_case is not None
-                 else infer_do_lower_case(vocab_file) if vocab_file else True)
-    strip, strip_known = strip_accents, strip_accents is not None
-    for values in recorded:
-        if not strip_known and "strip_accents" in values:
-            strip, strip_known = values["strip_accents"], True
-    if not strip_known and lower and vocab_file:
+    def first(name, given):
+        if given is not None:
+            return given, True
+        for values in recorded:
+            if name in values and (name != "pre_tokenizer" or values[name]):
+                return values[name], True
+        return None, False
+
+    lower, known = first("do_lower_case", do_lower_case)
+    if not known:
+        lower = infer_do_lower_case(vocab_file) if vocab_file else True
+    strip, known = first("strip_accents", strip_accents)
+    if not known and lower and vocab_file:
         strip = infer_strip_accents(vocab_file)
-    pre = pre_tokenizer
-    for values in recorded:
-        if pre is None and values.get("pre_tokenizer"):
-            pre = values["pre_tokenizer"]
-    return TextSettings(bool(lower), None if strip is None else bool(strip), pre)
-
-
-def read_task_config(path: str) -> Optional[dict]:
-    candidate = os.path.join(model_dir_of(path), TASK_CONFIG_FILE)
-    if not tf.io.gfile.exists(candidate):
-        return None
-    with tf.io.gfile.GFile(candidate) as f:
-        return json.load(f)
+    pre, _ = first("pre_tokenizer", pre_tokenizer)
+    return TextSettings(bool(lower), None if strip is None else bool(strip), pre or None)
 
 
 _SHAPE_ERROR = re.compile(r"shape \(([^)]*)\) when attempting to restore variable with "
                           r"shape \(([^)]*)\) and name ([^\s]+?)(:0)?\.?$")
 
 
-def restore(path: str, objects: Mapping[str, object], *, require_all: bool = True):
+def restore(path, objects: Mapping[str, object], *, require_all: bool = True):
     """Restores `objects` (root-child name -> trackable) from a checkpoint.
 
-    Only the named children are read (a pretraining checkpoint can seed a classifier).
+    `path` is a model dir, a checkpoint prefix or a `ResolvedModelDir` (whose verified
+    index is then reused). Only the named children are read (a pretraining checkpoint
+    can seed a classifier).
     Raises CheckpointMismatchError naming the variable and both shapes when the
     checkpoint does not fit, and, with `require_all`, when a variable of `objects` has
     no value in the checkpoint or the checkpoint holds more encoder layers.
     Returns the checkpoint prefix restored.
     """
-    prefix = resolve_checkpoint(path)
-    check_checkpoint_files(prefix)
-    _check_layer_count(prefix, objects)
+    if isinstance(path, ResolvedModelDir):
+        prefix, reader = path.checkpoint, path.reader
+    else:
+        prefix = resolve_checkpoint(path)
+        reader = check_checkpoint_files(prefix)
+    _check_layer_count(prefix, objects, reader)
     checkpoint = tf.train.Checkpoint(**objects)
     try:
         status = checkpoint.read(prefix)
@@ -317,11 +450,11 @@ def _shape(text: str) -> list:
     return [int(d) for d in text.replace(" ", "").split(",") if d]
 
 
-def _check_layer_count(prefix: str, objects: Mapping[str, object]) -> None:
+def _check_layer_count(prefix: str, objects: Mapping[str, object], reader) -> None:
     encoder = objects.get("encoder")
     if encoder is None or not hasattr(encoder, "config"):
         return
-    layers = {int(m.group(1)) for name, _ in tf.train.list_variables(prefix)
+    layers = {int(m.group(1)) for name in reader.get_variable_to_shape_map()
               for m in [re.match(r"encoder/layer_(\d+)/", name)] if m}
     if layers and max(layers) + 1 != encoder.config.num_hidden_layers:
         raise CheckpointMismatchError(
@@ -329,18 +462,17 @@ def _check_layer_count(prefix: str, objects: Mapping[str, object]) -> None:
             f"asks for num_hidden_layers={encoder.config.num_hidden_layers}")
 
 
-def load_encoder(path: str, config: Optional[BertConfig] = None, dtype=None):
+def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):
     """Builds a BertEncoder from the config in a model dir and restores its weights.
 
     `path` is a directory written by convert_checkpoint, pretrain or finetune (or a
-    checkpoint prefix inside one). `config` overrides the stored config (e.g. dropout).
+    checkpoint prefix inside one, or a `ResolvedModelDir`). `config` overrides the
+    stored config (e.g. dropout).
     """
     from bert_tf.encoder import BertEncoder  # late: keeps this module importable without Keras work
 
-    config = config or find_config(path)
-    if config is None:
-        raise FileNotFoundError(f"{model_dir_of(path)}: no {CONFIG_FILE}; pass a config or "
-                                f"use a directory written by convert_checkpoint")
+    resolved = path if isinstance(path, ResolvedModelDir) else resolve(path)
+    config = config or resolved.require().config
     encoder = BertEncoder(config, dtype=dtype, name="encoder")
-    restore(path, {"encoder": encoder})
+    restore(resolved, {"encoder": encoder})
     return encoder

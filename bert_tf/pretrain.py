@@ -19,121 +19,115 @@ Example (phase 1 then phase 2 of BERT-base, the paper's schedule):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import sys
+from typing import Optional
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
 from bert_tf import flags_common, text_flags
+from bert_tf.errors import Preempted, UsageError
 
-flags_common.define_common_flags()
-text_flags.define_pre_tokenizer_flag()  # only recorded: records hold ids already
-flags.DEFINE_string("input_file", None, "Comma-separated globs of pretraining records.")
-flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: --input_file, "
-                    "as the original).")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
-flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.")
-flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: also evaluate on "
-                     "--eval_input_file at step 0 and every this many steps (TensorBoard "
-                     "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.")
-flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
-                     "order) and Keras initialisers.")
 FLAGS = flags.FLAGS
 
-EXIT_PREEMPTED = 143  # 128 + SIGTERM: schedulers read it as "terminated, restart me"
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the command's flags: the trainers' (flags_common) plus pretraining's."""
+    flags_common.define_common_flags(flag_values)
+    if "max_predictions_per_seq" in flag_values:
+        return
+    text_flags.define_pre_tokenizer_flag(flag_values)  # only recorded: records hold ids
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("input_file", None, "Comma-separated globs of pretraining records.",
+                        **fv)
+    flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: "
+                        "--input_file, as the original).", **fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.", **fv)
+    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.", **fv)
+    flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: also evaluate on "
+                         "--eval_input_file at step 0 and every this many steps (TensorBoard "
+                         "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.",
+                         **fv)
+    flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
+                         "order) and Keras initialisers.", **fv)
 
 
-def _resolve_config_and_vocab():
-    from bert_tf import model_dir
-    from bert_tf.config import BertConfig
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainConfig(flags_common.TrainingConfig):
+    """One pretraining run (what the flags say)."""
+    input_file: str
+    eval_input_file: Optional[str]
+    max_predictions_per_seq: int
+    max_eval_steps: int
+    eval_every_steps: int
+    seed: Optional[int]
 
-    config = None
-    if FLAGS.bert_config_file:
-        config = BertConfig.from_file(FLAGS.bert_config_file)
-    elif FLAGS.init_checkpoint:
-        config = model_dir.find_config(FLAGS.init_checkpoint)
-    if config is None:
-        raise flags.ValidationError("--bert_config_file is required (or an --init_checkpoint "
-                                    "directory holding bert_config.json)")
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise flags.ValidationError(
-            f"--max_seq_length={FLAGS.max_seq_length} exceeds the config's "
-            f"max_position_embeddings={config.max_position_embeddings}")
-    vocab = FLAGS.vocab_file
-    if not vocab and FLAGS.init_checkpoint:
-        vocab = model_dir.find_vocab(FLAGS.init_checkpoint)
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "PretrainConfig":
+        flags_common.require(flag_values, ["output_dir", "input_file"])
+        if not (flag_values.do_train or flag_values.do_eval):
+            raise UsageError("at least one of --do_train and --do_eval must be set")
+        return super().from_flags(flag_values)
+
+
+def _resolve_model_dir(config: PretrainConfig):
+    """Config, vocab and text settings (`model_dir.resolve`: the flags, then
+    --init_checkpoint's dir, then --output_dir's, then the vocab's casing)."""
+    import tensorflow as tf
+
+    resolved = config.resolve(config.output_dir).require(config=True)
+    resolved.check_max_seq_length(config.max_seq_length)
+    vocab, model_config = resolved.vocab_file, resolved.config
     if vocab:
-        import tensorflow as tf
-
-        if not tf.io.gfile.exists(vocab):
-            raise flags.ValidationError(f"--vocab_file={vocab}: no such file")
         with tf.io.gfile.GFile(vocab, "rb") as f:
             size = sum(1 for _ in f)
-        if size > config.vocab_size:
+        if size > model_config.vocab_size:
             # Ids past the embedding table fail on CPU but read zeros on GPU/TPU.
-            raise flags.ValidationError(
+            raise UsageError(
                 f"--vocab_file={vocab} has {size} tokens but the config's vocab_size is "
-                f"{config.vocab_size}: set vocab_size to {size} in the model config")
+                f"{model_config.vocab_size}: set vocab_size to {size} in the model config")
     else:
         logging.warning("no --vocab_file: OUTPUT_DIR will hold no vocab.txt, which finetune "
                         "and export_model need (pass the vocab the records were made with)")
-    # Casing and accents: the flag when given, else the init dir's (continuing a cased
-    # model keeps it cased), else the flag's default (accents: inferred from the vocab).
-    text = model_dir.resolve_text_settings(
-        [FLAGS.init_checkpoint], vocab,
-        do_lower_case=FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
-        strip_accents=FLAGS.strip_accents, pre_tokenizer=FLAGS.pre_tokenizer,
-        fallback_lower_case=FLAGS.do_lower_case)
-    return config, vocab, text
+    return resolved
 
 
-def run():
-    """Builds everything from FLAGS and trains/evaluates; returns the process exit code."""
-    import keras
+def run(config: PretrainConfig) -> None:
+    """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
+    (checkpoint written: the same command resumes)."""
     import tensorflow as tf
 
     from bert_tf import model_dir
     from bert_tf.data.pretraining import RecordFiles, pretraining_dataset
     from bert_tf.models import BertPretrainer
-    from bert_tf.training import losses, optimization
+    from bert_tf.training import losses
     from bert_tf.training.loop import Trainer
 
-    flags_common.require(FLAGS, ["output_dir", "input_file"])
-    if not (FLAGS.do_train or FLAGS.do_eval):
-        raise flags.ValidationError("at least one of --do_train and --do_eval must be set")
-    strategy = flags_common.strategy_from_flags(FLAGS)
-    config, vocab, text = _resolve_config_and_vocab()
-    if FLAGS.seed is not None:
-        keras.utils.set_random_seed(FLAGS.seed)
-    if FLAGS.mixed_precision != "float32":
-        keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
+    strategy = config.strategy()
+    resolved = _resolve_model_dir(config)
+    config.set_precision_and_seed(config.seed)
     with strategy.scope():
-        model = BertPretrainer(config, name="pretrainer")
-        optimizer = optimization.create_optimizer(
-            FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-            optimizer=FLAGS.optimizer, weight_decay_rate=FLAGS.weight_decay_rate,
-            decay_from_warmup_end=FLAGS.decay_from_warmup_end,
-            clip_norm=FLAGS.clip_norm or None, mixed_precision=FLAGS.mixed_precision)
+        model = BertPretrainer(resolved.config, name="pretrainer")
+        optimizer = config.create_optimizer(config.num_train_steps, config.num_warmup_steps)
     trainer = Trainer(
-        model, losses.pretraining_loss, optimizer, strategy, output_dir=FLAGS.output_dir,
+        model, losses.pretraining_loss, optimizer, strategy,
         metrics_fn=losses.pretraining_metrics,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
         checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
                           "next_sentence": model.next_sentence},
-        steps_per_loop=FLAGS.steps_per_loop, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        max_checkpoints_to_keep=FLAGS.keep_checkpoint_max,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        jit_compile=FLAGS.jit_compile)
+        **config.trainer_options())
     if trainer.is_chief:
         # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
-        model_dir.write_metadata(FLAGS.output_dir, config, vocab_file=vocab,
+        text = resolved.text
+        model_dir.write_metadata(config.output_dir, resolved.config,
+                                 vocab_file=resolved.vocab_file,
                                  do_lower_case=text.do_lower_case,
                                  strip_accents=text.strip_accents,
                                  pre_tokenizer=text.pre_tokenizer)
     trainer.restore_or_initialize(
-        FLAGS.init_checkpoint, init_required={"encoder": model.encoder},
+        config.init_checkpoint, init_required={"encoder": model.encoder},
         init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})
 
     def dataset_fn(records: RecordFiles, global_batch, training):
@@ -141,60 +135,51 @@ def run():
             # records.paths(): a damaged file is replaced by a sound copy once
             # --skip_corrupt_records has met it (Trainer rebuilds the pipeline).
             return pretraining_dataset(
-                records.paths(), FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                records.paths(), config.max_seq_length, config.max_predictions_per_seq,
                 ctx.get_per_replica_batch_size(global_batch), is_training=training,
-                input_context=ctx, seed=FLAGS.seed)
+                input_context=ctx, seed=config.seed)
         return make
 
     # Made once, when first needed: the held-out curve during training and the final
     # evaluation share its file list and any copies --skip_corrupt_records made.
     @functools.lru_cache(maxsize=None)
     def eval_record_files() -> RecordFiles:
-        return RecordFiles(FLAGS.eval_input_file or FLAGS.input_file, FLAGS.skip_corrupt_records)
+        return RecordFiles(config.eval_input_file or config.input_file,
+                           config.skip_corrupt_records)
 
-    if FLAGS.do_train:
-        records = RecordFiles(FLAGS.input_file, FLAGS.skip_corrupt_records)
+    if config.do_train:
+        records = RecordFiles(config.input_file, config.skip_corrupt_records)
         held_out = {}
-        if FLAGS.eval_every_steps > 0:  # a held-out curve while training
+        if config.eval_every_steps > 0:  # a held-out curve while training
             eval_records = eval_record_files()
-            held_out = dict(eval_dataset_fn=dataset_fn(eval_records, FLAGS.eval_batch_size,
+            held_out = dict(eval_dataset_fn=dataset_fn(eval_records, config.eval_batch_size,
                                                        False),
-                            eval_every_steps=FLAGS.eval_every_steps,
-                            eval_steps=FLAGS.max_eval_steps,
+                            eval_every_steps=config.eval_every_steps,
+                            eval_steps=config.max_eval_steps,
                             eval_on_data_loss=eval_records.handle_data_loss)
-        result = trainer.train(dataset_fn(records, FLAGS.train_batch_size, True),
-                               FLAGS.train_batch_size, FLAGS.num_train_steps,
+        result = trainer.train(dataset_fn(records, config.train_batch_size, True),
+                               config.train_batch_size, config.num_train_steps,
                                on_data_loss=records.handle_data_loss, **held_out)
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)
         if result["status"] == "preempted":
             trainer.close()
-            return EXIT_PREEMPTED
-    if FLAGS.do_eval:
+            raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
+                            f"same command resumes from it")
+    if config.do_eval:
         eval_records = eval_record_files()
-        trainer.evaluate(dataset_fn(eval_records, FLAGS.eval_batch_size, False),
-                         num_steps=FLAGS.max_eval_steps,
+        trainer.evaluate(dataset_fn(eval_records, config.eval_batch_size, False),
+                         num_steps=config.max_eval_steps,
                          on_data_loss=eval_records.handle_data_loss)
     trainer.close()
-    return 0
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.errors import BertTfError
-
-    try:
-        flags_common.apply_config_file(FLAGS)
-        code = run()
-    except ValueError as e:
-        if isinstance(e, BertTfError):
-            raise  # cli.run_main prints it as one line
-        raise app.UsageError(str(e)) from None
-    logging.flush()
-    sys.exit(code)
+    del argv  # cli.run_main refuses positional arguments
+    flags_common.apply_config_file(FLAGS)
+    run(PretrainConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 
 if __name__ == "__main__":
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -48,7 +48,9 @@ def grid(learning_rates: Sequence[float] = PAPER_LEARNING_RATES,
 
 
 def point_name(point: Dict) -> str:
-    """>>> point_name({"learning_rate": 2e-5, "num_train_epochs": 3, "train_batch_size": 32})
+    """The point's output subdirectory name.
+
+    >>> point_name({"learning_rate": 2e-5, "num_train_epochs": 3, "train_batch_size": 32})
     'lr2e-05_ep3_bs32'
     """
     return (f"lr{point['learning_rate']:g}_ep{point['num_train_epochs']:g}"
@@ -109,26 +111,28 @@ def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], me
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defined when the command runs (not on import: no collision with other CLIs)."""
-    if "learning_rates" in FLAGS:
+    if "learning_rates" in flag_values:
         return
-    flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune).")
-    flags.DEFINE_string("output_dir", None, "One subdirectory per point, plus the summary.")
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune).", **fv)
+    flags.DEFINE_string("output_dir", None, "One subdirectory per point, plus the summary.", **fv)
     flags.DEFINE_list("learning_rates", [str(v) for v in PAPER_LEARNING_RATES],
-                      "Learning rates.")
-    flags.DEFINE_list("epochs", [str(v) for v in PAPER_EPOCHS], "Numbers of epochs.")
-    flags.DEFINE_list("batch_sizes", [str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.")
+                      "Learning rates.", **fv)
+    flags.DEFINE_list("epochs", [str(v) for v in PAPER_EPOCHS], "Numbers of epochs.", **fv)
+    flags.DEFINE_list("batch_sizes", [str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.",
+                      **fv)
     flags.DEFINE_string("metric", None, "Metric to rank by; default the task's primary "
-                        "metric.")
-    flags.DEFINE_string("data_dir", None, "Passed to finetune.")
-    flags.DEFINE_string("init_checkpoint", None, "Passed to finetune.")
+                        "metric.", **fv)
+    flags.DEFINE_string("data_dir", None, "Passed to finetune.", **fv)
+    flags.DEFINE_string("init_checkpoint", None, "Passed to finetune.", **fv)
     flags.DEFINE_string("finetune_flags", "", "More finetune flags, e.g. "
-                        "\"--max_seq_length=128 --vocab_file=...\".")
+                        "\"--max_seq_length=128 --vocab_file=...\".", **fv)
 
 
 def main(argv):
-    del argv
+    del argv  # cli.run_main refuses positional arguments
     from bert_tf import tasks
 
     if not FLAGS.task_name or not FLAGS.output_dir:
@@ -148,5 +152,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -512,43 +512,48 @@ def _progress(enabled: bool, **kwargs):
 # Command line
 
 
-def _define_flags():
+def define_flags(flag_values=None) -> None:
+    """Defines the command's flags on `flag_values` (default: absl's global FLAGS)."""
     from absl import flags
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    fv = {"flag_values": flag_values}
 
     flags.DEFINE_string("input_file", None,
                         "Comma-separated globs of UTF-8 text files, one sentence per line, "
-                        "blank lines between documents (the pretraining format).")
-    flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary (one token a line).")
-    flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.")
+                        "blank lines between documents (the pretraining format).", **fv)
+    flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary (one token a line).",
+                        **fv)
+    flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.",
+                         **fv)
     flags.DEFINE_bool("do_lower_case", True,
                       "Lower-case (and strip accents, unless --nostrip_accents) before "
                       "learning (an uncased model); --nodo_lower_case for cased models. For "
                       "Korean use --do_lower_case --nostrip_accents (or --nodo_lower_case): "
-                      "stripping splits Hangul syllables into jamo.")
+                      "stripping splits Hangul syllables into jamo.", **fv)
     from bert_tf import text_flags
 
-    text_flags.define_text_flags(pre_tokenizer=True)
+    text_flags.define_text_flags(flag_values, pre_tokenizer=True)
     flags.DEFINE_integer("num_unused", DEFAULT_NUM_UNUSED,
                          "Number of [unusedN] slots after [PAD] for tokens added later. The "
                          "default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in "
-                         "Google's vocabularies.")
+                         "Google's vocabularies.", **fv)
     flags.DEFINE_integer("min_frequency", 2,
                          "A pair is merged into a new piece only if it occurs this often; "
-                         "a small corpus may then give fewer than --vocab_size tokens.")
+                         "a small corpus may then give fewer than --vocab_size tokens.", **fv)
     flags.DEFINE_integer("max_input_lines", 0,
-                         "Read at most this many sentences (0 = the whole corpus).")
+                         "Read at most this many sentences (0 = the whole corpus).", **fv)
     flags.DEFINE_integer("max_distinct_words", 500_000,
                          "Bound on the word-count table (memory): when it doubles this it "
-                         "is cut back to the most frequent words.")
+                         "is cut back to the most frequent words.", **fv)
     flags.DEFINE_bool("strict", False,
-                      "Stop at the first line that is not UTF-8 instead of skipping it.")
-    flags.DEFINE_bool("progress", True, "Show progress bars on stderr.")
-    flags.mark_flags_as_required(["input_file", "vocab_file"])
-    return flags.FLAGS
+                      "Stop at the first line that is not UTF-8 instead of skipping it.", **fv)
+    flags.DEFINE_bool("progress", True, "Show progress bars on stderr.", **fv)
+    flags.mark_flags_as_required(["input_file", "vocab_file"], **fv)
 
 
 def main(argv):
-    del argv
+    del argv  # cli.run_main refuses positional arguments
     from absl import flags, logging
 
     FLAGS = flags.FLAGS
@@ -567,5 +572,4 @@ def main(argv):
 if __name__ == "__main__":
     from bert_tf import cli
 
-    _define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -15,44 +15,62 @@ run_classifier's record names (input_ids, input_mask, segment_ids, label_ids).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from typing import List, Optional, Sequence
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import flags_common, text_flags
+from bert_tf.errors import UsageError
+from bert_tf.tasks import TaskSpec
 
 FLAGS = flags.FLAGS
+SPLITS = ("train", "dev")  # test has no labels to train on
 
 
-def define_flags() -> None:
-    """Defined when the command runs (not on import: no collision with other CLIs)."""
-    if "splits" in FLAGS:
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """The task's flags (as finetune's: `flags_common.define_task_flags`) plus these."""
+    if "splits" in flag_values:
         return
-    flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune --task_name).")
-    flags.DEFINE_string("data_dir", None, "The task's data directory.")
-    flags.DEFINE_string("train_file", None, "Training data file (SQuAD); overrides "
-                        "--data_dir's.")
-    flags.DEFINE_string("predict_file", None, "Dev file (SQuAD); overrides --data_dir's.")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.")
-    flags.DEFINE_string("init_checkpoint", None, "A model dir whose vocab.txt / casing to use.")
+    flags_common.define_task_flags(flag_values)
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.",
+                        **fv)
+    flags.DEFINE_string("init_checkpoint", None, "A model dir whose vocab.txt / casing to use.",
+                        **fv)
     flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
-                      "records it, else inferred from the vocab.")
-    from bert_tf import text_flags
+                      "records it, else inferred from the vocab.", **fv)
+    text_flags.define_strip_accents_flag(flag_values)
+    flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.", **fv)
+    flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.", **fv)
+    flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).", **fv)
+    flags.DEFINE_integer("num_output_shards", 1, "Record files per split.", **fv)
+    flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.", **fv)
 
-    text_flags.define_strip_accents_flag()
-    flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.")
-    flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.")
-    flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).")
-    flags.DEFINE_integer("num_output_shards", 1, "Record files per split.")
-    flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.")
-    flags.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.")
-    flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
-    flags.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.")
-    flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.")
-    flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be "
-                      "unanswerable.")
-    flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.")
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FinetuningDataConfig(flags_common.ModelDirFlags):
+    """One run (what the flags say); `run(config)` writes it."""
+    task: TaskSpec
+    max_seq_length: int
+    output_dir: str
+    splits: Sequence[str]
+    num_output_shards: int
+    max_examples: Optional[int]
+
+    @classmethod
+    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuningDataConfig":
+        flags_common.require(flag_values, ["task_name", "output_dir"])
+        for split in flag_values.splits:
+            if split not in SPLITS:
+                raise UsageError(f"--splits: {split!r} is not train or dev (test has no "
+                                 f"labels to train on; finetune --do_predict reads it "
+                                 f"directly)")
+        return flags_common.config_from_flags(
+            cls, flag_values, task=flags_common.task_spec_from_flags(flag_values))
 
 
 def shard_paths(output_dir: str, split: str, shards: int):
@@ -92,36 +110,18 @@ def write_split(task, split: str, output_dir: str, shards: int = 1, max_examples
     return meta
 
 
-def main(argv):
-    del argv
-    from bert_tf import model_dir as md
-    from bert_tf import tasks
-    from bert_tf.tokenization import BertTokenizer
+def run(config: FinetuningDataConfig) -> List[dict]:
+    """Writes the records `config` asks for; returns each split's meta dict."""
+    task = config.task.make(config.resolve().tokenizer(), config.max_seq_length)
+    # TaskDataError (a BertTfError): one line from cli.run_main
+    return [write_split(task, split, config.output_dir, config.num_output_shards,
+                        config.max_examples) for split in config.splits]
 
-    missing = [f for f in ("task_name", "output_dir") if not FLAGS[f].value]
-    if missing:
-        raise app.UsageError(f"missing --{', --'.join(missing)}")
-    vocab = FLAGS.vocab_file or (md.find_vocab(FLAGS.init_checkpoint)
-                                 if FLAGS.init_checkpoint else None)
-    if not vocab:
-        raise app.UsageError("pass --vocab_file (or --init_checkpoint with a vocab.txt)")
-    text = md.resolve_text_settings([FLAGS.init_checkpoint], vocab,
-                                    do_lower_case=FLAGS.do_lower_case,
-                                    strip_accents=FLAGS.strip_accents)
-    cls = tasks.get_task_class(FLAGS.task_name)
-    files = {k: v for k, v in (("train", FLAGS.train_file), ("dev", FLAGS.predict_file)) if v}
-    task = cls(tokenizer=BertTokenizer(vocab, **text.tokenizer_kwargs()),
-               max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir, files=files,
-               **{name: FLAGS[name].value for name in cls.option_names})
-    for split in FLAGS.splits:
-        if split not in ("train", "dev"):
-            raise app.UsageError(f"--splits: {split!r} is not train or dev (test has no labels "
-                                 f"to train on; finetune --do_predict reads it directly)")
-        # TaskDataError (a BertTfError): one line from cli.run_main
-        write_split(task, split, FLAGS.output_dir, FLAGS.num_output_shards,
-                    FLAGS.max_examples)
+
+def main(argv):
+    del argv  # cli.run_main refuses positional arguments
+    run(FinetuningDataConfig.from_flags(FLAGS))
 
 
 if __name__ == "__main__":
-    define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -835,59 +835,63 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
 # Command line (the only place with absl flags).
 
 
-def _define_flags():
+def define_flags(flag_values=None) -> None:
+    """Defines the command's flags on `flag_values` (default: absl's global FLAGS)."""
     from absl import flags
 
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    fv = {"flag_values": flag_values}
+
     flags.DEFINE_string("input_file", None, "Input corpus: comma-separated globs of UTF-8 text, "
-                        "one sentence per line, blank line between documents.")
+                        "one sentence per line, blank line between documents.", **fv)
     flags.DEFINE_string("output_file", None, "Output TFRecord path; with --num_output_shards=N>1 "
                         "the shards are PATH-00000-of-0000N. A comma-separated list names the "
-                        "shards. Nothing else is written in its directory.")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab the model is trained with.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+                        "shards. Nothing else is written in its directory.", **fv)
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab the model is trained with.", **fv)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).", **fv)
     from bert_tf import text_flags
 
-    text_flags.define_text_flags(pre_tokenizer=True)
+    text_flags.define_text_flags(flag_values, pre_tokenizer=True)
     flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together "
-                      "(80/10/10 still drawn per piece, as the original).")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
-    flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with fresh masks.")
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-    flags.DEFINE_integer("random_seed", 12345, "Random seed.")
+                      "(80/10/10 still drawn per piece, as the original).", **fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", **fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per "
+                         "sequence.", **fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.", **fv)
+    flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with fresh masks.", **fv)
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.", **fv)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed.", **fv)
     flags.DEFINE_integer("num_workers", max(1, (os.cpu_count() or 1)), "Worker processes; never "
-                         "changes the output.")
-    flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).")
+                         "changes the output.", **fv)
+    flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).", **fv)
     flags.DEFINE_integer("pool_size", 0, "At most this many documents per work unit (0: no "
                          "limit; units stop at 1 MB of text, more on corpora over 2 GB so that "
                          "there are at most ~2,048). Units are the grain of parallel work and "
                          "of resuming; the statistics do not depend on them (random-next "
                          "documents come from the whole corpus, instances are shuffled over "
                          "all shards). A corpus that is one unit gives exactly the original "
-                         "tool's records.")
+                         "tool's records.", **fv)
     flags.DEFINE_string("summary_file", None, "JSON summary (counts, masking fractions). "
                         "Default: beside the output directory, records/x.tfrecord -> "
-                        "records.x.tfrecord.summary.json.")
+                        "records.x.tfrecord.summary.json.", **fv)
     flags.DEFINE_string("work_dir", None, "Directory for the passes' temporary files (the "
                         "tokenized corpus, shuffle buckets: about 3x the output at peak) and "
                         "the state a rerun resumes from; removed when the job is done. "
-                        "Default: beside the output directory, records.x.tfrecord.work.")
+                        "Default: beside the output directory, records.x.tfrecord.work.", **fv)
     flags.DEFINE_enum("tokenizer", "python", ["python", "tensorflow"], "WordPiece "
                       "implementation: 'python' (the original's rules with a word cache; fast, "
                       "no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
-                      "in-graph). Both give the original FullTokenizer's ids.")
+                      "in-graph). Both give the original FullTokenizer's ids.", **fv)
     flags.DEFINE_bool("strict", False, "Stop at a line that is not valid UTF-8 instead of "
-                      "reporting FILE:LINE and skipping it.")
+                      "reporting FILE:LINE and skipping it.", **fv)
     for name in ("input_file", "output_file", "vocab_file"):
-        flags.mark_flag_as_required(name)
+        flags.mark_flag_as_required(name, **fv)
 
 
 def main(argv):
     from absl import flags
 
-    if len(argv) > 1:
-        raise flags.ValidationError(f"unexpected arguments: {' '.join(argv[1:])}")
+    del argv  # cli.run_main refuses positional arguments
     F = flags.FLAGS
     cfg = JobConfig(
         input_file=F.input_file, output_file=F.output_file, vocab_file=F.vocab_file,
@@ -911,5 +915,4 @@ def main(argv):
 if __name__ == "__main__":
     from bert_tf import cli
 
-    _define_flags()
-    cli.run_main(main)
+    cli.run_main(main, define_flags)

@@ -6,11 +6,11 @@ import sys
 
 import numpy as np
 import pytest
-from absl import app, flags
+from absl import flags
 
 from bert_tf import checkpoints, convert_checkpoint, model_dir
 from bert_tf.config import BertConfig
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, UsageError
 from bert_tf.models import BertPretrainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,8 +73,9 @@ def test_flag_validation_in_process(tmp_path):
     with pytest.raises(flags.IllegalFlagValueError, match="output_dir"):
         _parse("--source_format=tf1", "--input=x")
     fv = _parse("--source_format=bert_tf", "--input=x", f"--output_dir={tmp_path}/o")
-    with pytest.raises(app.UsageError, match="nothing to convert"):
-        convert_checkpoint.run(fv)  # target_format defaults to bert_tf
+    with pytest.raises(UsageError, match="nothing to convert"):
+        # target_format defaults to bert_tf
+        convert_checkpoint.run(convert_checkpoint.ConvertConfig.from_flags(fv))
 
 
 def test_source_errors_exit_without_traceback(tmp_path):
@@ -83,7 +84,7 @@ def test_source_errors_exit_without_traceback(tmp_path):
     fv = _parse("--source_format=huggingface", f"--input={tmp_path}/model.onnx",
                 f"--output_dir={tmp_path}/out")
     with pytest.raises(BertTfError, match="model.onnx: unknown weights format"):
-        convert_checkpoint.run(fv)
+        convert_checkpoint.run(convert_checkpoint.ConvertConfig.from_flags(fv))
     assert not (tmp_path / "out").exists()
     result = run_cli("--source_format=huggingface", f"--input={tmp_path}/model.onnx",
                      f"--output_dir={tmp_path}/out")

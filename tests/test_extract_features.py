@@ -1,5 +1,6 @@
 """extract_features: the original's JSON lines from a tiny model dir written here."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -7,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
-from absl import flags
 
 from bert_tf import extract_features as ef
+from bert_tf import flags_common
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
          "caf", "##e", "dog", ".", "a", "b"]
@@ -61,11 +62,10 @@ def input_file(tmp_path):
 
 
 def _run(model_dir, input_file, output, *extra):
-    fv = flags.FlagValues()
-    ef.define_flags(fv)
-    fv(["extract_features", f"--input_file={input_file}", f"--output_file={output}",
+    fv = flags_common.parse_args(ef.define_flags, [
+        f"--input_file={input_file}", f"--output_file={output}",
         f"--init_checkpoint={model_dir}", "--max_seq_length=8", "--batch_size=3", *extra])
-    return ef.run(fv)
+    return ef.run(ef.ExtractConfig.from_flags(fv))
 
 
 def _read(path):
@@ -171,17 +171,16 @@ def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, in
     from bert_tf.model_dir import load_encoder
     from tests.test_distributed_training import _FakeTpu
 
-    fv = flags.FlagValues()
-    ef.define_flags(fv)
-    fv(["extract_features", "--input_file=a", "--output_file=b", "--init_checkpoint=c",
+    fv = flags_common.parse_args(ef.define_flags, [
+        "--input_file=a", "--output_file=b", "--init_checkpoint=c",
         "--use_tpu", "--master=grpc://10.0.0.2:8470", "--num_tpu_cores=8",
         "--use_one_hot_embeddings"])
     fake = _FakeTpu()
-    assert ef.tpu_strategy(fv, **fake.factories()).kind == "strategy"
+    config = ef.ExtractConfig.from_flags(fv)
+    assert config.tpu_strategy(**fake.factories()).kind == "strategy"
     assert fake.calls[0] == ("resolver", {"tpu": "grpc://10.0.0.2:8470", "zone": None,
                                           "project": None})
-    fv.use_tpu = False
-    assert ef.tpu_strategy(fv) is None
+    assert dataclasses.replace(config, use_tpu=False).tpu_strategy() is None
 
     strategy = tf.distribute.MirroredStrategy(
         ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())

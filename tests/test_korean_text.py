@@ -205,17 +205,17 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
                       pre_tokenizer="kiwi")
     assert json.load(open(os.path.join(d, "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
-    got = md.resolve_text_settings([d], keep_vocab)
+    got = md.resolve(d).text
     assert got == md.TextSettings(True, False, "kiwi")
     # A flag wins over the record; an old dir (no strip_accents key) infers from the vocab.
-    assert md.resolve_text_settings([d], keep_vocab, strip_accents=True).strip_accents is True
+    assert md.resolve(d, strip_accents=True).text.strip_accents is True
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True}, f)
-    assert md.resolve_text_settings([d], keep_vocab).strip_accents is False
+    assert md.resolve(d).text.strip_accents is False
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         f.write("{not json")
     with pytest.raises(ValueError, match="tokenizer_config.json: not valid JSON"):
-        md.resolve_text_settings([d], keep_vocab)
+        md.resolve(d)
 
 
 def tiny_model_dir(path, vocab_file):
@@ -336,20 +336,18 @@ def test_pre_tokenizers_command_splits_stdin(monkeypatch, capsys):
 def test_extract_features_reads_the_recorded_setting(tmp_path, keep_vocab):
     """The model dir's strip_accents=False reaches extract_features (syllable tokens);
     --strip_accents on the command line wins (jamo tokens)."""
-    from absl import flags
-
     from bert_tf import extract_features as ef
+    from bert_tf import flags_common
 
     d = tiny_model_dir(tmp_path / "model", keep_vocab)
     (tmp_path / "in.txt").write_text("대한민국은 민주공화국이다.\n", encoding="utf-8")
 
     def tokens(*extra):
-        fv = flags.FlagValues()
-        ef.define_flags(fv)
         out = tmp_path / "out.jsonl"
-        fv(["extract_features", f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
+        fv = flags_common.parse_args(ef.define_flags, [
+            f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
             f"--init_checkpoint={d}", "--layers=-1", *extra])
-        ef.run(fv)
+        ef.run(ef.ExtractConfig.from_flags(fv))
         return [t["token"] for t in json.loads(out.read_text())["features"]]
 
     kept = tokens()

@@ -69,7 +69,73 @@ def test_missing_things_are_named(tmp_path):
         model_dir.resolve_checkpoint(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         model_dir.resolve_checkpoint(str(tmp_path / "ckpt-7"))
-    with pytest.raises(FileNotFoundError, match="no bert_config.json"):
+    with pytest.raises(FileNotFoundError, match="needs bert_config.json"):
         model_dir.load_encoder(str(tmp_path))
     assert model_dir.find_vocab(str(tmp_path)) is None
     assert model_dir.find_do_lower_case(str(tmp_path)) is None
+
+
+# ------------------------------------------------------------- resolve: one precedence
+CASED_VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nHello\nworld\n"
+
+
+def _metadata_dir(path, vocab_text=CASED_VOCAB, **tokenizer):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text(vocab_text)
+    model_dir.write_metadata(str(path), CFG, **tokenizer)
+    return str(path)
+
+
+def test_resolve_precedence_flag_then_dir_then_vocab_then_default(tmp_path):
+    cased = _metadata_dir(tmp_path / "cased")            # nothing recorded
+    got = model_dir.resolve(cased)
+    assert got.config == CFG and got.vocab_file.endswith("vocab.txt")
+    assert got.text == model_dir.TextSettings(False, None, None)          # 3: the vocab
+    assert model_dir.resolve(cased, do_lower_case=True).text.do_lower_case  # 1: the flag
+    recorded = _metadata_dir(tmp_path / "recorded", do_lower_case=True, strip_accents=False)
+    assert model_dir.resolve(recorded).text == model_dir.TextSettings(True, False)  # 2: dir
+    assert model_dir.resolve(recorded, do_lower_case=False).text.do_lower_case is False
+    # A fine-tuned dir's task_config.json records casing too (after tokenizer_config.json).
+    (tmp_path / "cased" / model_dir.TASK_CONFIG_FILE).write_text(
+        '{"task_name": "SST-2", "label_list": ["0", "1"], "do_lower_case": true}')
+    assert model_dir.resolve(cased).text.do_lower_case is True
+    assert model_dir.resolve(cased).task_config["task_name"] == "SST-2"
+    # 4: nothing anywhere: lower case, no config, no vocab (require says what to pass).
+    empty = model_dir.resolve(str(tmp_path / "none"))
+    assert empty.text == model_dir.TextSettings() and empty.config is None
+    with pytest.raises(model_dir.ModelDirError,
+                       match=r"needs bert_config.json and vocab.txt .* --bert_config_file "
+                             r"and --vocab_file"):
+        empty.require(config=True, vocab=True)
+
+
+def test_resolve_flags_name_files_and_fallback_dirs(tmp_path):
+    init = _metadata_dir(tmp_path / "init")
+    other = _metadata_dir(tmp_path / "other", vocab_text="[PAD]\n[UNK]\nhello\n",
+                          do_lower_case=True)
+    # The flag's files win over the dir's; a missing one is named.
+    got = model_dir.resolve(init, vocab_file=str(tmp_path / "other" / "vocab.txt"))
+    assert got.vocab_file == str(tmp_path / "other" / "vocab.txt") and got.text.do_lower_case
+    with pytest.raises(model_dir.ModelDirError, match=r"--vocab_file=.*nope: no such file"):
+        model_dir.resolve(init, vocab_file=str(tmp_path / "nope"))
+    # --init_checkpoint first, then the fallbacks (finetune's --output_dir, to resume).
+    assert model_dir.resolve(None, fallbacks=[other]).text.do_lower_case is True
+    assert model_dir.resolve(init, fallbacks=[other]).vocab_file.startswith(init)
+    with pytest.raises(FileNotFoundError, match="no checkpoint found"):
+        model_dir.resolve(init).checkpoint
+
+
+def test_resolve_reads_the_checkpoint_index_once(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    pretrainer = BertPretrainer(CFG)
+    model_dir.write_model_dir(str(tmp_path), CFG, {"encoder": pretrainer.encoder,
+                                                   "masked_lm": pretrainer.masked_lm})
+    reads = []
+    load = tf.train.load_checkpoint
+    monkeypatch.setattr(tf.train, "load_checkpoint", lambda p: reads.append(p) or load(p))
+    resolved = model_dir.resolve(str(tmp_path))
+    assert resolved.heads == ("masked_lm",)
+    model_dir.restore(resolved, {"encoder": BertEncoder(CFG)})
+    model_dir.load_encoder(resolved)
+    assert len(reads) == 1

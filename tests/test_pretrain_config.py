@@ -6,11 +6,11 @@ import os
 import pytest
 from absl import flags
 
-from bert_tf import flags_common
-from bert_tf import pretrain  # noqa: F401  (defines the pretrain flags)
+from bert_tf import flags_common, pretrain
 from bert_tf.config import BertConfig
 
-FLAGS = flags.FLAGS
+FLAGS = flags.FlagValues()
+pretrain.define_flags(FLAGS)  # pretrain's flags, on a FlagValues of this test's own
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, "official_configs", "pretraining", "*.yaml")))
 

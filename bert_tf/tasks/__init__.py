@@ -10,7 +10,11 @@ data does not import every other task's code.
 ['cola', 'conll2003', 'mnli']
 """
 
+import dataclasses
 import importlib
+from typing import Mapping, Optional
+
+from bert_tf.errors import UsageError
 
 TASKS = {
     "cola": "bert_tf.tasks.glue:ColaTask",
@@ -36,7 +40,8 @@ def canonical_task_name(name: str) -> str:
     key = name.strip().lower().replace("_", "-")
     key = _ALIASES.get(key.replace("-", ""), key)
     if key not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+        raise UsageError(f"--task_name: unknown task {name!r}; known tasks: "
+                         f"{', '.join(sorted(TASKS))}")
     return key
 
 
@@ -48,6 +53,38 @@ def get_task_class(name: str):
 def make_task(name: str, **kwargs):
     """The Task for `--task_name=name`; kwargs go to its constructor."""
     return get_task_class(name)(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """A task as finetune and create_finetuning_data name it: `--task_name`, its data
+    (`--data_dir`, SQuAD's `--train_file` / `--predict_file`) and options (each task
+    takes those of its `option_names`, e.g. SQuAD's doc_stride).
+
+    >>> spec = TaskSpec("sst2", data_dir="glue/SST-2")
+    >>> spec.task_class().__name__, spec.files()
+    ('Sst2Task', {})
+    """
+    task_name: str
+    data_dir: Optional[str] = None
+    train_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    options: Mapping = dataclasses.field(default_factory=dict)
+
+    def task_class(self):
+        return get_task_class(self.task_name)
+
+    def files(self) -> dict:
+        """Split -> file given explicitly (SQuAD): --predict_file serves dev and test."""
+        return {k: v for k, v in (("train", self.train_file), ("dev", self.predict_file),
+                                  ("test", self.predict_file)) if v}
+
+    def make(self, tokenizer, max_seq_length: int):
+        """The Task object, reading its data from `data_dir` / the files."""
+        cls = self.task_class()
+        return cls(tokenizer=tokenizer, max_seq_length=max_seq_length, data_dir=self.data_dir,
+                   files=self.files(),
+                   **{k: v for k, v in self.options.items() if k in cls.option_names})
 
 
 def task_from_config(task_config: dict, tokenizer=None, **kwargs):

@@ -76,7 +76,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, UsageError
 from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.strategy import input_options, is_chief, num_workers
 
@@ -390,7 +390,7 @@ class Trainer:
                eval_on_data_loss: Optional[Callable] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
-            raise ValueError(
+            raise UsageError(
                 f"train_batch_size {global_batch_size} must be a multiple of replicas x "
                 f"gradient_accumulation_steps = {divisor}")
         step = int(self.step.numpy())
@@ -558,7 +558,7 @@ class Trainer:
             weight_sum += float(weight.numpy())
             steps += 1
         if steps == 0:
-            raise ValueError("evaluate: the eval dataset yielded no batch; is the eval "
+            raise UsageError("evaluate: the eval dataset yielded no batch; is the eval "
                              "batch size larger than the eval data?")
         results = {"loss": loss_sum / max(weight_sum, 1.0)}
         for name, (num, den) in (totals or {}).items():
