@@ -220,15 +220,9 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
 
 def tiny_model_dir(path, vocab_file):
     """A one-layer encoder model dir over `vocab_file` recording strip_accents=False."""
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from tests.helpers import make_model_dir
 
-    vocab_size = len(open(vocab_file, encoding="utf-8").read().split("\n")) - 1
-    cfg = BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=16)
-    md.write_model_dir(str(path), cfg, {"encoder": BertEncoder(cfg)}, vocab_file=vocab_file,
-                       do_lower_case=True, strip_accents=False)
-    return str(path)
+    return make_model_dir(path, vocab_file, strip_accents=False)
 
 
 def test_export_tokenizes_as_training_did(tmp_path, keep_vocab, keep_tok):
@@ -295,17 +289,17 @@ def test_kiwi_pre_tokenizer_on_real_korean(tmp_path):
 
 
 def test_hugging_face_import_keeps_strip_accents(tmp_path):
-    from bert_tf import checkpoints
+    from bert_tf.checkpoints import huggingface
 
     (tmp_path / "tokenizer_config.json").write_text(
         json.dumps({"do_lower_case": True, "strip_accents": False}))
-    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is False
+    assert huggingface._huggingface_text_settings(str(tmp_path))[1] is False
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     (tmp_path / "tokenizer.json").write_text(json.dumps(
         {"normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": False}}))
-    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is False
+    assert huggingface._huggingface_text_settings(str(tmp_path))[1] is False
     (tmp_path / "tokenizer.json").unlink()
-    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is None
+    assert huggingface._huggingface_text_settings(str(tmp_path))[1] is None
 
 
 def test_beam_pipeline_takes_the_text_flags():
