@@ -63,13 +63,14 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+from bert_tf import file_io, text_rules
+from bert_tf.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_writer
 from data_prep.corpus import CorpusError
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_REPORTED_INVALID = 100
 log = logging.getLogger("create_pretraining_data")
 
@@ -162,8 +163,14 @@ def _beside_output_dir(output_file: str, suffix: str) -> str:
     # the output name, so `x.tfrecord*` does not match it either. Records written into the
     # working directory (or the root) share it with other files anyway: nothing is written
     # above it, the file goes there hidden (`.x.tfrecord<suffix>`, which `x.tfrecord*`
-    # does not match).
+    # does not match). A remote path (the Beam pipeline's) goes beside its directory too,
+    # hidden in the bucket's root.
     first = output_file.split(",")[0].strip()
+    if file_io.is_remote(first):
+        directory, name = first.rstrip("/").rsplit("/", 1)
+        if directory.split("://", 1)[1].count("/") == 0:  # the bucket itself
+            return f"{directory}/.{name}{suffix}"
+        return f"{directory}.{name}{suffix}"
     directory, name = os.path.split(os.path.abspath(first))
     if directory == os.path.dirname(directory) or directory == os.path.abspath(os.getcwd()):
         return os.path.join(directory, f".{name}{suffix}")
@@ -186,6 +193,8 @@ def default_work_dir(output_file: str) -> str:
 
         >>> default_work_dir("/data/records/wiki.tfrecord")
         '/data/records.wiki.tfrecord.work'
+        >>> default_work_dir("gs://b/records/wiki.tfrecord"), default_work_dir("gs://b/wiki.tfrecord")
+        ('gs://b/records.wiki.tfrecord.work', 'gs://b/.wiki.tfrecord.work')
     """
     return _beside_output_dir(output_file, ".work")
 
@@ -239,7 +248,7 @@ class UnitProcessor:
         self.cfg = cfg
         self.opener = opener
         if cfg.tokenizer == "python":
-            tok = corpus.WordPieceTokenizer.from_vocab_file(
+            tok = text_rules.WordPieceTokenizer.from_vocab_file(
                 cfg.vocab_file, cfg.do_lower_case, strip_accents=cfg.strip_accents)
             self.tokenizer = tok
             vocab_tokens = [None] * (max(tok.vocab.values()) + 1)
@@ -258,8 +267,8 @@ class UnitProcessor:
         else:
             raise ValueError(f"--tokenizer={cfg.tokenizer}: use python or tensorflow")
         self.vocab = pi.VocabIds(
-            cls_id=token_to_id["[CLS]"], sep_id=token_to_id["[SEP]"],
-            mask_id=token_to_id["[MASK]"], vocab_size=len(vocab_tokens),
+            cls_id=token_to_id[CLS_TOKEN], sep_id=token_to_id[SEP_TOKEN],
+            mask_id=token_to_id[MASK_TOKEN], vocab_size=len(vocab_tokens),
             is_continuation=pi.continuation_table(vocab_tokens))
         self.pre_split = None
         if cfg.pre_tokenizer:
@@ -660,7 +669,7 @@ def run(cfg: JobConfig) -> Dict:
     cfg.validate()
     for flag, value in (("--input_file", cfg.input_file), ("--output_file", cfg.output_file),
                         ("--vocab_file", cfg.vocab_file)):
-        remote = [p for p in value.split(",") if corpus.is_remote(p.strip())]
+        remote = [p for p in value.split(",") if file_io.is_remote(p.strip())]
         if remote:
             raise CorpusError(f"{flag}={remote[0]}: this job reads and writes local files; "
                               f"for gs:// and other remote storage run the same job as "
