@@ -32,6 +32,8 @@ from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
 from bert_tf.training.loop import Trainer
+from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,
+                           write_vocab)
 from tests.test_data_pretraining import PRED, SEQ, write_records
 from tests.test_pretrain_cli import _free_ports, _wait_for
 from tests.test_training_loop import _Linear
@@ -266,30 +268,19 @@ NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
             "terrible acting", "an awful film"]
 
 
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
 @pytest.fixture(scope="module")
 def glue_workspace(tmp_path_factory):
     """A tiny random encoder dir with its own vocab, SST-2-format data, ONE record file."""
     from bert_tf.data.finetuning import write_records as write_task_records
-    from bert_tf.model_dir import write_model_dir
     from bert_tf.tasks.glue import Sst2Task
     from bert_tf.tokenization import BertTokenizer
 
     root = tmp_path_factory.mktemp("distributed_glue")
     vocab = root / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
-    cfg = BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=16)
-    keras.utils.set_random_seed(0)
-    write_model_dir(str(root / "init"), cfg, {"encoder": BertEncoder(cfg)},
-                    vocab_file=str(vocab), do_lower_case=True)
+    write_vocab(vocab, SPECIAL_TOKENS + WORDS)
+    make_model_dir(root / "init", vocab, tiny_config(
+        vocab_size=5 + len(WORDS), hidden_size=32, intermediate_size=64,
+        max_position_embeddings=16))
     data = root / "sst2"
     data.mkdir()
     rows = [(s, 1) for s in POSITIVE] + [(s, 0) for s in NEGATIVE]
@@ -322,7 +313,7 @@ def _start_workers(command, logs):
                                 "task": {"type": "worker", "index": index}})
         processes.append(subprocess.Popen(command, stdout=open(log, "w"),
                                           stderr=subprocess.STDOUT, cwd=REPO,
-                                          env=_env(TF_CONFIG=tf_config)))
+                                          env=command_env(TF_CONFIG=tf_config)))
     return processes
 
 
@@ -377,7 +368,7 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
     one = tmp_path / "one_device"
     result = subprocess.run(_finetune(root, one, f"--init_checkpoint={out}", "--do_eval",
                                       "--do_predict"),
-                            cwd=REPO, env=_env(), capture_output=True, text=True,
+                            cwd=REPO, env=command_env(), capture_output=True, text=True,
                             timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     one_results = json.loads((one / "eval_results.json").read_text())

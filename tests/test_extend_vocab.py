@@ -19,16 +19,12 @@ from bert_tf.models import BertPretrainer
 from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
 from data_prep import create_pretraining_data as cpd
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
+from tests.helpers import command_env
 from tests.test_korean_text import KOREAN, korean_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_CORPUS = os.path.join(REPO, "demo", "data", "corpus.txt")
 NUM_NEW = 1200  # every character of the Korean text, then merged pieces
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-                TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +160,7 @@ def test_pretrain_continues_from_extended_dir(extended, tmp_path):
          "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
          "--num_train_steps=2", "--num_warmup_steps=1", "--steps_per_loop=1",
          "--save_checkpoints_steps=2"],
-        env=_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
+        env=command_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert tf.train.latest_checkpoint(run_dir).endswith("ckpt-2")
     # The run records the extended vocab and settings for finetune/export.
@@ -178,7 +174,7 @@ def test_cli_errors_name_the_problem(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bert_tf.extend_vocab", f"--init_checkpoint={tmp_path}/none",
          f"--input_file={KOREAN}", f"--output_dir={tmp_path}/out"],
-        env=_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
+        env=command_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "needs bert_config.json and vocab.txt" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -212,7 +208,7 @@ def test_build_vocab_cli_without_kiwi_says_what_to_install(tmp_path):
     fake = tmp_path / "site" / "kiwipiepy"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no kiwipiepy here')\n")
-    env = _env()
+    env = command_env()
     env["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{REPO}"
     proc = subprocess.run(
         [sys.executable, "-m", "data_prep.build_vocab", f"--input_file={KOREAN}",

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from tests.helpers import command_env
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,18 +40,10 @@ def _command(setup, output_dir, *extra):
             "--steps_per_loop=1", *extra]
 
 
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
 def _start(command, log_path, **env):
     log = open(log_path, "w")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env(**env),
-                            cwd=REPO)
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                            env=command_env(**env), cwd=REPO)
 
 
 def _wait_for(condition, process, what, timeout=TIMEOUT):
@@ -80,8 +73,8 @@ def test_kill_9_then_the_same_command_resumes_from_the_last_checkpoint(setup, tm
     first.wait(timeout=60)
     killed_at = _latest_step(out)
     assert killed_at < 30, "the run finished before it could be killed"
-    second = subprocess.run(command, env=_env(), cwd=REPO, capture_output=True, text=True,
-                            timeout=TIMEOUT)
+    second = subprocess.run(command, env=command_env(), cwd=REPO, capture_output=True,
+                            text=True, timeout=TIMEOUT)
     log = second.stdout + second.stderr
     assert second.returncode == 0, log[-3000:]
     assert f"resumed from step {killed_at} " in log
