@@ -49,9 +49,9 @@ MAX_INPUT_CHARS_PER_WORD = 200
 
 __all__ = ["MAX_INPUT_CHARS_PER_WORD", "VocabError",
            "is_whitespace", "is_control", "is_punctuation", "is_chinese_char",
-           "strip_accents", "load_vocab", "check_special_tokens", "infer_do_lower_case",
-           "infer_strip_accents", "TextMode", "text_mode", "BasicTokenizer",
-           "WordPieceTokenizer"]
+           "strip_accents", "load_vocab", "parse_vocab", "check_special_tokens",
+           "infer_do_lower_case", "infer_strip_accents", "TextMode", "text_mode",
+           "BasicTokenizer", "WordPieceTokenizer"]
 
 
 class VocabError(BertTfError, ValueError):
@@ -182,6 +182,15 @@ def load_vocab(path) -> List[str]:
         data = file_io.read_bytes(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"vocab file not found: {path}") from None
+    return parse_vocab(data, path)
+
+
+def parse_vocab(data: bytes, path: str) -> List[str]:
+    """`load_vocab` of a vocab file's bytes (`path` names it in errors).
+
+    >>> parse_vocab(b"[PAD]\\r\\na \\n", "v.txt")
+    ['[PAD]', 'a']
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -87,7 +87,8 @@ class BertTokenizer(tf.Module):
 
     def __init__(self, vocab_file, do_lower_case: bool = True,
                  strip_accents: Optional[bool] = None,
-                 max_input_chars_per_word: int = 200, name: Optional[str] = None):
+                 max_input_chars_per_word: int = text_rules.MAX_INPUT_CHARS_PER_WORD,
+                 name: Optional[str] = None):
         super().__init__(name=name)
         import tensorflow_text as tf_text  # registers the ops; heavy, so imported here
 

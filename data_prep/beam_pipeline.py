@@ -40,7 +40,6 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-from bert_tf.constants import SPECIAL_TOKENS
 from bert_tf.file_io import is_remote
 from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
@@ -287,12 +286,7 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     cfg, beam_args = parse_args(argv)
     cfg.validate()
     paths = expand_globs(cfg.input_file)
-    with open_any(cfg.vocab_file) as f:
-        vocab = f.read().decode("utf-8").split("\n")
-    missing = [t for t in SPECIAL_TOKENS if t not in {v.strip() for v in vocab}]
-    if missing:
-        raise corpus.CorpusError(f"--vocab_file: {cfg.vocab_file} lacks the special token(s) "
-                                 f"{' '.join(missing)}")
+    cpd.check_vocab_file(cfg.vocab_file, open_any)
     units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
                                      corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))

@@ -207,23 +207,21 @@ def work_dir_path(cfg: JobConfig) -> str:
     return cfg.work_dir or default_work_dir(cfg.output_file)
 
 
-def check_vocab_file(path: str) -> List[str]:
+def check_vocab_file(path: str, opener=open) -> List[str]:
     """The vocab's tokens; refuses a vocab without the five special tokens, naming them.
 
     (A light check in the parent process, so a wrong vocab fails before workers start.)
     """
     try:
-        with open(path, "rb") as f:
-            tokens = [t.strip() for t in f.read().decode("utf-8").split("\n")]
+        with opener(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         raise CorpusError(f"--vocab_file: {path} does not exist") from None
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"--vocab_file: {path} is not UTF-8 ({e})") from None
-    present = set(tokens)
-    missing = [t for t in SPECIAL_TOKENS if t not in present]
-    if missing:
-        raise CorpusError(f"--vocab_file: {path} lacks the special token(s) {' '.join(missing)}; "
-                          f"a BERT vocab needs all of {' '.join(SPECIAL_TOKENS)}")
+    try:
+        tokens = text_rules.parse_vocab(data, path)
+        text_rules.check_special_tokens(text_rules.vocab_index(tokens), path)
+    except text_rules.VocabError as e:
+        raise CorpusError(f"--vocab_file: {e}") from None
     return tokens
 
 

@@ -374,7 +374,7 @@ def test_vocab_without_special_tokens_is_refused(tmp_path, vocab_file):
               if t not in ("[MASK]", "[SEP]")]
     vocab.write_text("\n".join(tokens), encoding="utf-8")
     src = write_corpus(tmp_path / "c.txt", ["A b.", "C d.", "", "E."])
-    with pytest.raises(CorpusError, match=r"lacks the special token\(s\) \[SEP\] \[MASK\]"):
+    with pytest.raises(CorpusError, match=r"lacks the special token\(s\) \[SEP\], \[MASK\]"):
         cpd.run(job(tmp_path, src, str(vocab)))
     assert_no_output(tmp_path)
 
