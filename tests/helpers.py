@@ -13,15 +13,20 @@ from tests.conftest import REPO_ROOT
 
 REPO = str(REPO_ROOT)
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# Toy SST-2 sentences: separable by their words, so a tiny model learns them in a few steps.
+SST2_POSITIVE = ["a good movie", "great fun", "truly wonderful", "good and great",
+                 "wonderful acting", "a great film"]
+SST2_NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
+                 "terrible acting", "an awful film"]
 
 
 def tiny_config(**overrides):
-    """A BertConfig small enough for a test: L1/H16/A2, intermediate 32, 64 positions,
+    """A BertConfig small enough for a test: L1/H16/A2, intermediate 32, 128 positions,
     vocab 30; any field can be overridden."""
     from bert_tf.config import BertConfig
 
     values = dict(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=64)
+                  intermediate_size=32, max_position_embeddings=128)
     values.update(overrides)
     return BertConfig(**values)
 
@@ -62,6 +67,49 @@ def make_model_dir(directory, vocab: Union[str, os.PathLike, Sequence[str], None
                     vocab_file=None if vocab is None else str(vocab),
                     do_lower_case=do_lower_case, **text_settings)
     return directory
+
+
+def write_sst2_dir(directory, train_repeats: int) -> str:
+    """An SST-2-format data dir: train.tsv (the toy sentences `train_repeats` times),
+    dev.tsv (each once) and test.tsv (the first five). Returns it as a string."""
+    os.makedirs(directory, exist_ok=True)
+    rows = [(s, 1) for s in SST2_POSITIVE] + [(s, 0) for s in SST2_NEGATIVE]
+
+    def write(name, header, lines):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(header + "\n" + "\n".join(lines) + "\n")
+
+    write("train.tsv", "sentence\tlabel",
+          [f"{s} \t{label}" for _ in range(train_repeats) for s, label in rows])
+    write("dev.tsv", "sentence\tlabel", [f"{s} \t{label}" for s, label in rows])
+    write("test.tsv", "index\tsentence", [f"{i}\t{s}" for i, (s, _) in enumerate(rows[:5])])
+    return str(directory)
+
+
+def wait_all(processes, timeout: float):
+    """Waits for every process (killing the ones still running if one times out);
+    returns their exit codes."""
+    try:
+        return [p.wait(timeout=timeout) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+
+
+def piece_spans(tokenizer, texts):
+    """Yields `(text, id, piece, span)` for every WordPiece `tokenizer.tokenize_with_offsets`
+    finds: `piece` without its "##", `span` the input text its offsets point at. Checks
+    first that the ids equal `tokenize`'s."""
+    ids, starts, ends = tokenizer.tokenize_with_offsets(texts)
+    assert ids.to_list() == tokenizer.tokenize(texts).to_list()
+    for text, row, row_starts, row_ends in zip(texts, ids.to_list(), starts.to_list(),
+                                               ends.to_list()):
+        raw = text.encode("utf-8")
+        for i, start, end in zip(row, row_starts, row_ends):
+            piece = tokenizer.id_to_token(i)
+            yield text, i, piece[2:] if piece.startswith("##") else piece, \
+                raw[start:end].decode("utf-8")
 
 
 def command_env(**changes) -> dict:

@@ -33,7 +33,7 @@ from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
 from bert_tf.training.loop import Trainer
 from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,
-                           write_vocab)
+                           wait_all, write_sst2_dir, write_vocab)
 from tests.test_data_pretraining import PRED, SEQ, write_records
 from tests.test_pretrain_cli import _free_ports, _wait_for
 from tests.test_training_loop import _Linear
@@ -262,10 +262,6 @@ def test_task_records_are_sharded_by_record_when_files_are_fewer_than_workers(tm
 # ---------------------------------------- two workers: preemption, eval, predict
 WORDS = ["good", "great", "fun", "wonderful", "movie", "film", "acting", "truly", "bad",
          "awful", "terrible", "and", "a", "an"]
-POSITIVE = ["a good movie", "great fun", "truly wonderful", "good and great",
-            "wonderful acting", "a great film"]
-NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
-            "terrible acting", "an awful film"]
 
 
 @pytest.fixture(scope="module")
@@ -281,17 +277,9 @@ def glue_workspace(tmp_path_factory):
     make_model_dir(root / "init", vocab, tiny_config(
         vocab_size=5 + len(WORDS), hidden_size=32, intermediate_size=64,
         max_position_embeddings=16))
-    data = root / "sst2"
-    data.mkdir()
-    rows = [(s, 1) for s in POSITIVE] + [(s, 0) for s in NEGATIVE]
-    (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(
-        f"{s} \t{label}" for _ in range(4) for s, label in rows) + "\n")
-    (data / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(
-        f"{s} \t{label}" for s, label in rows) + "\n")
-    (data / "test.tsv").write_text("index\tsentence\n" + "\n".join(
-        f"{i}\t{s}" for i, (s, _) in enumerate(rows[:5])) + "\n")
+    data = write_sst2_dir(root / "sst2", train_repeats=4)
     task = Sst2Task(tokenizer=BertTokenizer(str(vocab), do_lower_case=True),
-                    max_seq_length=16, data_dir=str(data))
+                    max_seq_length=16, data_dir=data)
     features = task.convert_examples(task.get_examples("train"), "train")
     # One record file for two workers: they must shard it by record.
     assert write_task_records(str(root / "train.tf_record"), features, task.feature_spec()) == 48
@@ -318,13 +306,7 @@ def _start_workers(command, logs):
 
 
 def _wait_all(processes, logs):
-    try:
-        codes = [p.wait(timeout=TIMEOUT) for p in processes]
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                p.kill()
-    return codes, [log.read_text() for log in logs]
+    return wait_all(processes, TIMEOUT), [log.read_text() for log in logs]
 
 
 def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspace, tmp_path):

@@ -9,19 +9,13 @@ import os
 import pytest
 
 from bert_tf.config import BertConfig
-from tests.helpers import make_model_dir, run_command
+from tests.helpers import make_model_dir, run_command, write_sst2_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab",
                      "bert-base-uncased-vocab.txt")
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
-
-POSITIVE = ["a good movie", "great fun", "truly wonderful", "good and great",
-            "wonderful acting", "a great film"]
-NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
-            "terrible acting", "an awful film"]
-
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
@@ -30,15 +24,7 @@ def workspace(tmp_path_factory):
         pytest.skip(f"{VOCAB} not present")
     root = tmp_path_factory.mktemp("finetune")
     make_model_dir(root / "init", VOCAB, BertConfig(**TINY))  # same weights on every run
-    data = root / "sst2"
-    data.mkdir()
-    rows = [(s, 1) for s in POSITIVE] + [(s, 0) for s in NEGATIVE]
-    train = [f"{s} \t{label}" for _ in range(6) for s, label in rows]
-    (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(train) + "\n")
-    (data / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(
-        f"{s} \t{label}" for s, label in rows) + "\n")
-    (data / "test.tsv").write_text("index\tsentence\n" + "\n".join(
-        f"{i}\t{s}" for i, (s, _) in enumerate(rows[:5])) + "\n")
+    write_sst2_dir(root / "sst2", train_repeats=6)
     return root
 
 

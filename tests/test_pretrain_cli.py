@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from tests.helpers import command_env
+from tests.helpers import command_env, wait_all
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,12 +125,7 @@ def test_two_workers_on_loopback_train_and_write_one_checkpoint(setup, tmp_path)
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
         processes.append(_start(command, tmp_path / f"worker{index}.log", TF_CONFIG=tf_config))
-    try:
-        codes = [p.wait(timeout=TIMEOUT) for p in processes]
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                p.kill()
+    codes = wait_all(processes, TIMEOUT)
     logs = [(tmp_path / f"worker{i}.log").read_text() for i in range(2)]
     assert codes == [0, 0], "\n".join(log[-2000:] for log in logs)
     assert "step 4:" in logs[0]

@@ -11,6 +11,7 @@ import pytest
 from bert_tf.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.conftest import SHARED_DATA
+from tests.helpers import piece_spans
 from tests.test_tokenization import HARD_TEXTS, cased_vocab_tokens, write_vocab
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
@@ -206,16 +207,9 @@ def test_real_corpus_cased(cased_vocab_file, corpus):
 def test_real_corpus_offsets(uncased, corpus):
     """Offsets of matched pieces point at text that lower-cases/strips to the piece."""
     texts = corpus[:500]
-    ids, starts, ends = uncased.tokenize_with_offsets(texts)
-    assert ids.to_list() == uncased.tokenize(texts).to_list()
     checked = 0
-    for t, row, rs, re_ in zip(texts, ids.to_list(), starts.to_list(), ends.to_list()):
-        raw = t.encode("utf-8")
-        for i, s, e in zip(row, rs, re_):
-            piece = uncased.id_to_token(i)
-            piece = piece[2:] if piece.startswith("##") else piece
-            span = raw[s:e].decode("utf-8")
-            if i != uncased.unk_id and span.isascii():
-                assert span.lower() == piece, (t, span, piece)
-                checked += 1
+    for t, i, piece, span in piece_spans(uncased, texts):
+        if i != uncased.unk_id and span.isascii():
+            assert span.lower() == piece, (t, span, piece)
+            checked += 1
     assert checked > 10000
