@@ -30,11 +30,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import constants, model_dir
+from bert_tf import constants, model_dir, text_rules
 from bert_tf.checkpoints.names import (HEADS, POOLER, TASK_HEAD_MAPPINGS, hf_name,
                                        hf_names, mappings_for)
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
-                                         check_vocab, checked, log_unused, read_mapped,
+                                         checked, checked_vocab, log_unused, read_mapped,
                                          require_file)
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.model_dir import CheckpointMismatchError
@@ -181,13 +181,7 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     directory = os.path.dirname(weights_file)
     config_file = config_file or os.path.join(directory, "config.json")
     config = huggingface_config(config_file)
-    if vocab_file is None:
-        candidate = os.path.join(directory, model_dir.VOCAB_FILE)
-        vocab_file = candidate if tf.io.gfile.exists(candidate) else None
-        if vocab_file is None:
-            logging.warning("%s: no vocab.txt; the output has no vocab (pass --vocab_file)",
-                            directory)
-    check_vocab(vocab_file, config, config_file)
+    vocab_file = checked_vocab(vocab_file, directory, config, config_file)
     tensors = load_huggingface_tensors(weights_file)
     if "bert.embeddings.word_embeddings.weight" in tensors:
         prefix = "bert."
@@ -308,12 +302,8 @@ def huggingface_config_dict(weights: BertWeights, architecture: Optional[str] = 
 
 def _pad_id(vocab_file: Optional[str]) -> int:
     """The id of [PAD] in the vocab (0 in BERT's), which HF's embeddings treat as padding."""
-    if vocab_file:
-        with tf.io.gfile.GFile(vocab_file) as f:
-            for i, line in enumerate(f):
-                if line.strip() == constants.PAD_TOKEN:
-                    return i
-    return 0
+    tokens = text_rules.load_vocab(vocab_file) if vocab_file else []
+    return tokens.index(constants.PAD_TOKEN) if constants.PAD_TOKEN in tokens else 0
 
 
 def write_huggingface(weights: BertWeights, output_dir: str) -> str:

@@ -36,7 +36,7 @@ from absl import logging
 from bert_tf import model_dir
 from bert_tf.checkpoints.names import POOLER, mappings_for
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
-                                         check_vocab, checked, log_unused, read_mapped,
+                                         checked, checked_vocab, log_unused, read_mapped,
                                          require_file)
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.model_dir import CheckpointMismatchError
@@ -125,13 +125,7 @@ def read_tf1_checkpoint(path: str, config_file: Optional[str] = None,
     directory = os.path.dirname(prefix)
     config_file = config_file or os.path.join(directory, TF1_CONFIG_FILE)
     config = tf1_config(config_file)
-    if vocab_file is None:
-        candidate = os.path.join(directory, model_dir.VOCAB_FILE)
-        vocab_file = candidate if tf.io.gfile.exists(candidate) else None
-        if vocab_file is None:
-            logging.warning("%s: no vocab.txt next to the checkpoint; the output has no vocab "
-                            "(pass --vocab_file)", directory)
-    check_vocab(vocab_file, config, config_file)
+    vocab_file = checked_vocab(vocab_file, directory, config, config_file)
     model_dir.check_checkpoint_files(prefix)  # a damaged or cut-short copy: say so
     reader = tf.train.load_checkpoint(prefix)
     names = list(reader.get_variable_to_shape_map())

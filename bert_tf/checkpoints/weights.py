@@ -23,6 +23,7 @@ children `build_model` returns. The helpers the readers share (`collect`,
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -177,6 +178,20 @@ def require_file(path: str, what: str) -> str:
 def _vocab_size_of(vocab_file: str) -> int:
     with tf.io.gfile.GFile(vocab_file, "r") as f:
         return sum(1 for line in f if line.strip())
+
+
+def checked_vocab(vocab_file: Optional[str], directory: str, config: BertConfig,
+                  config_source: str) -> Optional[str]:
+    """`vocab_file`, else the vocab.txt in the source's `directory` (None, with a warning,
+    when there is none), checked against the config (`check_vocab`)."""
+    if vocab_file is None:
+        candidate = os.path.join(directory, model_dir.VOCAB_FILE)
+        vocab_file = candidate if tf.io.gfile.exists(candidate) else None
+        if vocab_file is None:
+            logging.warning("%s: no vocab.txt next to the weights; the output has no vocab "
+                            "(pass --vocab_file)", directory)
+    check_vocab(vocab_file, config, config_source)
+    return vocab_file
 
 
 def check_vocab(vocab_file: Optional[str], config: BertConfig, config_source: str) -> None:
