@@ -31,6 +31,19 @@ def tiny_config(**overrides):
     return BertConfig(**values)
 
 
+def first_lines(path, n: int, keep=str.strip) -> list:
+    """The first `n` lines of a UTF-8 text file that `keep` accepts (non-blank ones by
+    default), without their newlines."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if keep(line):
+                out.append(line.rstrip("\n"))
+                if len(out) >= n:
+                    break
+    return out
+
+
 def write_vocab(path, tokens: Sequence[str]) -> str:
     """Writes `tokens` one per line (UTF-8); returns the path as a string."""
     with open(path, "w", encoding="utf-8") as f:

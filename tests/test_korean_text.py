@@ -19,7 +19,7 @@ from bert_tf.text_rules import (BasicTokenizer, TextMode, WordPieceTokenizer,
                                 infer_strip_accents, text_mode)
 from bert_tf.tokenization import BertTokenizer
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
-from tests.helpers import piece_spans
+from tests.helpers import first_lines, piece_spans
 
 KOREAN = pathlib.Path(__file__).parent / "data" / "korean" / "kolaw_kobill.txt"
 
@@ -29,27 +29,15 @@ def korean_lines():
 
 
 def english_lines(shared_data, n=600):
-    out = []
-    with open(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(line.rstrip("\n"))
-            if len(out) >= n:
-                break
-    return out
+    return first_lines(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", n)
 
 
 def accented_lines(shared_data, n=300):
     """Real enwiki sentences holding accented Latin (names, places)."""
-    out = []
-    with open(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", encoding="utf-8") as f:
-        for line in f:
-            if any(unicodedata.decomposition(c).split()[1:2] and c.isalpha() and not c.isascii()
-                   for c in line):
-                out.append(line.rstrip("\n"))
-            if len(out) >= n:
-                break
-    return out
+    return first_lines(
+        shared_data / "pretrain" / "enwiki_2015_bert_format.txt", n,
+        keep=lambda line: any(unicodedata.decomposition(c).split()[1:2] and c.isalpha()
+                              and not c.isascii() for c in line))
 
 
 def learn_vocab(path, lines, do_lower_case, strip_accents, size=4000):

@@ -14,6 +14,7 @@ from bert_tf.text_rules import VocabError, infer_do_lower_case, load_vocab
 from bert_tf.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.conftest import REPO_ROOT, SHARED_DATA
+from tests.helpers import piece_spans
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 
@@ -251,25 +252,16 @@ def test_infer_do_lower_case(tmp_path, cased_vocab_file):
 # ------------------------------------------------------------------ offsets
 
 
-def _piece_text(tok, i):
-    t = tok.id_to_token(i)
-    return t[2:] if t.startswith("##") else t
-
-
 def test_offsets_ascii(uncased):
     texts = ["Hello, World!  unaffable xyzzyq", "  The U.S.A. (e-mail)", "", "x" * 250 + " end"]
-    ids, starts, ends = uncased.tokenize_with_offsets(texts)
-    assert ids.to_list() == uncased.tokenize(texts).to_list()
-    for text, row_ids, row_s, row_e in zip(texts, ids.to_list(), starts.to_list(),
-                                           ends.to_list()):
-        raw = text.encode("utf-8")
-        for i, s, e in zip(row_ids, row_s, row_e):
-            span = raw[s:e].decode("utf-8").lower()
-            if i == uncased.unk_id:
-                assert " " not in span and span, (text, s, e)
-            else:
-                assert span == _piece_text(uncased, i), (text, s, e)
+    for text, i, piece, span in piece_spans(uncased, texts):
+        span = span.lower()
+        if i == uncased.unk_id:
+            assert " " not in span and span, (text, span)
+        else:
+            assert span == piece, (text, span)
     # Long word -> [UNK] spanning the whole word.
+    _, starts, ends = uncased.tokenize_with_offsets(texts)
     assert (starts.to_list()[3][0], ends.to_list()[3][0]) == (0, 250)
 
 

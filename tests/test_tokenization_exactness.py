@@ -11,7 +11,7 @@ import pytest
 from bert_tf.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.conftest import SHARED_DATA
-from tests.helpers import piece_spans
+from tests.helpers import first_lines, piece_spans
 from tests.test_tokenization import HARD_TEXTS, cased_vocab_tokens, write_vocab
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
@@ -32,17 +32,6 @@ def uncased():
 @pytest.fixture(scope="module")
 def ref_uncased():
     return ref.FullTokenizer(str(_need(UNCASED_VOCAB)), do_lower_case=True)
-
-
-def _read_lines(path, n):
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(line.rstrip("\n"))
-            if len(out) >= n:
-                break
-    return out
 
 
 def _glue_sentences(limit_per_file=400):
@@ -68,11 +57,11 @@ def _glue_sentences(limit_per_file=400):
 
 @pytest.fixture(scope="module")
 def corpus():
-    lines = _read_lines(_need(ENWIKI), 2000)
+    lines = first_lines(_need(ENWIKI), 2000)
     lines += _glue_sentences()
     conll = SHARED_DATA / "conll2003" / "eng.testa"
     if conll.exists():
-        words = [ln.split(" ")[0] for ln in _read_lines(conll, 3000) if " " in ln]
+        words = [ln.split(" ")[0] for ln in first_lines(conll, 3000) if " " in ln]
         lines += [" ".join(words[i:i + 20]) for i in range(0, len(words), 20)]
     return lines
 
