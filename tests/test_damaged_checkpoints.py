@@ -13,14 +13,13 @@ import pytest
 
 from bert_tf import model_dir
 from bert_tf.checkpoints import huggingface, names, tf1, weights as weights_lib
-from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
+from tests.helpers import tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CFG = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=32, max_position_embeddings=32,
-                 hidden_act="gelu_approximate")
+CFG = tiny_config(vocab_size=60, num_hidden_layers=2, max_position_embeddings=32,
+                  hidden_act="gelu_approximate")
 
 
 def _cut(path, keep):

@@ -14,12 +14,11 @@ import tensorflow as tf
 
 from bert_tf import extend_vocab as ev
 from bert_tf import model_dir as md
-from bert_tf.config import BertConfig
 from bert_tf.models import BertPretrainer
 from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
 from data_prep import create_pretraining_data as cpd
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
-from tests.helpers import command_env
+from tests.helpers import command_env, tiny_config
 from tests.test_korean_text import KOREAN, korean_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,8 +43,7 @@ def old_dir(tmp_path_factory):
                                                                        basic.tokenize_batch))
     vocab_file = root / "old_vocab.txt"
     vocab_file.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    cfg = tiny_config(vocab_size=len(vocab), max_position_embeddings=64)
     model = BertPretrainer(cfg, name="pretrainer")
     # Distinct bias values, so that the test sees rows move to the right places.
     model.masked_lm.output_bias.assign(np.arange(len(vocab), dtype=np.float32) / 100)
