@@ -48,7 +48,7 @@ def grid(learning_rates: Sequence[float] = PAPER_LEARNING_RATES,
 
 
 def point_name(point: Dict) -> str:
-    """The run directory's name of one grid point.
+    """The point's output subdirectory name.
 
     >>> point_name({"learning_rate": 2e-5, "num_train_epochs": 3, "train_batch_size": 32})
     'lr2e-05_ep3_bs32'
