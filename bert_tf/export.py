@@ -50,6 +50,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.constants import length_delimited as _field
 from bert_tf.errors import BertTfError
 
 SERVING_DEFAULT = "serving_default"
@@ -189,21 +190,9 @@ def _track_captured_variables(module: tf.Module, signatures: Mapping[str, Callab
 
 
 # ---------------------------------------------------------------------------- warmup
-# PredictionLog records are encoded by hand (protobuf wire format, a dozen lines) so that
-# exporting does not need the tensorflow-serving-api package; tests parse them with it.
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field (messages, strings, map entries)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+# PredictionLog records are encoded by hand (protobuf wire format, with
+# constants.length_delimited) so that exporting does not need the tensorflow-serving-api
+# package; tests parse them with it.
 
 
 def predict_request_bytes(signature_name: str, inputs: Mapping[str, np.ndarray],
@@ -744,7 +733,7 @@ class TaggerServing(TaskServing):
         return self._pack(windows)
 
     def _pack(self, windows):
-        from bert_tf.tokenization import pack_inputs
+        from bert_tf.packing import pack_inputs
 
         return _trim_padding(pack_inputs(windows, None, self.max_seq_length,
                                          self.tok.cls_id, self.tok.sep_id))
@@ -830,7 +819,7 @@ class SpanServing(TaskServing):
 
     def _windows(self, question, context):
         """Packed windows and the bookkeeping to map them back to the context."""
-        from bert_tf.tokenization import pack_inputs
+        from bert_tf.packing import pack_inputs
 
         q = self.tok.tokenize(question)
         q = q[:, :self.max_query_length]  # as the original: the question's first pieces

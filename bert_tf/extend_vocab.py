@@ -136,6 +136,7 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
     from bert_tf.models import BertPretrainer
     from bert_tf.text_rules import WordPieceTokenizer, load_vocab
     from data_prep import build_vocab as bv
+    from data_prep import corpus
 
     if num_new_tokens < 1:
         raise ExtendVocabError(f"--num_new_tokens={num_new_tokens}: must be >= 1")
@@ -149,7 +150,7 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
 
     # 1. Learn (build_vocab's reader, pretokenizer and learner).
     stats = bv.CorpusStats()
-    paths = bv.expand_input_globs(input_file)
+    paths = corpus.expand_input_globs(input_file)
     pretokenize = bv.bert_pretokenizer(new_text.do_lower_case, new_text.strip_accents,
                                        new_text.pre_tokenizer)
     counts = bv.count_words(bv.read_corpus_lines(paths, stats, max_input_lines=max_input_lines),

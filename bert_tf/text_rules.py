@@ -41,17 +41,17 @@ from array import array
 from itertools import chain
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from bert_tf import file_io
+from bert_tf.constants import SPECIAL_TOKENS, UNK_TOKEN
 from bert_tf.errors import BertTfError
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
 
-__all__ = ["SPECIAL_TOKENS", "UNK_TOKEN", "MAX_INPUT_CHARS_PER_WORD", "VocabError",
+__all__ = ["MAX_INPUT_CHARS_PER_WORD", "VocabError",
            "is_whitespace", "is_control", "is_punctuation", "is_chinese_char",
-           "strip_accents", "load_vocab", "check_special_tokens", "infer_do_lower_case",
-           "infer_strip_accents", "TextMode", "text_mode", "BasicTokenizer",
-           "WordPieceTokenizer"]
+           "strip_accents", "load_vocab", "parse_vocab", "check_special_tokens",
+           "infer_do_lower_case", "infer_strip_accents", "TextMode", "text_mode",
+           "BasicTokenizer", "WordPieceTokenizer"]
 
 
 class VocabError(BertTfError, ValueError):
@@ -161,22 +161,6 @@ def text_mode(do_lower_case: bool, strip_accents: Optional[bool] = None) -> Text
 # --------------------------------------------------------------------------------------
 # Vocabulary files.
 
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-
-
-def _read_bytes(path: str) -> bytes:
-    if _SCHEME.match(path):  # gs:// and the like: TensorFlow's file systems, only then
-        import tensorflow as tf
-
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(f"vocab file not found: {path}")
-        with tf.io.gfile.GFile(path, "rb") as f:
-            return f.read()
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise FileNotFoundError(f"vocab file not found: {path}") from None
 
 
 def load_vocab(path) -> List[str]:
@@ -194,7 +178,19 @@ def load_vocab(path) -> List[str]:
     ['[PAD]', 'hello', '', 'world']
     """
     path = os.fspath(path)
-    data = _read_bytes(path)
+    try:
+        data = file_io.read_bytes(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"vocab file not found: {path}") from None
+    return parse_vocab(data, path)
+
+
+def parse_vocab(data: bytes, path: str) -> List[str]:
+    """`load_vocab` of a vocab file's bytes (`path` names it in errors).
+
+    >>> parse_vocab(b"[PAD]\\r\\na \\n", "v.txt")
+    ['[PAD]', 'a']
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -7,34 +7,18 @@ TensorFlow and tensorflow_text, never bert_tf).
 
 The original's character rules (whitespace, control, punctuation, CJK ideographs,
 accent stripping) and vocab reading come from `bert_tf.text_rules`, which the offline
-tools' pure-Python `WordPieceTokenizer` shares.
-
-How it stays exact. The original's basic tokenizer is, apart from one rule, a function of
-each character on its own: text cleaning (drop NUL, U+FFFD and control characters, which
-the original takes to be categories "Cc" and "Cf"; map whitespace to ' '), spaces around CJK ideographs, lower-casing + NFD + dropping "Mn"
-marks when uncased, and spaces around punctuation. So at construction we run Python's own
-`unicodedata` / `str.lower` over all 0x110000 code points once and store, per code
-point, the code points it becomes (a compact two-level page table over a list of
-"templates"; a template may say "the character itself", so the ~300k identity entries
-share one). In the graph: decode UTF-8 (invalid bytes dropped, as Python's "ignore"),
-look up each character's template, expand, re-encode, split on ' ', then WordPiece with
-tensorflow_text's `FastWordpieceTokenizer` (words over `max_input_chars_per_word`
-characters become [UNK] first, as the original does).
+tools' pure-Python `WordPieceTokenizer` shares; `bert_tf.codepoint_tables` runs them over
+every code point once into lookup tables. In the graph: decode UTF-8 (invalid bytes
+dropped, as Python's "ignore"), look up each character's template, expand, re-encode,
+split on ' ', then WordPiece with tensorflow_text's `FastWordpieceTokenizer` (words over
+`max_input_chars_per_word` characters become [UNK] first, as the original does).
+`encode` packs `[CLS] a [SEP] (b [SEP])` with `bert_tf.packing.pack_inputs`.
 
 `strip_accents` (Hugging Face's meaning, `text_rules.text_mode`) selects the tables:
 None follows do_lower_case (the original); lower-casing with `strip_accents=False` keeps
 marks and Hangul syllables, and the cleaned text is first NFC-normalized with TF Text's
 `normalize_utf8` (with an offsets map for `tokenize_with_offsets`), as Hugging Face's
 Python BasicTokenizer does; cased with `strip_accents=True` strips without lower-casing.
-
-The context-dependent rules of `str.lower()` + NFD are handled explicitly:
-  * final sigma: 'Σ' lowers to 'ς' when preceded by a cased character (skipping
-    case-ignorable ones) and not followed by one; the per-character classes come from
-    probing Python's `str.lower` itself and the check runs only when a 'Σ' is present;
-  * NFD canonical reordering: after dropping "Mn" marks, reordering only matters for the
-    25 non-"Mn" combining characters (some Mc musical symbols, Hangul tone marks, ...);
-    when one is present the affected rows are re-normalized exactly (stable sort by
-    combining class inside each run of non-starters).
 
 Example:
 
@@ -51,312 +35,17 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import os
-import unicodedata
 import weakref
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-# The original's text rules live in text_rules (TF-free, shared with the offline tools'
-# pure-Python tokenizer); the names are also re-exported here for existing imports.
-from bert_tf import text_rules
-from bert_tf.text_rules import (SPECIAL_TOKENS, UNK_TOKEN, VocabError,  # noqa: F401
-                                check_special_tokens, infer_do_lower_case, load_vocab,
-                                vocab_index)
-from bert_tf.text_rules import is_chinese_char as _is_chinese_char
-from bert_tf.text_rules import is_control as _is_control  # noqa: F401
-from bert_tf.text_rules import is_punctuation as _is_punctuation
-from bert_tf.text_rules import is_whitespace as _is_whitespace  # noqa: F401
-from bert_tf.text_rules import strip_accents as _strip_accents  # noqa: F401
-
-_SPACE = 0x20
-_SELF = -1  # template value meaning "the input character itself"
-_SIGMA = 0x3A3
-_FINAL_SIGMA = 0x3C2
-_BLOCK_BITS = 7
-_BLOCK = 1 << _BLOCK_BITS
-_NUM_CODEPOINTS = 0x110000
-
-_PAD = -2   # template padding; an invalid code point, skipped by the UTF-8 encoder
-
-# Template ids fixed by construction.
-_T_SELF = 0        # (SELF,)
-_T_REMOVE = 1      # ()
-_T_SPACE = 2       # (' ',)
-_T_FINAL_SIGMA = 3  # ('ς',)
-_FIXED_TEMPLATES = ((_SELF,), (), (_SPACE,), (_FINAL_SIGMA,))
-
-# Final-sigma classes (uncased only).
-_C_SKIP, _C_CASED, _C_OTHER = 0, 1, 2
-
-
-def _sigma_class(char: str) -> int:
-    """Class of `char` for Python's final-sigma rule, probed from str.lower itself."""
-    after_cased = ("A" + char + "Σ").lower()[-1] == "ς"   # ignorable or cased
-    before_end = ("AΣ" + char).lower()[1] == "ς"          # ignorable or not cased
-    if after_cased and before_end:
-        return _C_SKIP
-    if after_cased:
-        return _C_CASED
-    return _C_OTHER
-
-
-def _is_reorderable(char: str) -> bool:
-    """Non-"Mn" characters with a non-zero canonical combining class (kept by strip)."""
-    return unicodedata.combining(char) != 0 and unicodedata.category(char) != "Mn"
-
-
-class _TemplateSet:
-    """Interns templates (tuples of output code points, _SELF = the character itself)."""
-
-    def __init__(self):
-        self.templates = list(_FIXED_TEMPLATES)
-        self.index = {t: i for i, t in enumerate(self.templates)}
-
-    def add(self, template) -> int:
-        template = tuple(template)
-        if template not in self.index:
-            self.index[template] = len(self.templates)
-            self.templates.append(template)
-        return self.index[template]
-
-    def arrays(self):
-        lengths = np.array([len(t) for t in self.templates], np.int32)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
-        values = np.array([v for t in self.templates for v in t], np.int32)
-        return starts, lengths, values
-
-
-def _is_isolated(cp: int) -> bool:
-    """Characters the fast path isolates with a regex: punctuation and CJK ideographs."""
-    return _is_punctuation(chr(cp)) or _is_chinese_char(cp)
-
-
-def _expand(cp: int, chars: str, self_ok) -> list:
-    """The original's output for `chars` (what character `cp` became), spaces included:
-    punctuation isolated by spaces, whitespace -> ' ', CJK ideographs surrounded by spaces."""
-    out = []
-    for c in chars:
-        if _is_punctuation(c):
-            out.extend((_SPACE, ord(c), _SPACE))
-        elif c.isspace():
-            out.append(_SPACE)
-        else:
-            out.append(ord(c))
-    if _is_chinese_char(cp):
-        out = [_SPACE] + out + [_SPACE]
-    return [_SELF if v == cp and self_ok else v for v in out]
-
-
-def _word_structure(values):
-    """(words, boundary at start, boundary at end) of a template's output."""
-    text = "".join(chr(v) for v in values)
-    return text.split(" "), text[:1] == " ", text[-1:] == " "
-
-
-def _same_words(spaced, unspaced) -> bool:
-    """Does isolating the `_is_isolated` characters of `unspaced` (the fast path's regex)
-    give the words and word boundaries of `spaced` (the original's output)?"""
-    emulated = []
-    for v in unspaced:
-        emulated.extend((_SPACE, v, _SPACE) if v != _SPACE and _is_isolated(v) else (v,))
-    (wa, sa, ea), (wb, sb, eb) = _word_structure(spaced), _word_structure(emulated)
-    return [w for w in wa if w] == [w for w in wb if w] and (sa, ea) == (sb, eb)
-
-
-_TABLE_FIELDS = ("first_multi", "first_special", "template_len1", "template_matrix",
-                 "page", "blocks", "class_page", "class_blocks", "isolate_pattern",
-                 "full_starts", "full_lengths", "full_values", "full_page", "full_blocks",
-                 "full_ccc", "full_mn")
-
-
-class _Tables:
-    """Per-code-point templates for one text mode, built from Python's own unicodedata.
-
-    Main templates hold what a character becomes WITHOUT the spaces the original puts
-    around punctuation and CJK ideographs (a regex adds those afterwards: one template
-    serves every such character). Ids are ordered: templates of at most one code point
-    first (`< first_multi`), then longer ones, then "special" characters
-    (`>= first_special`, uncased only) whose batch takes the exact slow path: those that
-    may need NFD canonical reordering, and any whose words the regex would not reproduce.
-    `lower` / `strip`: `text_rules.TextMode`'s (the NFC of its third mode is a string op).
-    """
-
-    def __init__(self, lower: bool, strip: bool):
-        self.lower, self.strip = lower, strip
-        main = _TemplateSet()
-        entry = np.zeros(_NUM_CODEPOINTS, np.int32)
-        sigma_class = np.full(_NUM_CODEPOINTS, _C_OTHER, np.int32)
-        # Stripping only: the original's output with the full NFD (marks not yet dropped)
-        # and spaces, for the special path.
-        full = _TemplateSet()
-        full_entry = np.zeros(_NUM_CODEPOINTS, np.int32)
-        special = []
-        category = unicodedata.category
-        combining = unicodedata.combining
-        normalize = unicodedata.normalize
-        cats = list(map(category, map(chr, range(_NUM_CODEPOINTS))))
-        for cp, cat in enumerate(cats):
-            if cat == "Cc" or cat == "Cf" or cat == "Zs" or cp == 0xFFFD:
-                char = chr(cp)
-                if char in "\t\n\r" or cat == "Zs":
-                    entry[cp] = full_entry[cp] = _T_SPACE
-                else:  # NUL and other controls ("Cc", "Cf"), U+FFFD
-                    entry[cp] = full_entry[cp] = _T_REMOVE
-                    sigma_class[cp] = _C_SKIP  # removed before lower(): invisible to it
-                continue
-            if cat == "Cn" or cat == "Co" or cat == "Cs":
-                # Unassigned, private use, surrogates: the original keeps them (its
-                # _is_control is only "Cc"/"Cf"); lower() and NFD leave them alone and they
-                # are neither cased nor case-ignorable. CJK ranges include unassigned ones.
-                if strip and _is_chinese_char(cp):
-                    full_entry[cp] = full.add(_expand(cp, chr(cp), True))
-                continue
-            char = chr(cp)
-            if not (lower or strip):
-                if char.isspace():
-                    entry[cp] = _T_SPACE
-                continue  # the character itself (isolated by the regex when needed)
-            if lower and not _is_chinese_char(cp):  # CJK ideographs get spaces: "other"
-                sigma_class[cp] = _sigma_class(char)
-            lowered = char.lower() if lower else char
-            nfd = normalize("NFD", lowered) if strip and not lowered.isascii() else lowered
-            if nfd == char and (cat != "Mn" or not strip):  # common: stays itself
-                if char.isspace():
-                    entry[cp] = full_entry[cp] = _T_SPACE
-                elif strip and combining(char):  # a kept non-starter ("Mc"): may reorder
-                    full_entry[cp] = full.add(_expand(cp, nfd, False))
-                    special.append(cp)
-                elif strip and _is_isolated(cp):
-                    full_entry[cp] = full.add(_expand(cp, nfd, True))
-                continue
-            stripped = "".join(c for c in nfd if category(c) != "Mn") if strip else nfd
-            unspaced = [_SPACE if c.isspace() else ord(c) for c in stripped]
-            entry[cp] = main.add([_SELF] if unspaced == [cp] else unspaced)
-            if not strip:
-                if not _same_words(_expand(cp, stripped, False), unspaced):
-                    special.append(cp)
-                continue
-            # In the full template _SELF may only stand for a starter that is not "Mn".
-            self_ok = combining(char) == 0 and cat != "Mn"
-            full_entry[cp] = full.add(_expand(cp, nfd, self_ok))
-            if (any(_is_reorderable(c) for c in nfd)
-                    or not _same_words(_expand(cp, stripped, False), unspaced)):
-                special.append(cp)
-        if special and not strip:  # cannot happen: per-character lower() adds no spacing
-            raise RuntimeError(f"bert_tf.tokenization: unexpected special characters {special}")
-        # Order the ids: at most one code point, then longer, then the special copies.
-        order = sorted(range(len(main.templates)),
-                       key=lambda t: (len(main.templates[t]) > 1, t))
-        assert order[:len(_FIXED_TEMPLATES)] == list(range(len(_FIXED_TEMPLATES)))
-        new_id = np.empty(len(order), np.int32)
-        new_id[order] = np.arange(len(order), dtype=np.int32)
-        templates = [main.templates[t] for t in order]
-        entry = new_id[entry]
-        self.first_multi = sum(1 for t in templates if len(t) <= 1)
-        self.first_special = len(templates)
-        for cp in special:
-            templates.append(templates[entry[cp]])
-            entry[cp] = len(templates) - 1
-        lmax = max(len(t) for t in templates)
-        matrix = np.full((len(templates), max(lmax, 1)), _PAD, np.int32)
-        for i, t in enumerate(templates):
-            matrix[i, :len(t)] = t
-        self.template_matrix = matrix
-        self.template_len1 = matrix[:self.first_multi, 0].copy()
-        self.page, self.blocks = _page_table(entry)
-        self.isolate_pattern = np.array(_isolate_pattern())
-        if lower:
-            self.class_page, self.class_blocks = _page_table(sigma_class)
-        if strip:
-            self.full_starts, self.full_lengths, self.full_values = full.arrays()
-            self.full_page, self.full_blocks = _page_table(full_entry)
-            # Per template value: canonical combining class, and whether "Mn" (dropped).
-            chars = [chr(v) if v >= 0 else "a" for v in self.full_values]
-            self.full_ccc = np.array([combining(c) for c in chars], np.int32)
-            self.full_mn = np.array([category(c) == "Mn" for c in chars], bool)
-
-    @classmethod
-    def load(cls, lower: bool, strip: bool) -> "_Tables":
-        """Built once per machine and cached (keyed by this file, text_rules.py and the
-        Unicode version)."""
-        import hashlib
-        import sys
-        import tempfile
-        sha = hashlib.sha256()
-        for source in (__file__, text_rules.__file__):  # the table builder and its rules
-            with open(source, "rb") as f:
-                sha.update(f.read())
-        digest = sha.hexdigest()[:16]
-        mode = {(True, True): "uncased", (False, False): "cased",
-                (True, False): "lower_keep_accents", (False, True): "cased_strip_accents"}
-        name = (f"bert_tf_tokenizer_{mode[lower, strip]}_"
-                f"py{sys.version_info[0]}{sys.version_info[1]}_"
-                f"ucd{unicodedata.unidata_version}_{digest}.npz")
-        cache_dir = os.environ.get("BERT_TF_CACHE_DIR") or os.path.join(
-            os.path.expanduser("~"), ".cache", "bert_tf")
-        path = os.path.join(cache_dir, name)
-        try:
-            with np.load(path) as data:
-                tables = cls.__new__(cls)
-                tables.lower, tables.strip = lower, strip
-                for field in _TABLE_FIELDS:
-                    if field in data:
-                        setattr(tables, field, data[field])
-                tables.first_multi = int(tables.first_multi)
-                tables.first_special = int(tables.first_special)
-                tables.isolate_pattern = str(tables.isolate_pattern)
-                return tables
-        except (OSError, ValueError, KeyError, AttributeError):
-            pass
-        tables = cls(lower, strip)
-        try:
-            os.makedirs(cache_dir, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".npz")
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **{k: np.asarray(getattr(tables, k)) for k in _TABLE_FIELDS
-                               if hasattr(tables, k)})
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only home: rebuild next time
-        tables.isolate_pattern = str(tables.isolate_pattern)
-        return tables
-
-
-def _isolate_pattern() -> str:
-    """An RE2 character class of every `_is_isolated` code point."""
-    ranges = []
-    for cp in range(_NUM_CODEPOINTS):
-        if _is_isolated(cp):
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1][1] = cp
-            else:
-                ranges.append([cp, cp])
-    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges]
-    return "[" + "".join(parts) + "]"
-
-
-def _page_table(values: np.ndarray):
-    """Two-level table: page[cp >> 7] is the row of `blocks` holding cp's 128 entries."""
-    blocks = values.reshape(-1, _BLOCK)
-    seen, page, unique = {}, np.zeros(len(blocks), np.int32), []
-    for i, block in enumerate(blocks):
-        key = block.tobytes()
-        if key not in seen:
-            seen[key] = len(unique)
-            unique.append(block)
-        page[i] = seen[key]
-    return page, np.concatenate(unique).astype(values.dtype)
-
-
-@functools.lru_cache(maxsize=None)
-def _tables(lower: bool, strip: bool) -> _Tables:
-    return _Tables.load(lower, strip)
-
+from bert_tf import codepoint_tables as ct
+from bert_tf import constants, text_rules
+from bert_tf.packing import pack_inputs
 
 def _utf8_length(cp):
     """Bytes of each code point in UTF-8 (int32 tensor in, int32 out)."""
@@ -398,14 +87,15 @@ class BertTokenizer(tf.Module):
 
     def __init__(self, vocab_file, do_lower_case: bool = True,
                  strip_accents: Optional[bool] = None,
-                 max_input_chars_per_word: int = 200, name: Optional[str] = None):
+                 max_input_chars_per_word: int = text_rules.MAX_INPUT_CHARS_PER_WORD,
+                 name: Optional[str] = None):
         super().__init__(name=name)
         import tensorflow_text as tf_text  # registers the ops; heavy, so imported here
 
         self._vocab_file = os.fspath(vocab_file)
-        vocab = load_vocab(self._vocab_file)
-        token_to_id = vocab_index(vocab)  # the original's dict: a duplicate keeps its last index
-        check_special_tokens(token_to_id, self._vocab_file)
+        vocab = text_rules.load_vocab(self._vocab_file)
+        token_to_id = text_rules.vocab_index(vocab)  # the original's dict: a duplicate keeps its last index
+        text_rules.check_special_tokens(token_to_id, self._vocab_file)
         self._vocab = vocab
         self._token_to_id = token_to_id
         self._do_lower_case = bool(do_lower_case)
@@ -415,7 +105,7 @@ class BertTokenizer(tf.Module):
         # The vocab travels with any SavedModel that holds this tokenizer (assets/).
         self.vocab_asset = tf.saved_model.Asset(self._vocab_file)
 
-        t = _tables(self._mode.lower, self._mode.strip)
+        t = ct.tables(self._mode.lower, self._mode.strip)
         self._first_multi = t.first_multi
         self._first_special = t.first_special
         self._isolate_pattern = t.isolate_pattern
@@ -437,7 +127,7 @@ class BertTokenizer(tf.Module):
         if self._mode.nfc:
             # Cleaning before NFC (as Hugging Face's BasicTokenizer): the cased tables are
             # exactly the original's cleanup, one code point or none per character.
-            clean = _tables(False, False)
+            clean = ct.tables(False, False)
             self._clean_page = tf.constant(clean.page)
             self._clean_blocks = tf.constant(clean.blocks)
             self._clean_len1 = tf.constant(clean.template_len1)
@@ -461,7 +151,7 @@ class BertTokenizer(tf.Module):
         self._wp_remap = (None if wp_ids == list(range(len(vocab)))
                           else tf.constant(np.array(wp_ids, np.int64)))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=wp_tokens, suffix_indicator="##", unknown_token=UNK_TOKEN,
+            vocab=wp_tokens, suffix_indicator="##", unknown_token=constants.UNK_TOKEN,
             max_bytes_per_word=4 * self._max_chars + 8, token_out_type=tf.int64,
             no_pretokenization=True, support_detokenization=False)
 
@@ -502,23 +192,23 @@ class BertTokenizer(tf.Module):
 
     @property
     def pad_id(self) -> int:
-        return self._token_to_id["[PAD]"]
+        return self._token_to_id[constants.PAD_TOKEN]
 
     @property
     def unk_id(self) -> int:
-        return self._token_to_id["[UNK]"]
+        return self._token_to_id[constants.UNK_TOKEN]
 
     @property
     def cls_id(self) -> int:
-        return self._token_to_id["[CLS]"]
+        return self._token_to_id[constants.CLS_TOKEN]
 
     @property
     def sep_id(self) -> int:
-        return self._token_to_id["[SEP]"]
+        return self._token_to_id[constants.SEP_TOKEN]
 
     @property
     def mask_id(self) -> int:
-        return self._token_to_id["[MASK]"]
+        return self._token_to_id[constants.MASK_TOKEN]
 
     def token_to_id(self, token: str) -> int:
         """Id of `token` (its last line for a duplicate); KeyError when absent."""
@@ -602,16 +292,16 @@ class BertTokenizer(tf.Module):
 
     # ---------------------------------------------------------------- graph internals
     def _lookup(self, page, blocks, cp):
-        return tf.gather(blocks, tf.gather(page, tf.bitwise.right_shift(cp, _BLOCK_BITS))
-                         * _BLOCK + tf.bitwise.bitwise_and(cp, _BLOCK - 1))
+        return tf.gather(blocks, tf.gather(page, tf.bitwise.right_shift(cp, ct.BLOCK_BITS))
+                         * ct.BLOCK + tf.bitwise.bitwise_and(cp, ct.BLOCK - 1))
 
     def _final_sigma(self, cp, tid, char_splits):
         """Swaps in the 'ς' template for every capital sigma in final position."""
-        is_sigma = tf.equal(cp, _SIGMA)
+        is_sigma = tf.equal(cp, ct.SIGMA)
 
         def fix():
             cls = self._lookup(self._class_page, self._class_blocks, cp)
-            visible = tf.where(tf.not_equal(cls, _C_SKIP))[:, 0]
+            visible = tf.where(tf.not_equal(cls, ct.C_SKIP))[:, 0]
             sig = tf.where(is_sigma)[:, 0]
             n = tf.size(visible, out_type=tf.int64)
             k = tf.searchsorted(visible[None], sig[None], side="left", out_type=tf.int64)[0]
@@ -621,12 +311,12 @@ class BertTokenizer(tf.Module):
             prev = tf.gather(visible, tf.maximum(k - 1, 0))
             nxt = tf.gather(visible, tf.minimum(k + 1, n - 1))
             prev_cased = ((k > 0) & (prev >= row_start)
-                          & tf.equal(tf.gather(cls, prev), _C_CASED))
+                          & tf.equal(tf.gather(cls, prev), ct.C_CASED))
             next_cased = ((k + 1 < n) & (nxt < row_end)
-                          & tf.equal(tf.gather(cls, nxt), _C_CASED))
+                          & tf.equal(tf.gather(cls, nxt), ct.C_CASED))
             final = tf.boolean_mask(sig, prev_cased & ~next_cased)
             return tf.tensor_scatter_nd_update(
-                tid, final[:, None], tf.fill(tf.shape(final), _T_FINAL_SIGMA))
+                tid, final[:, None], tf.fill(tf.shape(final), ct.T_FINAL_SIGMA))
 
         return tf.cond(tf.reduce_any(is_sigma), fix, lambda: tid)
 
@@ -675,10 +365,10 @@ class BertTokenizer(tf.Module):
             def branch():
                 if width == 1:
                     values = tf.gather(self._template_len1, tid)
-                    out = tf.where(tf.equal(values, _SELF), cp, values)
+                    out = tf.where(tf.equal(values, ct.SELF), cp, values)
                 else:
                     values = tf.gather(self._template_matrix, tid)
-                    out = tf.reshape(tf.where(tf.equal(values, _SELF), cp[:, None], values),
+                    out = tf.reshape(tf.where(tf.equal(values, ct.SELF), cp[:, None], values),
                                      [-1])
                 splits = char_splits * width
                 strings = tf.strings.unicode_encode(
@@ -711,7 +401,7 @@ class BertTokenizer(tf.Module):
         by combining class as NFD's canonical reordering does (a run never crosses a
         starter, a space or a row), then drops the "Mn" marks.
         """
-        full_tid = tf.where(tf.equal(tid, _T_FINAL_SIGMA), _T_FINAL_SIGMA,
+        full_tid = tf.where(tf.equal(tid, ct.T_FINAL_SIGMA), ct.T_FINAL_SIGMA,
                             self._lookup(self._full_page, self._full_blocks, cp))
         value_index, src, out, out_splits = self._expand(
             cp, full_tid, char_splits, self._full_starts, self._full_lengths,
@@ -751,7 +441,7 @@ class BertTokenizer(tf.Module):
         cp = decoded.flat_values
         values = tf.gather(self._clean_len1,
                            self._lookup(self._clean_page, self._clean_blocks, cp))
-        out = tf.where(tf.equal(values, _SELF), cp, values)  # _PAD (dropped) is skipped
+        out = tf.where(tf.equal(values, ct.SELF), cp, values)  # ct.PAD (dropped) is skipped
         cleaned = tf.strings.unicode_encode(decoded.with_flat_values(out), "UTF-8",
                                             errors="ignore")
         if not with_offsets:
@@ -795,7 +485,7 @@ class BertTokenizer(tf.Module):
         # Each distinct word once (a batch of text repeats most words).
         unique, index = tf.unique(words)
         n_chars = tf.strings.length(unique, unit="UTF8_CHAR")
-        unique = tf.where(n_chars > self._max_chars, UNK_TOKEN, unique)
+        unique = tf.where(n_chars > self._max_chars, constants.UNK_TOKEN, unique)
         pieces = self._wordpiece.tokenize(unique)
         if self._wp_remap is not None:
             pieces = pieces.with_flat_values(tf.gather(self._wp_remap, pieces.flat_values))
@@ -822,12 +512,12 @@ class BertTokenizer(tf.Module):
         flat_words = words.flat_values
         n_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
         long_word = n_chars > self._max_chars
-        flat_words = tf.where(long_word, UNK_TOKEN, flat_words)
+        flat_words = tf.where(long_word, constants.UNK_TOKEN, flat_words)
         ids, piece_start, piece_end = self._wordpiece.tokenize_with_offsets(flat_words)
         if self._wp_remap is not None:
             ids = ids.with_flat_values(tf.gather(self._wp_remap, ids.flat_values))
         # Word characters in order = the output characters other than spaces and padding.
-        word_char = tf.not_equal(out, _SPACE) & (out >= 0)
+        word_char = tf.not_equal(out, ct.SPACE) & (out >= 0)
         char_src = tf.boolean_mask(src, word_char)                 # input char per word char
         char_bytes = tf.cast(_utf8_length(tf.boolean_mask(out, word_char)), tf.int64)
         char_byte_start = tf.cumsum(char_bytes, exclusive=True)    # in the words' concatenation
@@ -863,67 +553,6 @@ class BertTokenizer(tf.Module):
         return batch(ids.flat_values), batch(start_bytes), batch(end_bytes)
 
 
-# --------------------------------------------------------------------------------------
-# Packing (also used in-graph by the SavedModel raw-text signatures).
-
-
-def truncated_pair_lengths(len_a, len_b, budget):
-    """Lengths the original `_truncate_seq_pair` leaves (pop from the longer, B on ties)."""
-    len_a = tf.convert_to_tensor(len_a)
-    len_b = tf.convert_to_tensor(len_b, dtype=len_a.dtype)
-    budget = tf.cast(budget, len_a.dtype)
-    excess = tf.maximum(len_a + len_b - budget, 0)
-    diff = tf.abs(len_a - len_b)
-    shorter = tf.minimum(len_a, len_b)
-    # Phase 1: the longer loses min(diff, excess); then both alternate, B first.
-    rest = tf.maximum(excess - diff, 0)
-    a_long = len_a > len_b
-    a1 = tf.where(a_long, len_a - tf.minimum(diff, excess), len_a)
-    b1 = tf.where(a_long, len_b, len_b - tf.minimum(diff, excess))
-    even = rest > 0
-    a2 = tf.where(even, shorter - rest // 2, a1)
-    b2 = tf.where(even, shorter - (rest + 1) // 2, b1)
-    return a2, b2
-
-
-def pack_inputs(a: tf.RaggedTensor, b: Optional[tf.RaggedTensor], max_seq_length: int,
-                cls_id: int, sep_id: int):
-    """[CLS] a [SEP] (b [SEP]) -> int32 dict of [batch, max_seq_length] (zero padded).
-
-    `a`, `b`: 2-D ragged ids. Truncation as the original (see `truncated_pair_lengths`;
-    a single segment keeps its first max_seq_length - 2). Dense ops only (quick to trace).
-    """
-    max_seq_length = int(max_seq_length)
-    a_values = tf.cast(a.flat_values, tf.int32)
-    a_starts, a_len = a.row_starts(), a.row_lengths()
-    if b is None:
-        keep_a = tf.minimum(a_len, max_seq_length - 2)
-        keep_b = tf.zeros_like(keep_a)
-    else:
-        keep_a, keep_b = truncated_pair_lengths(a_len, b.row_lengths(), max_seq_length - 3)
-    pos = tf.range(max_seq_length, dtype=a_len.dtype)[None, :]        # [1, L]
-    ka, kb = keep_a[:, None], keep_b[:, None]                          # [batch, 1]
-    in_a = (pos >= 1) & (pos <= ka)
-    sep_a = tf.equal(pos, ka + 1)
-    ids = tf.where(tf.equal(pos, 0), cls_id, 0)
-    ids = tf.where(sep_a, sep_id, ids)
-    a_index = tf.clip_by_value(a_starts[:, None] + pos - 1, 0,
-                               tf.maximum(tf.size(a_values, out_type=pos.dtype) - 1, 0))
-    ids = tf.where(in_a, tf.gather(tf.concat([a_values, [0]], 0), a_index), ids)
-    length = ka + 2
-    type_ids = tf.zeros_like(ids)
-    if b is not None:
-        b_values = tf.cast(b.flat_values, tf.int32)
-        in_b = (pos >= ka + 2) & (pos < ka + 2 + kb)
-        sep_b = tf.equal(pos, ka + kb + 2)
-        b_index = tf.clip_by_value(b.row_starts()[:, None] + pos - ka - 2, 0,
-                                   tf.maximum(tf.size(b_values, out_type=pos.dtype) - 1, 0))
-        ids = tf.where(in_b, tf.gather(tf.concat([b_values, [0]], 0), b_index), ids)
-        ids = tf.where(sep_b, sep_id, ids)
-        type_ids = tf.cast(in_b | sep_b, tf.int32)
-        length = length + kb + 1
-    mask = tf.cast(pos < length, tf.int32)
-    return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": type_ids}
 
 
 def _encode_str(text: str) -> bytes:

@@ -35,29 +35,22 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
 from typing import List, Optional, Sequence
 
+from bert_tf.file_io import is_remote
 from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
 from data_prep import document_store
 from data_prep import tfrecord_writer
 
 NAMESPACE = "create_pretraining_data"
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-
-
-def _is_remote(path: str) -> bool:
-    return bool(_SCHEME.match(path))
-
-
 def open_any(path: str, mode: str = "rb"):
     """Opens a local path with `open`, anything with a scheme (gs://, s3://, hdfs://) with
     Beam's FileSystems, uncompressed (a .gz is refused by the text sniff, not inflated)."""
-    if not _is_remote(path):
+    if not is_remote(path):
         return open(path, mode)
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
@@ -66,43 +59,24 @@ def open_any(path: str, mode: str = "rb"):
 
 
 def expand_globs(spec: str) -> List[str]:
-    """Comma-separated globs -> files, local or remote; a glob matching nothing is an error."""
-    if not any(_is_remote(p.strip()) for p in spec.split(",")):
+    """Comma-separated globs -> files, local or remote (through Beam's FileSystems); a glob
+    matching nothing is an error (`corpus.expand_input_globs`)."""
+    if not any(is_remote(p.strip()) for p in spec.split(",")):
         return corpus.expand_input_globs(spec)
     from apache_beam.io.filesystems import FileSystems
 
-    paths: List[str] = []
-    for pattern in (p.strip() for p in spec.split(",") if p.strip()):
-        matches = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-        if not matches:
-            raise corpus.CorpusError(f"--input_file: no file matches {pattern!r}")
-        paths.extend(m for m in matches if m not in paths)
-    return paths
+    def glob_fn(pattern):
+        return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+    return corpus.expand_input_globs(spec, glob_fn, isdir=lambda path: False)
 
 
 def _size(path: str) -> int:
-    if not _is_remote(path):
+    if not is_remote(path):
         return os.path.getsize(path)
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-
-
-def default_work_dir(output_file: str) -> str:
-    """Beside the output directory, as the local job's (never inside it, where a glob over
-    the records would match it), for remote paths too.
-
-        >>> default_work_dir("gs://b/records/wiki.tfrecord")
-        'gs://b/records.wiki.tfrecord.work'
-        >>> default_work_dir("gs://b/wiki.tfrecord")
-        'gs://b/.wiki.tfrecord.work'
-    """
-    if not _is_remote(output_file):
-        return cpd.default_work_dir(output_file)
-    directory, name = output_file.split(",")[0].strip().rstrip("/").rsplit("/", 1)
-    if directory.split("://", 1)[1].count("/") == 0:  # the bucket itself
-        return f"{directory}/.{name}.work"
-    return f"{directory}.{name}.work"
 
 
 def _read_bytes(path: str) -> bytes:
@@ -118,7 +92,7 @@ def _write_local_vocab(contents: bytes) -> str:
 
 
 def _create_any(path: str):
-    if not _is_remote(path):
+    if not is_remote(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return open(path, "wb")
     from apache_beam.io.filesystems import FileSystems
@@ -127,7 +101,7 @@ def _create_any(path: str):
 
 
 def _rename_any(src: str, dst: str):
-    if not _is_remote(dst):
+    if not is_remote(dst):
         os.replace(src, dst)
         return
     from apache_beam.io.filesystems import FileSystems
@@ -156,7 +130,7 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
         return f"{work_dir.rstrip('/')}/part-{u:06d}.docs"
 
     def write_part(path, docs):
-        if not _is_remote(path):  # written in place, atomically, as the local job does
+        if not is_remote(path):  # written in place, atomically, as the local job does
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with tfrecord_writer.atomic_output(path) as tmp:
                 document_store.write_part(tmp, docs)
@@ -312,16 +286,11 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     cfg, beam_args = parse_args(argv)
     cfg.validate()
     paths = expand_globs(cfg.input_file)
-    with open_any(cfg.vocab_file) as f:
-        vocab = f.read().decode("utf-8").split("\n")
-    missing = [t for t in cpd.SPECIAL_TOKENS if t not in {v.strip() for v in vocab}]
-    if missing:
-        raise corpus.CorpusError(f"--vocab_file: {cfg.vocab_file} lacks the special token(s) "
-                                 f"{' '.join(missing)}")
+    cpd.check_vocab_file(cfg.vocab_file, open_any)
     units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
                                      corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))
-    work_dir = cfg.work_dir or default_work_dir(cfg.output_file)
+    work_dir = cpd.work_dir_path(cfg)
 
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     build_pipeline(pipeline, cfg, units, work_dir)
@@ -329,7 +298,7 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     if not wait:
         return None
     result.wait_until_finish()
-    if _is_remote(work_dir):
+    if is_remote(work_dir):
         from apache_beam.io.filesystems import FileSystems
 
         FileSystems.delete([work_dir])
@@ -350,9 +319,9 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
                    random_next_fraction=counts.get("random_next", 0) / max(1, n),
                    config={k: v for k, v in dataclasses.asdict(cfg).items()
                            if k not in ("progress", "num_workers")})
-    summary_file = cfg.summary_file or (None if _is_remote(cfg.output_file)
+    summary_file = cfg.summary_file or (None if is_remote(cfg.output_file)
                                         else cpd.default_summary_path(cfg.output_file))
-    if summary_file and not _is_remote(summary_file):
+    if summary_file and not is_remote(summary_file):
         with open(summary_file, "w") as f:
             json.dump(summary, f, indent=1, sort_keys=True)
         summary["summary_file"] = summary_file

@@ -52,13 +52,13 @@ import os
 import sys
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from bert_tf import file_io
+from bert_tf.constants import PAD_TOKEN, SPECIAL_TOKENS
 from data_prep import corpus
 # One reader of the corpus format: input errors, globs and the binary sniff are corpus.py's
-# (shared with create_pretraining_data); CorpusError is re-exported for callers.
-from data_prep.corpus import CorpusError  # noqa: F401
+# (shared with create_pretraining_data).
+from data_prep.corpus import CorpusError
 
-PAD = "[PAD]"
-SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 DEFAULT_NUM_UNUSED = 99
 JOINER = "##"
 # The original WordpieceTokenizer maps longer words to [UNK] whole, so learning from them
@@ -82,28 +82,6 @@ class CorpusStats:
 # Reading the corpus
 
 
-def expand_input_globs(input_file: str) -> List[str]:
-    """Sorted files matching comma-separated globs (`corpus.expand_input_globs`), local or
-    gs:// alike; a glob matching nothing, or only a directory, is an error naming it.
-
-    >>> import tempfile, os
-    >>> d = tempfile.mkdtemp(); open(os.path.join(d, "a.txt"), "w").close()
-    >>> [os.path.basename(p) for p in expand_input_globs(os.path.join(d, "*.txt"))]
-    ['a.txt']
-    """
-    if not any(corpus.is_remote(p.strip()) for p in input_file.split(",")):
-        return corpus.expand_input_globs(input_file)
-    import tensorflow as tf  # gfile: gs:// and other remote file systems
-
-    def glob_fn(pattern):
-        try:
-            return tf.io.gfile.glob(pattern)
-        except tf.errors.OpError:
-            return []  # e.g. a directory in the pattern that does not exist
-
-    return corpus.expand_input_globs(input_file, glob_fn, tf.io.gfile.isdir)
-
-
 def read_corpus_lines(paths: Sequence[str], stats: CorpusStats, *, max_input_lines: int = 0,
                       strict: bool = False,
                       on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[str]:
@@ -120,9 +98,8 @@ def read_corpus_lines(paths: Sequence[str], stats: CorpusStats, *, max_input_lin
     """
     for path in paths:
         stats.files += 1
-        opener = _opener(path)
-        corpus.sniff_text_file(path, opener)
-        with opener(path, "rb") as f:
+        corpus.sniff_text_file(path, file_io.open_file)
+        with file_io.open_file(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
                 if on_bytes is not None:
                     on_bytes(len(raw))
@@ -144,23 +121,6 @@ def read_corpus_lines(paths: Sequence[str], stats: CorpusStats, *, max_input_lin
                 yield line
                 if max_input_lines and stats.lines >= max_input_lines:
                     return
-
-
-def _opener(path: str):
-    """`open` for a local path (no TensorFlow needed), `tf.io.gfile.GFile` for gs:// etc."""
-    if not corpus.is_remote(path):
-        return open
-    import tensorflow as tf
-
-    return tf.io.gfile.GFile
-
-
-def _file_size(path: str) -> int:
-    if not corpus.is_remote(path):
-        return os.path.getsize(path)
-    import tensorflow as tf
-
-    return tf.io.gfile.stat(path).length
 
 
 # ---------------------------------------------------------------------------------------
@@ -265,7 +225,8 @@ def reserved_tokens(num_unused: int = DEFAULT_NUM_UNUSED) -> List[str]:
     """
     if num_unused < 0:
         raise ValueError(f"num_unused must be >= 0, got {num_unused}.")
-    return [PAD] + [f"[unused{i}]" for i in range(num_unused)] + list(SPECIAL_TOKENS)
+    return ([PAD_TOKEN] + [f"[unused{i}]" for i in range(num_unused)]
+            + [t for t in SPECIAL_TOKENS if t != PAD_TOKEN])
 
 
 def character_tokens(word_counts: Mapping[str, int], isolated_chars: Iterable[str] = (),
@@ -457,14 +418,14 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
     `strip_accents`, after `pre_tokenizer` when one is named.
     Returns the vocabulary and what was read. Nothing is written if anything fails.
     """
-    paths = expand_input_globs(input_file)
+    paths = corpus.expand_input_globs(input_file)
     probe = pretokenize  # which characters the tokenizer isolates: never pre-split
     if pretokenize is None:
         probe = bert_pretokenizer(do_lower_case, strip_accents)
         pretokenize = (bert_pretokenizer(do_lower_case, strip_accents, pre_tokenizer)
                        if pre_tokenizer else probe)
     stats = CorpusStats()
-    total_bytes = sum(_file_size(p) for p in paths)
+    total_bytes = sum(file_io.file_size(p) for p in paths)
     bar = _progress(show_progress, total=total_bytes, unit="B", unit_scale=True,
                     desc="counting words")
     lines = read_corpus_lines(paths, stats, max_input_lines=max_input_lines, strict=strict,

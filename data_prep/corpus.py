@@ -20,19 +20,13 @@ never on the number of workers.
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 from array import array
 from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-# The pure-Python WordPiece tokenizer of the offline jobs (the default, --tokenizer=python):
-# the original FullTokenizer's rules with a per-word cache. It lives in bert_tf.text_rules,
-# next to the character rules the in-graph BertTokenizer is built from, and imports no
-# TensorFlow, so worker processes start fast. Re-exported here for the jobs' callers.
-from bert_tf.text_rules import WordPieceTokenizer  # noqa: F401
+from bert_tf import file_io
 from bert_tf.errors import BertTfError
 
 SNIFF_BYTES = 64 << 10   # the head of each file that sniff_text_file looks at
@@ -40,18 +34,6 @@ SNIFF_NUL_BYTES = 1024   # ... and of it, where a NUL byte means "binary"
 # Compressed files fed by mistake: (magic, kind, how to decompress).
 _COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"\xfd7zXZ\x00", "xz", "unxz"),
                (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
-
-
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-
-
-def is_remote(path: str) -> bool:
-    """True for a path with a scheme (gs://, s3://, hdfs://), which `open` cannot read.
-
-        >>> is_remote("gs://bucket/c.txt"), is_remote("/data/c.txt")
-        (True, False)
-    """
-    return bool(_SCHEME.match(path))
 
 
 class CorpusError(BertTfError, ValueError):
@@ -87,13 +69,14 @@ class WorkUnit(NamedTuple):
     num_docs: int
 
 
-def expand_input_globs(spec: str, glob_fn: Callable[[str], Iterable[str]] = glob.glob,
-                       isdir: Callable[[str], bool] = os.path.isdir) -> List[str]:
+def expand_input_globs(spec: str, glob_fn: Callable[[str], Iterable[str]] = file_io.glob,
+                       isdir: Callable[[str], bool] = file_io.isdir) -> List[str]:
     """The files named by comma-separated globs, in the order given (each glob sorted).
 
     A glob matching nothing is an error naming it (a typo would otherwise silently shrink the
     corpus), and so is one matching only directories. Files named twice are read once.
-    `glob_fn` / `isdir` list and test paths (e.g. `tf.io.gfile`'s for gs:// globs).
+    `glob_fn` / `isdir` list and test paths: `bert_tf.file_io`'s (local, or gs:// through
+    tf.io.gfile) unless given (the Beam pipeline passes Beam's).
 
         >>> try: expand_input_globs("/nonexistent/*.txt")
         ... except CorpusError as e: print(e)

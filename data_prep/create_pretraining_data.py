@@ -63,13 +63,14 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+from bert_tf import file_io, text_rules
+from bert_tf.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_writer
 from data_prep.corpus import CorpusError
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_REPORTED_INVALID = 100
 log = logging.getLogger("create_pretraining_data")
 
@@ -162,8 +163,14 @@ def _beside_output_dir(output_file: str, suffix: str) -> str:
     # the output name, so `x.tfrecord*` does not match it either. Records written into the
     # working directory (or the root) share it with other files anyway: nothing is written
     # above it, the file goes there hidden (`.x.tfrecord<suffix>`, which `x.tfrecord*`
-    # does not match).
+    # does not match). A remote path (the Beam pipeline's) goes beside its directory too,
+    # hidden in the bucket's root.
     first = output_file.split(",")[0].strip()
+    if file_io.is_remote(first):
+        directory, name = first.rstrip("/").rsplit("/", 1)
+        if directory.split("://", 1)[1].count("/") == 0:  # the bucket itself
+            return f"{directory}/.{name}{suffix}"
+        return f"{directory}.{name}{suffix}"
     directory, name = os.path.split(os.path.abspath(first))
     if directory == os.path.dirname(directory) or directory == os.path.abspath(os.getcwd()):
         return os.path.join(directory, f".{name}{suffix}")
@@ -186,6 +193,8 @@ def default_work_dir(output_file: str) -> str:
 
         >>> default_work_dir("/data/records/wiki.tfrecord")
         '/data/records.wiki.tfrecord.work'
+        >>> default_work_dir("gs://b/records/wiki.tfrecord"), default_work_dir("gs://b/wiki.tfrecord")
+        ('gs://b/records.wiki.tfrecord.work', 'gs://b/.wiki.tfrecord.work')
     """
     return _beside_output_dir(output_file, ".work")
 
@@ -198,23 +207,21 @@ def work_dir_path(cfg: JobConfig) -> str:
     return cfg.work_dir or default_work_dir(cfg.output_file)
 
 
-def check_vocab_file(path: str) -> List[str]:
+def check_vocab_file(path: str, opener=open) -> List[str]:
     """The vocab's tokens; refuses a vocab without the five special tokens, naming them.
 
     (A light check in the parent process, so a wrong vocab fails before workers start.)
     """
     try:
-        with open(path, "rb") as f:
-            tokens = [t.strip() for t in f.read().decode("utf-8").split("\n")]
+        with opener(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         raise CorpusError(f"--vocab_file: {path} does not exist") from None
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"--vocab_file: {path} is not UTF-8 ({e})") from None
-    present = set(tokens)
-    missing = [t for t in SPECIAL_TOKENS if t not in present]
-    if missing:
-        raise CorpusError(f"--vocab_file: {path} lacks the special token(s) {' '.join(missing)}; "
-                          f"a BERT vocab needs all of {' '.join(SPECIAL_TOKENS)}")
+    try:
+        tokens = text_rules.parse_vocab(data, path)
+        text_rules.check_special_tokens(text_rules.vocab_index(tokens), path)
+    except text_rules.VocabError as e:
+        raise CorpusError(f"--vocab_file: {e}") from None
     return tokens
 
 
@@ -239,7 +246,7 @@ class UnitProcessor:
         self.cfg = cfg
         self.opener = opener
         if cfg.tokenizer == "python":
-            tok = corpus.WordPieceTokenizer.from_vocab_file(
+            tok = text_rules.WordPieceTokenizer.from_vocab_file(
                 cfg.vocab_file, cfg.do_lower_case, strip_accents=cfg.strip_accents)
             self.tokenizer = tok
             vocab_tokens = [None] * (max(tok.vocab.values()) + 1)
@@ -258,8 +265,8 @@ class UnitProcessor:
         else:
             raise ValueError(f"--tokenizer={cfg.tokenizer}: use python or tensorflow")
         self.vocab = pi.VocabIds(
-            cls_id=token_to_id["[CLS]"], sep_id=token_to_id["[SEP]"],
-            mask_id=token_to_id["[MASK]"], vocab_size=len(vocab_tokens),
+            cls_id=token_to_id[CLS_TOKEN], sep_id=token_to_id[SEP_TOKEN],
+            mask_id=token_to_id[MASK_TOKEN], vocab_size=len(vocab_tokens),
             is_continuation=pi.continuation_table(vocab_tokens))
         self.pre_split = None
         if cfg.pre_tokenizer:
@@ -660,7 +667,7 @@ def run(cfg: JobConfig) -> Dict:
     cfg.validate()
     for flag, value in (("--input_file", cfg.input_file), ("--output_file", cfg.output_file),
                         ("--vocab_file", cfg.vocab_file)):
-        remote = [p for p in value.split(",") if corpus.is_remote(p.strip())]
+        remote = [p for p in value.split(",") if file_io.is_remote(p.strip())]
         if remote:
             raise CorpusError(f"{flag}={remote[0]}: this job reads and writes local files; "
                               f"for gs:// and other remote storage run the same job as "

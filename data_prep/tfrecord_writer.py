@@ -23,47 +23,26 @@ import struct
 import tempfile
 from array import array
 from itertools import chain
-from typing import Iterable, Iterator, List, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
-
-def varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int.
-
-        >>> varint(1), varint(300)
-        (b'\\x01', b'\\xac\\x02')
-    """
-    if value < 0:
-        raise ValueError(f"varint of a negative value {value}: the schema holds ids >= 0")
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _len_delimited(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + varint(len(payload)) + payload
+from bert_tf.constants import length_delimited, varint
 
 
 def _int64_feature(packed: bytes) -> bytes:
     # Feature.int64_list (field 3) holding Int64List.value (field 1, packed); an empty list
     # is an empty message, as protobuf writes it.
-    inner = _len_delimited(0x0A, packed) if packed else b""
-    return _len_delimited(0x1A, inner)
+    inner = length_delimited(1, packed) if packed else b""
+    return length_delimited(3, inner)
 
 
 def _float_feature(packed: bytes) -> bytes:
-    inner = _len_delimited(0x0A, packed) if packed else b""
-    return _len_delimited(0x12, inner)
+    inner = length_delimited(1, packed) if packed else b""
+    return length_delimited(2, inner)
 
 
 def _map_entry(key: str, feature: bytes) -> bytes:
     # Features.feature (field 1) map entry: key (field 1), value (field 2).
-    return _len_delimited(0x0A, _len_delimited(0x0A, key.encode()) + _len_delimited(0x12, feature))
+    return length_delimited(1, length_delimited(1, key.encode()) + length_delimited(2, feature))
 
 
 # Map entries in sorted key order: what `SerializeToString(deterministic=True)` writes.
@@ -98,7 +77,7 @@ class ExampleEncoder:
             struct.pack("<f", 1.0) * k + b"\x00\x00\x00\x00" * (max_predictions_per_seq - k)))
             for k in range(max_predictions_per_seq + 1)]
         self._nsp = [_map_entry("next_sentence_labels", _int64_feature(varint(v))) for v in (0, 1)]
-        self._keys = [_len_delimited(0x0A, key.encode()) for key in
+        self._keys = [length_delimited(1, key.encode()) for key in
                       ("input_ids", "masked_lm_ids", "masked_lm_positions", "segment_ids")]
         self._mask = [_map_entry("input_mask", _int64_feature(
             b"\x01" * n + b"\x00" * (max_seq_length - n))) for n in range(max_seq_length + 1)]
@@ -271,7 +250,7 @@ class ExampleEncoder:
             p_len = packed[2]
             i_len = 1 + vlen(p_len) + p_len
             f_len = 1 + vlen(i_len) + i_len
-            key_field = _len_delimited(0x0A, key.encode())
+            key_field = length_delimited(1, key.encode())
             e_len = len(key_field) + 1 + vlen(f_len) + f_len
             entries.append((key_field, packed, p_len, i_len, f_len, e_len))
             body_len = body_len + 1 + vlen(e_len) + e_len
@@ -465,16 +444,6 @@ class RecordSpill:
         self.close()
 
 
-def write_tfrecord_file(path: str, records: Iterable[bytes]) -> int:
-    """Writes `records` as an uncompressed TFRecord file; returns how many."""
-    count = 0
-    with TFRecordFileWriter(path) as writer:
-        for rec in records:
-            writer.write(rec)
-            count += 1
-    return count
-
-
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds.
@@ -579,43 +548,3 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     for h, hc, r, dc in zip(headers, header_crc.tolist(), records, data_crc.tolist()):
         parts += (h, struct.pack("<I", hc), r, struct.pack("<I", dc))
     return b"".join(parts)
-
-
-class TFRecordFileWriter:
-    """Writes records to a TFRecord file in batches, without TensorFlow.
-
-        >>> import os, tempfile
-        >>> p = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
-        >>> with TFRecordFileWriter(p) as w:
-        ...     w.write(b"ab")
-        >>> os.path.getsize(p)
-        18
-    """
-
-    def __init__(self, path: str, batch_size: int = 2048):
-        self._file = open(path, "wb")
-        self._batch: List[bytes] = []
-        self._batch_size = batch_size
-
-    def write(self, record: bytes) -> None:
-        self._batch.append(record)
-        if len(self._batch) >= self._batch_size:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._batch:
-            self._file.write(frame_records(self._batch))
-            self._batch = []
-
-    def close(self) -> None:
-        self.flush()
-        self._file.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *exc):
-        if exc_type is None:
-            self.close()
-        else:
-            self._file.close()

@@ -11,17 +11,12 @@ import tensorflow as tf  # noqa: E402
 
 from data_prep import beam_pipeline  # noqa: E402
 from data_prep import create_pretraining_data as cpd  # noqa: E402
+from tests.test_create_pretraining_data import first_docs  # noqa: E402
 
 
 def _corpus(tmp_path, shared_data, docs):
-    out, n = [], 0
     with open(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", encoding="utf-8") as f:
-        for line in f:
-            out.append(line)
-            if not line.strip():
-                n += 1
-                if n == docs:
-                    break
+        out = first_docs(f, docs)
     path = tmp_path / "corpus.txt"
     path.write_text("".join(out), encoding="utf-8")
     return str(path)

@@ -12,6 +12,8 @@ import unicodedata
 import pytest
 
 from data_prep import build_vocab as bv
+from data_prep import corpus
+from data_prep.corpus import CorpusError
 from tests.conftest import REPO_ROOT
 
 # ---------------------------------------------------------------------------------------
@@ -280,14 +282,14 @@ def split_words(texts):
 
 def test_no_glob_match_names_the_glob(tmp_path):
     (tmp_path / "a.txt").write_text("Some text.\n")
-    with pytest.raises(bv.CorpusError, match="no file matches .*nothing_here"):
+    with pytest.raises(CorpusError, match="no file matches .*nothing_here"):
         bv.build_vocab(f"{tmp_path}/a.txt,{tmp_path}/nothing_here*.txt",
                        str(tmp_path / "v.txt"), 100, do_lower_case=True,
                        pretokenize=split_words)
-    with pytest.raises(bv.CorpusError, match="no file matches .*no_such_dir"):
-        bv.expand_input_globs(str(tmp_path / "no_such_dir" / "*.txt"))
-    with pytest.raises(bv.CorpusError, match="is a directory"):
-        bv.expand_input_globs(str(tmp_path))
+    with pytest.raises(CorpusError, match="no file matches .*no_such_dir"):
+        corpus.expand_input_globs(str(tmp_path / "no_such_dir" / "*.txt"))
+    with pytest.raises(CorpusError, match="is a directory"):
+        corpus.expand_input_globs(str(tmp_path))
     assert not (tmp_path / "v.txt").exists()
 
 
@@ -313,7 +315,7 @@ def test_unusable_corpus_refused_naming_file(tmp_path, kind):
         path.write_bytes(b"\n\n   \n\n")
     out = tmp_path / "vocab.txt"
     out.write_text("old vocab\n")
-    with pytest.raises(bv.CorpusError, match=str(path)):
+    with pytest.raises(CorpusError, match=str(path)):
         bv.build_vocab(str(path), str(out), 100, do_lower_case=True, pretokenize=split_words)
     assert out.read_text() == "old vocab\n"
     assert sorted(os.listdir(tmp_path)) == sorted([path.name, "vocab.txt"])
@@ -329,7 +331,7 @@ def test_invalid_line_reported_and_skipped(tmp_path):
     assert stats.invalid_lines == [f"{path}:2"] and stats.lines == 2
     assert any(m.startswith(f"{path}:2") for m in messages)
     assert "bad" not in vocab and "good" in vocab
-    with pytest.raises(bv.CorpusError, match=f"{path}:2"):
+    with pytest.raises(CorpusError, match=f"{path}:2"):
         bv.build_vocab(str(path), str(tmp_path / "w.txt"), 60, do_lower_case=True,
                        pretokenize=split_words, strict=True)
     assert not (tmp_path / "w.txt").exists()

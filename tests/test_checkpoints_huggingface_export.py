@@ -13,8 +13,6 @@ loads what we write and computes what we compute.
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -25,24 +23,16 @@ import yaml
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bert_tf import checkpoints, model_dir  # noqa: E402
+from bert_tf import model_dir  # noqa: E402
+from bert_tf.checkpoints import huggingface, names, weights as weights_lib  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
+from tests.helpers import make_model_dir, run_command, tiny_config  # noqa: E402
 from tests.test_data_pretraining import PRED, SEQ, write_records  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def run_cli(module, *args):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    env.pop("TF_CONFIG", None)
-    result = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 def _tensors(path):
@@ -101,12 +91,12 @@ def pretrained(tmp_path_factory):
         vocab_size=100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=SEQ, hidden_act="gelu_approximate")))
     out = root / "model"
-    run_cli("bert_tf.pretrain", f"--bert_config_file={config}", f"--vocab_file={vocab}",
-            f"--input_file={train}", f"--eval_input_file={held}", f"--output_dir={out}",
-            f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--do_train",
-            "--do_eval", "--train_batch_size=4", "--eval_batch_size=4",
-            "--learning_rate=5e-3", "--num_train_steps=4", "--num_warmup_steps=1",
-            "--steps_per_loop=2", "--eval_every_steps=2", "--seed=3")
+    run_command("bert_tf.pretrain", f"--bert_config_file={config}", f"--vocab_file={vocab}",
+                f"--input_file={train}", f"--eval_input_file={held}", f"--output_dir={out}",
+                f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--do_train",
+                "--do_eval", "--train_batch_size=4", "--eval_batch_size=4",
+                "--learning_rate=5e-3", "--num_train_steps=4", "--num_warmup_steps=1",
+                "--steps_per_loop=2", "--eval_every_steps=2", "--seed=3", check=True)
     return out, held
 
 
@@ -142,9 +132,9 @@ def test_pretrained_model_gives_the_same_logits_in_bert_for_pretraining(pretrain
     np.testing.assert_allclose(got["nsp_logits"].numpy(),
                                want.seq_relationship_logits.numpy(), atol=1e-5)
     # Both ways: reading the export back gives our arrays unchanged.
-    source, back = checkpoints.read_model_dir(str(out)), checkpoints.read_huggingface(
+    source, back = weights_lib.read_model_dir(str(out)), huggingface.read_huggingface(
         str(exported))
-    assert back.heads == source.heads == checkpoints.HEADS and back.config == source.config
+    assert back.heads == source.heads == names.HEADS and back.config == source.config
     for name, value in source.arrays.items():
         np.testing.assert_array_equal(back.arrays[name], value, err_msg=name)
 
@@ -178,24 +168,19 @@ def test_finetuned_classifier_gives_the_same_logits_in_bert_for_sequence_classif
         tmp_path):
     from bert_tf.encoder import BertEncoder
 
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(SPECIAL + ["good", "bad", "movie", "a", "fun", "awful",
-                                          "great", "film", "."]) + "\n")
-    cfg = BertConfig(vocab_size=14, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
-    keras.utils.set_random_seed(0)
-    model_dir.write_model_dir(str(tmp_path / "init"), cfg, {"encoder": BertEncoder(cfg)},
-                              vocab_file=str(vocab), do_lower_case=True)
+    cfg = tiny_config(vocab_size=14, max_position_embeddings=16)
+    make_model_dir(tmp_path / "init", SPECIAL + ["good", "bad", "movie", "a", "fun", "awful",
+                                                 "great", "film", "."], cfg)
     data = tmp_path / "sst2"
     data.mkdir()
     rows = ["a good movie \t1", "a bad film \t0", "great fun . \t1", "awful movie \t0"] * 4
     (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     (data / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(rows[:4]) + "\n")
     out = tmp_path / "finetuned"
-    run_cli("bert_tf.finetune", "--task_name=SST-2", f"--data_dir={data}",
-            f"--init_checkpoint={tmp_path / 'init'}", f"--output_dir={out}", "--do_train",
-            "--max_seq_length=8", "--train_batch_size=4", "--learning_rate=1e-2",
-            "--num_train_epochs=1", "--steps_per_loop=2")
+    run_command("bert_tf.finetune", "--task_name=SST-2", f"--data_dir={data}",
+                f"--init_checkpoint={tmp_path / 'init'}", f"--output_dir={out}", "--do_train",
+                "--max_seq_length=8", "--train_batch_size=4", "--learning_rate=1e-2",
+                "--num_train_epochs=1", "--steps_per_loop=2", check=True)
     exported = tmp_path / "hf"
     convert("bert_tf", str(out), str(exported), target_format="huggingface")
     config = json.loads((exported / "config.json").read_text())
@@ -262,17 +247,13 @@ def test_cli_exports_to_huggingface_and_refuses_a_full_output_dir(pretrained, tm
     target = tmp_path / "hf"
     target.mkdir()
     (target / "keep.txt").write_text("mine")
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    command = [sys.executable, "-m", "bert_tf.convert_checkpoint", "--source_format=bert_tf",
+    command = ["bert_tf.convert_checkpoint", "--source_format=bert_tf",
                "--target_format=huggingface", f"--input={out}", f"--output_dir={target}"]
-    refused = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    refused = run_command(*command)
     assert refused.returncode != 0 and "--overwrite" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert (target / "keep.txt").read_text() == "mine"
-    done = subprocess.run(command + ["--overwrite"], cwd=REPO, env=env, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_command(*command, "--overwrite", check=True)
     assert sorted(os.listdir(target)) == ["config.json", "model.safetensors",
                                           "special_tokens_map.json", "tokenizer_config.json",
                                           "vocab.txt"]

@@ -9,30 +9,26 @@ import sys
 
 import pytest
 
-from bert_tf import checkpoints, cli
-from bert_tf.config import BertConfig
+from bert_tf import cli
+from bert_tf.checkpoints import tf1, weights as weights_lib
 from bert_tf.models import BertPretrainer
+from tests.helpers import REPO, command_env, run_command, tiny_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What TensorFlow printed on every command before (this machine: no GPU).
 STARTUP_NOISE = ("absl::InitializeLog", "cudart_stub", "cuInit", "port.cc", "oneDNN",
                  "cpu_feature_guard", "Sharding callback duration")
 
 
-def _run(*args, cwd=REPO):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
-    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # what a user's shell has
-    return subprocess.run([sys.executable, "-m", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+def _run(*args):
+    # TF_CPP_MIN_LOG_LEVEL unset: what a user's shell has.
+    return run_command(*args, env=command_env(TF_CPP_MIN_LOG_LEVEL=None), timeout=300)
 
 
 @pytest.fixture(scope="module")
 def tf1_checkpoint(tmp_path_factory):
-    cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=16, max_position_embeddings=16,
-                     hidden_act="gelu_approximate")
-    weights = checkpoints.weights_from_model(BertPretrainer(cfg), do_lower_case=True)
-    return checkpoints.write_tf1_checkpoint(weights, str(tmp_path_factory.mktemp("tf1")))
+    cfg = tiny_config(hidden_act="gelu_approximate")
+    weights = weights_lib.weights_from_model(BertPretrainer(cfg), do_lower_case=True)
+    return tf1.write_tf1_checkpoint(weights, str(tmp_path_factory.mktemp("tf1")))
 
 
 def test_default_output_is_quiet_and_verbosity_shows_the_rest(tf1_checkpoint, tmp_path):
@@ -119,13 +115,3 @@ def test_the_wrapper_loads_no_tensorflow():
     code = "import sys, bert_tf.cli, bert_tf.errors; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env=dict(os.environ, PYTHONPATH=REPO), timeout=60)
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    from bert_tf import errors
-
-    for module in (cli, errors):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -11,15 +11,15 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, model_dir
-from bert_tf.config import BertConfig
+from bert_tf import model_dir
+from bert_tf.checkpoints import huggingface, names, tf1, weights as weights_lib
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
+from tests.helpers import tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CFG = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=32, max_position_embeddings=32,
-                 hidden_act="gelu_approximate")
+CFG = tiny_config(vocab_size=60, num_hidden_layers=2, max_position_embeddings=32,
+                  hidden_act="gelu_approximate")
 
 
 def _cut(path, keep):
@@ -39,7 +39,7 @@ def _flip(path, at):
 
 @pytest.fixture(scope="module")
 def weights():
-    return checkpoints.weights_from_model(BertPretrainer(CFG))
+    return weights_lib.weights_from_model(BertPretrainer(CFG))
 
 
 def test_cut_short_model_safetensors(minilm_dir, tmp_path):
@@ -50,7 +50,7 @@ def test_cut_short_model_safetensors(minilm_dir, tmp_path):
     _cut(hf / "model.safetensors", 0.3)
     with pytest.raises(model_dir.DamagedCheckpointError,
                        match=r"model.safetensors: cannot be read .* cut short .*download"):
-        checkpoints.read_huggingface(str(hf))
+        huggingface.read_huggingface(str(hf))
     env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     result = subprocess.run(
@@ -70,38 +70,38 @@ def test_cut_short_pytorch_model_bin(weights, tmp_path):
     hf.mkdir()
     state = {f"bert.{m.hf}": torch.from_numpy(np.ascontiguousarray(
                  weights.arrays[m.ours].T if m.hf_transpose else weights.arrays[m.ours]))
-             for m in checkpoints.mappings_for(CFG.num_hidden_layers)}
+             for m in names.mappings_for(CFG.num_hidden_layers)}
     torch.save(state, hf / "pytorch_model.bin")
     (hf / "config.json").write_text(
         '{"model_type": "bert", "vocab_size": 60, "hidden_size": 16, "num_hidden_layers": 2,'
         ' "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32}')
-    assert checkpoints.read_huggingface(str(hf)).config.hidden_size == 16  # sound: reads
+    assert huggingface.read_huggingface(str(hf)).config.hidden_size == 16  # sound: reads
     _cut(hf / "pytorch_model.bin", 0.5)
     with pytest.raises(model_dir.DamagedCheckpointError,
                        match=r"pytorch_model.bin: cannot be read .* cut short or damaged"):
-        checkpoints.read_huggingface(str(hf))
+        huggingface.read_huggingface(str(hf))
 
 
 def test_cut_short_or_damaged_tf1_checkpoint(weights, tmp_path):
-    prefix = checkpoints.write_tf1_checkpoint(weights, str(tmp_path / "tf1"))
+    prefix = tf1.write_tf1_checkpoint(weights, str(tmp_path / "tf1"))
     data = glob.glob(prefix + ".data-*")[0]
     saved = open(data, "rb").read()
     _cut(data, 0.5)
     with pytest.raises(model_dir.DamagedCheckpointError,
                        match=r"bert_model.ckpt.data-00000-of-00001: [\d,]+ bytes, but the "
                              r"index lists [\d,]+ bytes .* cut short"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
     open(data, "wb").write(saved)
     _flip(data, len(saved) // 2)
     with pytest.raises(model_dir.DamagedCheckpointError,
                        match=r"bert_model.ckpt: cannot read the checkpoint's tensors "
                              r"\(.*Checksum does not match"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
     index = prefix + ".index"
     _cut(index, 0.3)
     with pytest.raises(model_dir.DamagedCheckpointError,
                        match=r"bert_model.ckpt.index: cannot be read"):
-        checkpoints.read_tf1_checkpoint(prefix)
+        tf1.read_tf1_checkpoint(prefix)
 
 
 def test_cut_short_or_damaged_model_dir_restore(tmp_path):

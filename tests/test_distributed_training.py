@@ -32,6 +32,8 @@ from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
 from bert_tf.training.loop import Trainer
+from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,
+                           wait_all, write_sst2_dir, write_vocab)
 from tests.test_data_pretraining import PRED, SEQ, write_records
 from tests.test_pretrain_cli import _free_ports, _wait_for
 from tests.test_training_loop import _Linear
@@ -260,47 +262,24 @@ def test_task_records_are_sharded_by_record_when_files_are_fewer_than_workers(tm
 # ---------------------------------------- two workers: preemption, eval, predict
 WORDS = ["good", "great", "fun", "wonderful", "movie", "film", "acting", "truly", "bad",
          "awful", "terrible", "and", "a", "an"]
-POSITIVE = ["a good movie", "great fun", "truly wonderful", "good and great",
-            "wonderful acting", "a great film"]
-NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
-            "terrible acting", "an awful film"]
-
-
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="module")
 def glue_workspace(tmp_path_factory):
     """A tiny random encoder dir with its own vocab, SST-2-format data, ONE record file."""
     from bert_tf.data.finetuning import write_records as write_task_records
-    from bert_tf.model_dir import write_model_dir
     from bert_tf.tasks.glue import Sst2Task
     from bert_tf.tokenization import BertTokenizer
 
     root = tmp_path_factory.mktemp("distributed_glue")
     vocab = root / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
-    cfg = BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=16)
-    keras.utils.set_random_seed(0)
-    write_model_dir(str(root / "init"), cfg, {"encoder": BertEncoder(cfg)},
-                    vocab_file=str(vocab), do_lower_case=True)
-    data = root / "sst2"
-    data.mkdir()
-    rows = [(s, 1) for s in POSITIVE] + [(s, 0) for s in NEGATIVE]
-    (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(
-        f"{s} \t{label}" for _ in range(4) for s, label in rows) + "\n")
-    (data / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(
-        f"{s} \t{label}" for s, label in rows) + "\n")
-    (data / "test.tsv").write_text("index\tsentence\n" + "\n".join(
-        f"{i}\t{s}" for i, (s, _) in enumerate(rows[:5])) + "\n")
+    write_vocab(vocab, SPECIAL_TOKENS + WORDS)
+    make_model_dir(root / "init", vocab, tiny_config(
+        vocab_size=5 + len(WORDS), hidden_size=32, intermediate_size=64,
+        max_position_embeddings=16))
+    data = write_sst2_dir(root / "sst2", train_repeats=4)
     task = Sst2Task(tokenizer=BertTokenizer(str(vocab), do_lower_case=True),
-                    max_seq_length=16, data_dir=str(data))
+                    max_seq_length=16, data_dir=data)
     features = task.convert_examples(task.get_examples("train"), "train")
     # One record file for two workers: they must shard it by record.
     assert write_task_records(str(root / "train.tf_record"), features, task.feature_spec()) == 48
@@ -322,18 +301,12 @@ def _start_workers(command, logs):
                                 "task": {"type": "worker", "index": index}})
         processes.append(subprocess.Popen(command, stdout=open(log, "w"),
                                           stderr=subprocess.STDOUT, cwd=REPO,
-                                          env=_env(TF_CONFIG=tf_config)))
+                                          env=command_env(TF_CONFIG=tf_config)))
     return processes
 
 
 def _wait_all(processes, logs):
-    try:
-        codes = [p.wait(timeout=TIMEOUT) for p in processes]
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                p.kill()
-    return codes, [log.read_text() for log in logs]
+    return wait_all(processes, TIMEOUT), [log.read_text() for log in logs]
 
 
 def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspace, tmp_path):
@@ -377,7 +350,7 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
     one = tmp_path / "one_device"
     result = subprocess.run(_finetune(root, one, f"--init_checkpoint={out}", "--do_eval",
                                       "--do_predict"),
-                            cwd=REPO, env=_env(), capture_output=True, text=True,
+                            cwd=REPO, env=command_env(), capture_output=True, text=True,
                             timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     one_results = json.loads((one / "eval_results.json").read_text())

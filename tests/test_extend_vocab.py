@@ -14,21 +14,16 @@ import tensorflow as tf
 
 from bert_tf import extend_vocab as ev
 from bert_tf import model_dir as md
-from bert_tf.config import BertConfig
 from bert_tf.models import BertPretrainer
 from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
 from data_prep import create_pretraining_data as cpd
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
+from tests.helpers import command_env, tiny_config
 from tests.test_korean_text import KOREAN, korean_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_CORPUS = os.path.join(REPO, "demo", "data", "corpus.txt")
 NUM_NEW = 1200  # every character of the Korean text, then merged pieces
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-                TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +43,7 @@ def old_dir(tmp_path_factory):
                                                                        basic.tokenize_batch))
     vocab_file = root / "old_vocab.txt"
     vocab_file.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    cfg = tiny_config(vocab_size=len(vocab), max_position_embeddings=64)
     model = BertPretrainer(cfg, name="pretrainer")
     # Distinct bias values, so that the test sees rows move to the right places.
     model.masked_lm.output_bias.assign(np.arange(len(vocab), dtype=np.float32) / 100)
@@ -164,7 +158,7 @@ def test_pretrain_continues_from_extended_dir(extended, tmp_path):
          "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=4",
          "--num_train_steps=2", "--num_warmup_steps=1", "--steps_per_loop=1",
          "--save_checkpoints_steps=2"],
-        env=_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
+        env=command_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert tf.train.latest_checkpoint(run_dir).endswith("ckpt-2")
     # The run records the extended vocab and settings for finetune/export.
@@ -178,7 +172,7 @@ def test_cli_errors_name_the_problem(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bert_tf.extend_vocab", f"--init_checkpoint={tmp_path}/none",
          f"--input_file={KOREAN}", f"--output_dir={tmp_path}/out"],
-        env=_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
+        env=command_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "needs bert_config.json and vocab.txt" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -212,7 +206,7 @@ def test_build_vocab_cli_without_kiwi_says_what_to_install(tmp_path):
     fake = tmp_path / "site" / "kiwipiepy"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no kiwipiepy here')\n")
-    env = _env()
+    env = command_env()
     env["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{REPO}"
     proc = subprocess.run(
         [sys.executable, "-m", "data_prep.build_vocab", f"--input_file={KOREAN}",

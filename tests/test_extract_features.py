@@ -2,15 +2,13 @@
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bert_tf import extract_features as ef
 from bert_tf import flags_common
+from tests.helpers import make_model_dir, run_command, tiny_config
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
          "caf", "##e", "dog", ".", "a", "b"]
@@ -19,23 +17,9 @@ H = 16
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    import keras
-
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.model_dir import write_model_dir
-
-    keras.utils.set_random_seed(3)
-    root = tmp_path_factory.mktemp("ef")
-    vocab = root / "vocab.txt"
-    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=H, num_hidden_layers=3,
-                        num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=32)
-    directory = root / "model"
-    write_model_dir(str(directory), config, {"encoder": BertEncoder(config)},
-                    vocab_file=str(vocab), do_lower_case=True)
-    return str(directory)
+    config = tiny_config(vocab_size=len(VOCAB), hidden_size=H, num_hidden_layers=3,
+                         max_position_embeddings=32)
+    return make_model_dir(tmp_path_factory.mktemp("ef") / "model", VOCAB, config, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -141,12 +125,9 @@ def test_pack_truncates_longest_first():
 
 def test_command_line_refuses_a_missing_layer(model_dir, input_file, tmp_path):
     # Runs the module as a program: its flags are defined only then.
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2")
-    bad = subprocess.run(
-        [sys.executable, "-m", "bert_tf.extract_features", f"--input_file={input_file}",
-         f"--output_file={tmp_path / 'x'}", f"--init_checkpoint={model_dir}", "--layers=7"],
-        capture_output=True, text=True, env=env, timeout=300)
+    bad = run_command("bert_tf.extract_features", f"--input_file={input_file}",
+                      f"--output_file={tmp_path / 'x'}", f"--init_checkpoint={model_dir}",
+                      "--layers=7", timeout=300)
     assert bad.returncode != 0 and "layer 7 does not exist" in bad.stderr
     assert not (tmp_path / "x").exists()
 

@@ -5,13 +5,11 @@ init checkpoint of another size refused with both shapes named."""
 
 import json
 import os
-import subprocess
-import sys
 
-import keras
 import pytest
 
 from bert_tf.config import BertConfig
+from tests.helpers import make_model_dir, run_command, write_sst2_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab",
@@ -19,41 +17,14 @@ VOCAB = os.path.join(os.path.dirname(REPO), "shared", "data", "vocab",
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
 
-POSITIVE = ["a good movie", "great fun", "truly wonderful", "good and great",
-            "wonderful acting", "a great film"]
-NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
-            "terrible acting", "an awful film"]
-
-
-def run_cli(module, *args):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """A random tiny encoder dir (real uncased vocab) and an SST-2-format data dir."""
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.model_dir import write_model_dir
-
     if not os.path.exists(VOCAB):
         pytest.skip(f"{VOCAB} not present")
     root = tmp_path_factory.mktemp("finetune")
-    cfg = BertConfig(**TINY)
-    keras.utils.set_random_seed(0)  # the same starting weights on every run
-    write_model_dir(str(root / "init"), cfg, {"encoder": BertEncoder(cfg)}, vocab_file=VOCAB,
-                    do_lower_case=True)
-    data = root / "sst2"
-    data.mkdir()
-    rows = [(s, 1) for s in POSITIVE] + [(s, 0) for s in NEGATIVE]
-    train = [f"{s} \t{label}" for _ in range(6) for s, label in rows]
-    (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(train) + "\n")
-    (data / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(
-        f"{s} \t{label}" for s, label in rows) + "\n")
-    (data / "test.tsv").write_text("index\tsentence\n" + "\n".join(
-        f"{i}\t{s}" for i, (s, _) in enumerate(rows[:5])) + "\n")
+    make_model_dir(root / "init", VOCAB, BertConfig(**TINY))  # same weights on every run
+    write_sst2_dir(root / "sst2", train_repeats=6)
     return root
 
 
@@ -64,19 +35,20 @@ COMMON = ["--task_name=SST-2", "--max_seq_length=16", "--eval_batch_size=5",
 @pytest.fixture(scope="module")
 def trained(workspace):
     records = workspace / "records"
-    made = run_cli("data_prep.create_finetuning_data", "--task_name=SST-2",
-                   f"--data_dir={workspace / 'sst2'}", f"--init_checkpoint={workspace / 'init'}",
-                   "--max_seq_length=16", f"--output_dir={records}", "--num_output_shards=2")
+    made = run_command("data_prep.create_finetuning_data", "--task_name=SST-2",
+                       f"--data_dir={workspace / 'sst2'}",
+                       f"--init_checkpoint={workspace / 'init'}", "--max_seq_length=16",
+                       f"--output_dir={records}", "--num_output_shards=2")
     assert made.returncode == 0, made.stderr[-3000:]
     meta = json.loads((records / "train.meta.json").read_text())
     assert (meta["num_examples"], meta["files"]) == (
         72, ["train-00000-of-00002.tf_record", "train-00001-of-00002.tf_record"])
     out = workspace / "out"
-    result = run_cli("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
-                     f"--init_checkpoint={workspace / 'init'}", f"--output_dir={out}",
-                     f"--input_file={records}/train-*", "--do_train", "--do_eval",
-                     "--do_predict", "--train_batch_size=8", "--learning_rate=2e-3",
-                     "--num_train_epochs=8", "--warmup_proportion=0.1")
+    result = run_command("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
+                         f"--init_checkpoint={workspace / 'init'}", f"--output_dir={out}",
+                         f"--input_file={records}/train-*", "--do_train", "--do_eval",
+                         "--do_predict", "--train_batch_size=8", "--learning_rate=2e-3",
+                         "--num_train_epochs=8", "--warmup_proportion=0.1")
     assert result.returncode == 0, result.stderr[-3000:]
     return out, result.stderr
 
@@ -103,18 +75,18 @@ def test_train_eval_predict(trained):
 def test_rerun_resumes_and_finetuned_dir_restores_its_head(trained, workspace):
     out, _ = trained
     first = json.loads((out / "eval_results.json").read_text())
-    again = run_cli("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
-                    f"--init_checkpoint={workspace / 'init'}", f"--output_dir={out}",
-                    "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_epochs=8")
+    again = run_command("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
+                        f"--init_checkpoint={workspace / 'init'}", f"--output_dir={out}",
+                        "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_epochs=8")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed from step 72" in again.stderr
     assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == pytest.approx(
         first["eval_loss"], rel=1e-5)
     # the fine-tuned dir as init: config, vocab, casing and head come from it; two replicas
     other = workspace / "eval_only"
-    result = run_cli("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
-                     f"--init_checkpoint={out}", f"--output_dir={other}", "--do_eval",
-                     "--distribution_strategy=mirrored")
+    result = run_command("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
+                         f"--init_checkpoint={out}", f"--output_dir={other}", "--do_eval",
+                         "--distribution_strategy=mirrored")
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((other / "eval_results.json").read_text())
     assert results["accuracy"] == 1.0
@@ -125,9 +97,9 @@ def test_init_checkpoint_of_another_size_is_refused(workspace, tmp_path):
     smaller = dict(TINY, hidden_size=16, intermediate_size=32)
     config = tmp_path / "small.json"
     config.write_text(json.dumps(smaller))
-    result = run_cli("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
-                     f"--init_checkpoint={workspace / 'init'}", f"--bert_config_file={config}",
-                     f"--output_dir={tmp_path / 'out'}", "--do_train")
+    result = run_command("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
+                         f"--init_checkpoint={workspace / 'init'}", f"--bert_config_file={config}",
+                         f"--output_dir={tmp_path / 'out'}", "--do_train")
     assert result.returncode != 0
     assert "has shape [32] in the checkpoint but [16] in the model" in result.stderr, \
         result.stderr[-2000:]
@@ -136,18 +108,18 @@ def test_init_checkpoint_of_another_size_is_refused(workspace, tmp_path):
 
 
 def test_eval_only_from_a_model_without_this_head_is_refused(workspace, tmp_path):
-    result = run_cli("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
-                     f"--init_checkpoint={workspace / 'init'}",
-                     f"--output_dir={tmp_path / 'out'}", "--do_eval")
+    result = run_command("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
+                         f"--init_checkpoint={workspace / 'init'}",
+                         f"--output_dir={tmp_path / 'out'}", "--do_eval")
     assert result.returncode != 0
     assert "would score a random head" in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
 
 
 def test_unknown_task_is_a_message(workspace, tmp_path):
-    result = run_cli("bert_tf.finetune", "--task_name=glue-foo",
-                     f"--data_dir={workspace / 'sst2'}",
-                     f"--init_checkpoint={workspace / 'init'}",
-                     f"--output_dir={tmp_path / 'out'}", "--do_train")
+    result = run_command("bert_tf.finetune", "--task_name=glue-foo",
+                         f"--data_dir={workspace / 'sst2'}",
+                         f"--init_checkpoint={workspace / 'init'}",
+                         f"--output_dir={tmp_path / 'out'}", "--do_train")
     assert result.returncode != 0
     assert "unknown task 'glue-foo'" in result.stderr and "Traceback" not in result.stderr

@@ -19,6 +19,7 @@ from bert_tf.text_rules import (BasicTokenizer, TextMode, WordPieceTokenizer,
                                 infer_strip_accents, text_mode)
 from bert_tf.tokenization import BertTokenizer
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
+from tests.helpers import first_lines, piece_spans
 
 KOREAN = pathlib.Path(__file__).parent / "data" / "korean" / "kolaw_kobill.txt"
 
@@ -28,27 +29,15 @@ def korean_lines():
 
 
 def english_lines(shared_data, n=600):
-    out = []
-    with open(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(line.rstrip("\n"))
-            if len(out) >= n:
-                break
-    return out
+    return first_lines(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", n)
 
 
 def accented_lines(shared_data, n=300):
     """Real enwiki sentences holding accented Latin (names, places)."""
-    out = []
-    with open(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", encoding="utf-8") as f:
-        for line in f:
-            if any(unicodedata.decomposition(c).split()[1:2] and c.isalpha() and not c.isascii()
-                   for c in line):
-                out.append(line.rstrip("\n"))
-            if len(out) >= n:
-                break
-    return out
+    return first_lines(
+        shared_data / "pretrain" / "enwiki_2015_bert_format.txt", n,
+        keep=lambda line: any(unicodedata.decomposition(c).split()[1:2] and c.isalpha()
+                              and not c.isascii() for c in line))
 
 
 def learn_vocab(path, lines, do_lower_case, strip_accents, size=4000):
@@ -181,17 +170,11 @@ def test_decomposed_hangul_is_composed_first(keep_vocab, keep_tok):
 def test_korean_offsets_point_at_the_pieces(keep_tok):
     lines = korean_lines()[:300]
     lines += [unicodedata.normalize("NFD", t) for t in lines[:50]]
-    ids, starts, ends = keep_tok.tokenize_with_offsets(lines)
-    assert ids.to_list() == keep_tok.tokenize(lines).to_list()
     checked = 0
-    for t, row, rs, re_ in zip(lines, ids.to_list(), starts.to_list(), ends.to_list()):
-        raw = t.encode("utf-8")
-        for i, s, e in zip(row, rs, re_):
-            piece = keep_tok.id_to_token(i)
-            piece = piece[2:] if piece.startswith("##") else piece
-            span = unicodedata.normalize("NFC", raw[s:e].decode("utf-8")).lower()
-            assert span == piece, (t, span, piece)
-            checked += 1
+    for t, _, piece, span in piece_spans(keep_tok, lines):
+        span = unicodedata.normalize("NFC", span).lower()
+        assert span == piece, (t, span, piece)
+        checked += 1
     assert checked > 5000
 
 
@@ -220,15 +203,9 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
 
 def tiny_model_dir(path, vocab_file):
     """A one-layer encoder model dir over `vocab_file` recording strip_accents=False."""
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from tests.helpers import make_model_dir
 
-    vocab_size = len(open(vocab_file, encoding="utf-8").read().split("\n")) - 1
-    cfg = BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=16)
-    md.write_model_dir(str(path), cfg, {"encoder": BertEncoder(cfg)}, vocab_file=vocab_file,
-                       do_lower_case=True, strip_accents=False)
-    return str(path)
+    return make_model_dir(path, vocab_file, strip_accents=False)
 
 
 def test_export_tokenizes_as_training_did(tmp_path, keep_vocab, keep_tok):
@@ -295,17 +272,17 @@ def test_kiwi_pre_tokenizer_on_real_korean(tmp_path):
 
 
 def test_hugging_face_import_keeps_strip_accents(tmp_path):
-    from bert_tf import checkpoints
+    from bert_tf.checkpoints import huggingface
 
     (tmp_path / "tokenizer_config.json").write_text(
         json.dumps({"do_lower_case": True, "strip_accents": False}))
-    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is False
+    assert huggingface._huggingface_text_settings(str(tmp_path))[1] is False
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     (tmp_path / "tokenizer.json").write_text(json.dumps(
         {"normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": False}}))
-    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is False
+    assert huggingface._huggingface_text_settings(str(tmp_path))[1] is False
     (tmp_path / "tokenizer.json").unlink()
-    assert checkpoints._huggingface_text_settings(str(tmp_path))[1] is None
+    assert huggingface._huggingface_text_settings(str(tmp_path))[1] is None
 
 
 def test_beam_pipeline_takes_the_text_flags():

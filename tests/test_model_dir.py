@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 
 from bert_tf import model_dir
-from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
+from tests.helpers import tiny_config
 
-CFG = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=32, max_position_embeddings=32)
+CFG = tiny_config(vocab_size=60, num_hidden_layers=2, max_position_embeddings=32)
 INPUTS = {"input_word_ids": np.array([[2, 5, 9, 3, 0]]),
           "input_mask": np.array([[1, 1, 1, 1, 0]]),
           "input_type_ids": np.zeros((1, 5), "int32")}

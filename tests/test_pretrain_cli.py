@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from tests.helpers import command_env, wait_all
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,18 +40,10 @@ def _command(setup, output_dir, *extra):
             "--steps_per_loop=1", *extra]
 
 
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
 def _start(command, log_path, **env):
     log = open(log_path, "w")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env(**env),
-                            cwd=REPO)
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                            env=command_env(**env), cwd=REPO)
 
 
 def _wait_for(condition, process, what, timeout=TIMEOUT):
@@ -80,8 +73,8 @@ def test_kill_9_then_the_same_command_resumes_from_the_last_checkpoint(setup, tm
     first.wait(timeout=60)
     killed_at = _latest_step(out)
     assert killed_at < 30, "the run finished before it could be killed"
-    second = subprocess.run(command, env=_env(), cwd=REPO, capture_output=True, text=True,
-                            timeout=TIMEOUT)
+    second = subprocess.run(command, env=command_env(), cwd=REPO, capture_output=True,
+                            text=True, timeout=TIMEOUT)
     log = second.stdout + second.stderr
     assert second.returncode == 0, log[-3000:]
     assert f"resumed from step {killed_at} " in log
@@ -132,12 +125,7 @@ def test_two_workers_on_loopback_train_and_write_one_checkpoint(setup, tmp_path)
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
         processes.append(_start(command, tmp_path / f"worker{index}.log", TF_CONFIG=tf_config))
-    try:
-        codes = [p.wait(timeout=TIMEOUT) for p in processes]
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                p.kill()
+    codes = wait_all(processes, TIMEOUT)
     logs = [(tmp_path / f"worker{i}.log").read_text() for i in range(2)]
     assert codes == [0, 0], "\n".join(log[-2000:] for log in logs)
     assert "step 4:" in logs[0]

@@ -4,11 +4,11 @@ splitting of long sentences, postprocessing back to words, entity F1, prediction
 import numpy as np
 import pytest
 
-from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.tasks import make_task, metrics
 from bert_tf.tasks.base import TaskDataError
 from bert_tf.tasks.ner import CONLL2003_LABELS, IGNORE, iob1_to_iob2, read_conll
+from tests.helpers import tiny_config
 
 SMALL_CONLL = """-DOCSTART- -X- O O
 
@@ -113,8 +113,7 @@ def test_first_sub_token_labels_and_splitting(tmp_path):
 
 def test_token_head_and_masked_loss():
     task = make_task("conll2003", max_seq_length=6)
-    cfg = BertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32)
+    cfg = tiny_config(vocab_size=200, max_position_embeddings=512)
     model = task.build_model(BertEncoder(cfg))
     ids = np.array([[101, 7, 8, 9, 102, 0]], np.int32)
     labels = np.array([[IGNORE, 1, IGNORE, 0, IGNORE, IGNORE]], np.int32)

@@ -5,10 +5,10 @@ import csv
 import numpy as np
 import pytest
 
-from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.tasks import make_task
 from bert_tf.tasks.base import TaskDataError
+from tests.helpers import tiny_config
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]
@@ -91,8 +91,7 @@ def test_four_pairs_per_example_and_choice_head(tmp_path):
     assert features["input_word_ids"][1, :, 2].tolist() == [4, 2, 3, 2]
     assert features["label_ids"].tolist() == [0, 3]
 
-    cfg = BertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32)
+    cfg = tiny_config(vocab_size=200, max_position_embeddings=512)
     encoder = BertEncoder(cfg)
     model = task.build_model(encoder)
     outputs = model(features, training=False)

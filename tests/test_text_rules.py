@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from bert_tf import constants
 from bert_tf import text_rules as tr
 from bert_tf import tokenization
 from tests import reference_tokenizer as ref
@@ -92,19 +93,6 @@ def test_strip_accents():
         assert tr.strip_accents(text) == ref.BasicTokenizer._run_strip_accents(text)
 
 
-def test_tokenization_reexports_the_same_objects():
-    # One set of rules: BertTokenizer's module uses these very objects.
-    assert tokenization.VocabError is tr.VocabError
-    assert tokenization.load_vocab is tr.load_vocab
-    assert tokenization.infer_do_lower_case is tr.infer_do_lower_case
-    assert tokenization.SPECIAL_TOKENS == tr.SPECIAL_TOKENS
-    assert tokenization._is_control is tr.is_control
-    assert tokenization._is_punctuation is tr.is_punctuation
-    assert tokenization._is_chinese_char is tr.is_chinese_char
-    from data_prep import corpus
-    assert corpus.WordPieceTokenizer is tr.WordPieceTokenizer
-
-
 # ------------------------------------------------------------------ vocab files
 
 
@@ -132,7 +120,7 @@ def test_vocab_errors_name_the_file(tmp_path):
     with pytest.raises(tr.VocabError, match=r"v\.txt lacks the special token\(s\) \[CLS\], "
                                             r"\[MASK\]; a BERT vocab needs all of"):
         tr.check_special_tokens({"[PAD]": 0, "[UNK]": 1, "[SEP]": 2}, "v.txt")
-    tr.check_special_tokens(dict.fromkeys(tr.SPECIAL_TOKENS, 0), "v.txt")
+    tr.check_special_tokens(dict.fromkeys(constants.SPECIAL_TOKENS, 0), "v.txt")
     with pytest.raises(tr.VocabError, match=r"lacks \[UNK\]"):
         tr.WordPieceTokenizer(["[PAD]", "a"])
 
@@ -163,7 +151,7 @@ def small_vocab_file(tmp_path_factory):
     """A cased vocab with whole words, characters and ## pieces of VARIED_TEXTS (so
     Korean, Chinese and emoji get real pieces, not just [UNK])."""
     rng = random.Random(0)
-    tokens = list(tr.SPECIAL_TOKENS)
+    tokens = list(constants.SPECIAL_TOKENS)
     seen = set(tokens)
     for text in VARIED_TEXTS:
         for lower in (False, True):
@@ -244,9 +232,3 @@ def test_text_rules_and_corpus_import_no_tensorflow():
     result = subprocess.run([sys.executable, "-c", script], cwd=str(REPO_ROOT), env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
-
-
-def test_doctest():
-    import doctest
-    result = doctest.testmod(tr)
-    assert result.failed == 0 and result.attempted > 0

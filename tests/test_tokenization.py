@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
-from bert_tf.tokenization import BertTokenizer, VocabError, infer_do_lower_case, load_vocab
+from bert_tf import packing
+from bert_tf.text_rules import VocabError, infer_do_lower_case, load_vocab
+from bert_tf.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.conftest import REPO_ROOT, SHARED_DATA
+from tests.helpers import piece_spans
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 
@@ -250,25 +252,16 @@ def test_infer_do_lower_case(tmp_path, cased_vocab_file):
 # ------------------------------------------------------------------ offsets
 
 
-def _piece_text(tok, i):
-    t = tok.id_to_token(i)
-    return t[2:] if t.startswith("##") else t
-
-
 def test_offsets_ascii(uncased):
     texts = ["Hello, World!  unaffable xyzzyq", "  The U.S.A. (e-mail)", "", "x" * 250 + " end"]
-    ids, starts, ends = uncased.tokenize_with_offsets(texts)
-    assert ids.to_list() == uncased.tokenize(texts).to_list()
-    for text, row_ids, row_s, row_e in zip(texts, ids.to_list(), starts.to_list(),
-                                           ends.to_list()):
-        raw = text.encode("utf-8")
-        for i, s, e in zip(row_ids, row_s, row_e):
-            span = raw[s:e].decode("utf-8").lower()
-            if i == uncased.unk_id:
-                assert " " not in span and span, (text, s, e)
-            else:
-                assert span == _piece_text(uncased, i), (text, s, e)
+    for text, i, piece, span in piece_spans(uncased, texts):
+        span = span.lower()
+        if i == uncased.unk_id:
+            assert " " not in span and span, (text, span)
+        else:
+            assert span == piece, (text, span)
     # Long word -> [UNK] spanning the whole word.
+    _, starts, ends = uncased.tokenize_with_offsets(texts)
     assert (starts.to_list()[3][0], ends.to_list()[3][0]) == (0, 250)
 
 
@@ -328,7 +321,7 @@ def test_truncated_pair_lengths_exhaustive():
     la, lb = np.meshgrid(np.arange(25), np.arange(25))
     la, lb = la.ravel(), lb.ravel()
     for budget in range(0, 30):
-        ga, gb = tokenization.truncated_pair_lengths(la, lb, budget)
+        ga, gb = packing.truncated_pair_lengths(la, lb, budget)
         for x, y, gx, gy in zip(la, lb, ga.numpy(), gb.numpy()):
             a, b = list(range(x)), list(range(y))
             ref.truncate_seq_pair(a, b, budget)
@@ -411,12 +404,6 @@ def test_saved_model_without_bert_tf(uncased, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     import json
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
-
-
-def test_doctest():
-    import doctest
-    result = doctest.testmod(tokenization)
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_public_name():

@@ -11,6 +11,7 @@ import pytest
 from bert_tf.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.conftest import SHARED_DATA
+from tests.helpers import first_lines, piece_spans
 from tests.test_tokenization import HARD_TEXTS, cased_vocab_tokens, write_vocab
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
@@ -31,17 +32,6 @@ def uncased():
 @pytest.fixture(scope="module")
 def ref_uncased():
     return ref.FullTokenizer(str(_need(UNCASED_VOCAB)), do_lower_case=True)
-
-
-def _read_lines(path, n):
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(line.rstrip("\n"))
-            if len(out) >= n:
-                break
-    return out
 
 
 def _glue_sentences(limit_per_file=400):
@@ -67,11 +57,11 @@ def _glue_sentences(limit_per_file=400):
 
 @pytest.fixture(scope="module")
 def corpus():
-    lines = _read_lines(_need(ENWIKI), 2000)
+    lines = first_lines(_need(ENWIKI), 2000)
     lines += _glue_sentences()
     conll = SHARED_DATA / "conll2003" / "eng.testa"
     if conll.exists():
-        words = [ln.split(" ")[0] for ln in _read_lines(conll, 3000) if " " in ln]
+        words = [ln.split(" ")[0] for ln in first_lines(conll, 3000) if " " in ln]
         lines += [" ".join(words[i:i + 20]) for i in range(0, len(words), 20)]
     return lines
 
@@ -206,16 +196,9 @@ def test_real_corpus_cased(cased_vocab_file, corpus):
 def test_real_corpus_offsets(uncased, corpus):
     """Offsets of matched pieces point at text that lower-cases/strips to the piece."""
     texts = corpus[:500]
-    ids, starts, ends = uncased.tokenize_with_offsets(texts)
-    assert ids.to_list() == uncased.tokenize(texts).to_list()
     checked = 0
-    for t, row, rs, re_ in zip(texts, ids.to_list(), starts.to_list(), ends.to_list()):
-        raw = t.encode("utf-8")
-        for i, s, e in zip(row, rs, re_):
-            piece = uncased.id_to_token(i)
-            piece = piece[2:] if piece.startswith("##") else piece
-            span = raw[s:e].decode("utf-8")
-            if i != uncased.unk_id and span.isascii():
-                assert span.lower() == piece, (t, span, piece)
-                checked += 1
+    for t, i, piece, span in piece_spans(uncased, texts):
+        if i != uncased.unk_id and span.isascii():
+            assert span.lower() == piece, (t, span, piece)
+            checked += 1
     assert checked > 10000

@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.config import BertConfig
 from bert_tf.models import BertPretrainer
 from bert_tf.training import optimization as opt_lib
+from tests.helpers import tiny_config
 
 GRADS = [np.array([[3.0, -4.0], [0.5, 2.0]], np.float32), np.array([1.0, -2.0], np.float32)]
 INIT = [np.array([[1.0, -2.0], [0.5, 0.25]], np.float32), np.array([0.5, 1.5], np.float32)]
@@ -90,8 +90,7 @@ def test_without_clipping():
 
 
 def test_weight_decay_exclusion_matches_bert_variable_paths():
-    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32)
+    cfg = tiny_config(vocab_size=50, max_position_embeddings=512)
     model = BertPretrainer(cfg)
     opt = opt_lib.AdamWeightDecay(1e-3)
     opt.build(model.trainable_variables)

@@ -30,9 +30,9 @@ from typing import Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.constants import MODEL_INPUTS
 from bert_tf.data.pretraining import list_record_files
 
-MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 # model name -> record name (the original run_classifier's)
 RECORD_NAMES = {"input_word_ids": "input_ids", "input_mask": "input_mask",
                 "input_type_ids": "segment_ids"}

@@ -400,9 +400,9 @@ class RecordFiles:
                 except tf.errors.DataLossError as e:
                     if path in self._copies:
                         raise
-                    offset = first_corrupt_record(path)
-                    if offset is None:
+                    where = locate_data_loss([path], e.message)
+                    if where is None:
                         raise RecordFormatError(f"{path}: cannot be read: {e.message}") \
                             from None
-                    self._handle(path, offset)
+                    self._handle(*where)
         return total

@@ -8,7 +8,7 @@ Example:
 
 >>> import numpy as np
 >>> f = get_activation("gelu_approximate")
->>> float(np.round(f(np.float32(1.0)), 4))
+>>> round(float(f(np.float32(1.0))), 4)
 0.8412
 """
 

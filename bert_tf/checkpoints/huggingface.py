@@ -1,0 +1,364 @@
+"""Hugging Face BERT weights: import and export.
+
+    read_huggingface(path)           `model.safetensors` (sharded too) / `pytorch_model.bin`
+    write_huggingface(weights, dir)  -> `config.json` + `model.safetensors` + `vocab.txt` +
+                                        `tokenizer_config.json` (BertModel, BertForPreTraining
+                                        or the fine-tuned task's BertFor* class)
+
+Hugging Face's `gelu` is the exact form, which is our `gelu`; our `gelu_approximate` is
+their `gelu_new`.
+
+>>> import tempfile
+>>> from bert_tf.checkpoints.weights import weights_from_model
+>>> from bert_tf.models import BertPretrainer
+>>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+...                  num_attention_heads=2, intermediate_size=16)
+>>> path = write_huggingface(weights_from_model(BertPretrainer(cfg), do_lower_case=True),
+...                          tempfile.mkdtemp())
+>>> back = read_huggingface(path)
+>>> back.config == cfg, back.heads, back.do_lower_case
+(True, ('masked_lm', 'next_sentence'), True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import constants, model_dir, text_rules
+from bert_tf.checkpoints.names import (HEADS, POOLER, TASK_HEAD_MAPPINGS, hf_name,
+                                       hf_names, mappings_for)
+from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
+                                         checked, checked_vocab, log_unused, read_mapped,
+                                         require_file)
+from bert_tf.config import BertConfig, ConfigError
+from bert_tf.model_dir import CheckpointMismatchError
+
+_HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+def find_huggingface_weights(path: str) -> str:
+    """A directory or weights file -> the weights file (safetensors preferred)."""
+    if tf.io.gfile.isdir(path):
+        for name in _HF_WEIGHT_FILES:
+            candidate = os.path.join(path, name)
+            if tf.io.gfile.exists(candidate):
+                return candidate
+        raise FileNotFoundError(f"{path}: no Hugging Face weights (expected one of "
+                                f"{', '.join(_HF_WEIGHT_FILES)})")
+    require_file(path, "Hugging Face weights file")
+    if not path.endswith((".safetensors", ".safetensors.index.json", ".bin")):
+        raise CheckpointFormatError(f"{path}: unknown weights format (expected .safetensors, "
+                                    f".safetensors.index.json or .bin)")
+    return path
+
+
+def _damaged_weights(path: str, error: Exception) -> Exception:
+    first_line = (str(error).splitlines() or [type(error).__name__])[0][:200]
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    return model_dir.DamagedCheckpointError(
+        f"{path}: cannot be read ({first_line}); the file ({size:,} bytes) is cut short or "
+        f"damaged (an interrupted download?): download or copy it again")
+
+
+def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
+    from safetensors import SafetensorError, safe_open
+
+    result = {}
+    try:
+        with safe_open(path, framework="np") as f:
+            for key in f.keys():
+                result[key] = f.get_tensor(key)
+        return result
+    except SafetensorError as e:  # a header that does not cover the file: cut short
+        raise _damaged_weights(path, e) from None
+    except (TypeError, ValueError) as e:  # numpy has no bfloat16
+        if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
+            raise CheckpointFormatError(f"{path}: cannot read safetensors: {e}") from None
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise CheckpointFormatError(f"{path}: holds bfloat16 weights, which need torch to "
+                                    f"read; pip install torch") from None
+    with safe_open(path, framework="pt") as f:
+        return {key: f.get_tensor(key).float().numpy() for key in f.keys()}
+
+
+def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
+    try:
+        import torch
+    except ImportError:
+        raise CheckpointFormatError(f"{path}: reading pytorch_model.bin needs torch (pip "
+                                    f"install torch), or convert from model.safetensors") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError) as e:  # e.g. a cut-short zip
+        raise _damaged_weights(path, e) from None
+    except Exception as e:  # noqa: BLE001 - pickle.UnpicklingError and kin
+        if type(e).__name__ != "UnpicklingError":
+            raise
+        raise _damaged_weights(path, e) from None
+    return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
+            for k, v in state.items()}
+
+
+def load_huggingface_tensors(weights_file: str) -> Dict[str, np.ndarray]:
+    """All tensors of a safetensors / sharded-safetensors index / pytorch_model.bin file."""
+    if weights_file.endswith(".index.json"):
+        with tf.io.gfile.GFile(weights_file) as f:
+            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
+        result = {}
+        for shard in shards:
+            shard_path = require_file(os.path.join(os.path.dirname(weights_file), shard),
+                                       f"shard listed in {weights_file}")
+            result.update(_load_safetensors(shard_path))
+        return result
+    if weights_file.endswith(".safetensors"):
+        return _load_safetensors(weights_file)
+    if weights_file.endswith(".bin"):
+        return _load_torch_bin(weights_file)
+    raise CheckpointFormatError(f"{weights_file}: unknown weights format (expected "
+                                f".safetensors, .safetensors.index.json or .bin)")
+
+
+def huggingface_config(config_file: str) -> BertConfig:
+    """Reads a Hugging Face config.json, refusing models that are not plain BERT."""
+    require_file(config_file, "Hugging Face config.json")
+    with tf.io.gfile.GFile(config_file) as f:
+        try:
+            raw = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{config_file}: cannot parse: {e}") from None
+    model_type = raw.get("model_type", "bert")
+    if model_type != "bert":
+        raise ConfigError(f"{config_file}: model_type={model_type!r} is not BERT (its "
+                          f"weights do not map onto BERT's)")
+    position_type = raw.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ConfigError(f"{config_file}: position_embedding_type={position_type!r}; only "
+                          f"BERT's absolute position embeddings are supported")
+    return BertConfig.from_dict(raw, source=config_file)
+
+
+def _huggingface_text_settings(directory: str) -> Tuple[Optional[bool], Optional[bool]]:
+    """`(do_lower_case, strip_accents)` from tokenizer_config.json, else from tokenizer.json's
+    BertNormalizer (`lowercase`, `strip_accents`); each file is read at most once."""
+    def read(name):
+        path = os.path.join(directory, name)
+        if not tf.io.gfile.exists(path):
+            return {}
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+
+    config = read("tokenizer_config.json")
+    lower = bool(config["do_lower_case"]) if "do_lower_case" in config else None
+    strip = config.get("strip_accents")
+    if lower is None or strip is None:
+        normalizer = read("tokenizer.json").get("normalizer") or {}
+        if lower is None and "lowercase" in normalizer:
+            lower = bool(normalizer["lowercase"])
+        if strip is None:
+            strip = normalizer.get("strip_accents")
+    return lower, None if strip is None else bool(strip)
+
+
+def read_huggingface(path: str, config_file: Optional[str] = None,
+                     vocab_file: Optional[str] = None,
+                     do_lower_case: Optional[bool] = None) -> BertWeights:
+    """Reads Hugging Face BERT weights (BertModel, or BertFor* with the `bert.` prefix).
+
+    `path`: a model directory or the weights file in it. Config, vocab and
+    do_lower_case default to `config.json`, `vocab.txt` and `tokenizer_config.json`
+    next to the weights. The `cls.predictions.*` and `cls.seq_relationship.*` heads are
+    read when present; the MLM decoder matrix must be tied to the word embeddings.
+    """
+    weights_file = find_huggingface_weights(path)
+    directory = os.path.dirname(weights_file)
+    config_file = config_file or os.path.join(directory, "config.json")
+    config = huggingface_config(config_file)
+    vocab_file = checked_vocab(vocab_file, directory, config, config_file)
+    tensors = load_huggingface_tensors(weights_file)
+    if "bert.embeddings.word_embeddings.weight" in tensors:
+        prefix = "bert."
+    elif "embeddings.word_embeddings.weight" in tensors:
+        prefix = ""
+    else:
+        raise CheckpointFormatError(
+            f"{weights_file}: not Hugging Face BERT weights (no "
+            f"`bert.embeddings.word_embeddings.weight` or `embeddings.word_embeddings.weight`; "
+            f"found e.g. {', '.join(sorted(tensors)[:3]) or 'nothing'})")
+    arrays, sources, heads, mappings = read_mapped(
+        tensors, tensors.__getitem__, config, source=weights_file, hf_prefix=prefix,
+        layer_pattern=r"^(?:bert\.)?encoder\.layer\.(\d+)\.")
+    used = [n for m in mappings for n in hf_names(m, prefix)]
+    decoder = tensors.get("cls.predictions.decoder.weight")
+    if decoder is not None:
+        used.append("cls.predictions.decoder.weight")
+        if not np.array_equal(np.asarray(decoder, np.float32),
+                              arrays["encoder/embeddings/word_embeddings"]):
+            raise CheckpointMismatchError(
+                f"{weights_file}: `cls.predictions.decoder.weight` differs from the word "
+                f"embeddings; BERT's masked-LM output matrix is tied to them, so this model "
+                f"cannot be represented")
+    log_unused(tensors, used, weights_file)
+    recorded_lower, strip_accents = _huggingface_text_settings(directory)
+    if do_lower_case is None:
+        do_lower_case = recorded_lower
+    return checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources,
+                                strip_accents=strip_accents))
+
+
+
+# --------------------------------------------------------------------------- export
+HF_WEIGHTS_FILE = "model.safetensors"
+HF_CONFIG_FILE = "config.json"
+# Our activation name -> transformers' ACT2FN name for the same function.
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "gelu_new": "gelu_new",
+                   "gelu_pytorch_tanh": "gelu_pytorch_tanh", "relu": "relu", "tanh": "tanh",
+                   "swish": "swish", "silu": "silu"}
+_SPECIAL_TOKENS = {"unk_token": constants.UNK_TOKEN, "sep_token": constants.SEP_TOKEN,
+                   "pad_token": constants.PAD_TOKEN, "cls_token": constants.CLS_TOKEN,
+                   "mask_token": constants.MASK_TOKEN}
+
+
+def huggingface_architecture(weights: BertWeights) -> str:
+    """The transformers class the weights load into: the task's class for a fine-tuned
+    model, BertForPreTraining with both pretraining heads, else BertModel.
+
+    >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16)
+    >>> huggingface_architecture(BertWeights(cfg, {}, HEADS))
+    'BertForPreTraining'
+    """
+    if weights.task_config is not None:
+        return huggingface_task_class(weights.task_config)
+    heads = set(weights.heads)
+    if heads == set(HEADS):
+        return "BertForPreTraining"
+    if heads == {"masked_lm"}:
+        return "BertForMaskedLM"
+    if heads == {"next_sentence"}:
+        return "BertForNextSentencePrediction"
+    return "BertModel"
+
+
+def huggingface_task_class(task_config: dict) -> str:
+    """The transformers class with the same head as the task in task_config.json.
+
+    >>> huggingface_task_class({"task_name": "SST-2"}), huggingface_task_class({"task_name": "squad"})
+    ('BertForSequenceClassification', 'BertForQuestionAnswering')
+    """
+    from bert_tf.tasks import get_task_class
+    from bert_tf.tasks.glue import GlueTask
+    from bert_tf.tasks.ner import Conll2003NerTask
+    from bert_tf.tasks.squad import SquadTask
+    from bert_tf.tasks.swag import SwagTask
+
+    cls = get_task_class(task_config["task_name"])
+    for base, name in ((GlueTask, "BertForSequenceClassification"),
+                       (Conll2003NerTask, "BertForTokenClassification"),
+                       (SquadTask, "BertForQuestionAnswering"),
+                       (SwagTask, "BertForMultipleChoice")):
+        if issubclass(cls, base):
+            return name
+    raise CheckpointFormatError(f"task {task_config['task_name']!r} has no Hugging Face "
+                                f"class with the same head; export the encoder alone")
+
+
+def huggingface_config_dict(weights: BertWeights, architecture: Optional[str] = None) -> dict:
+    """config.json for transformers: our fields, `hidden_act` in its names
+    (`gelu_approximate` -> `gelu_new`), the architecture and, for a task, its labels.
+
+    >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16, hidden_act="gelu_approximate")
+    >>> d = huggingface_config_dict(BertWeights(cfg, {}))
+    >>> d["hidden_act"], d["architectures"], d["model_type"]
+    ('gelu_new', ['BertModel'], 'bert')
+    """
+    config = weights.config
+    architecture = architecture or huggingface_architecture(weights)
+    values = config.to_dict()
+    values["hidden_act"] = _HF_ACTIVATIONS[config.hidden_act]
+    values.update(architectures=[architecture], model_type="bert",
+                  position_embedding_type="absolute", pad_token_id=_pad_id(weights.vocab_file),
+                  dtype="float32")
+    task = weights.task_config
+    if task is not None and architecture != "BertForQuestionAnswering":
+        labels = task.get("label_list")
+        if architecture == "BertForMultipleChoice" or not labels:
+            labels = ["LABEL_0"]  # one score per example (choice / regression)
+        values["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
+        values["label2id"] = {str(label): i for i, label in enumerate(labels)}
+        if architecture == "BertForSequenceClassification":
+            values["problem_type"] = ("regression" if not task.get("label_list")
+                                      else "single_label_classification")
+    return values
+
+
+def _pad_id(vocab_file: Optional[str]) -> int:
+    """The id of [PAD] in the vocab (0 in BERT's), which HF's embeddings treat as padding."""
+    tokens = text_rules.load_vocab(vocab_file) if vocab_file else []
+    return tokens.index(constants.PAD_TOKEN) if constants.PAD_TOKEN in tokens else 0
+
+
+def write_huggingface(weights: BertWeights, output_dir: str) -> str:
+    """Writes a Hugging Face model dir that transformers' `from_pretrained` loads.
+
+    config.json, model.safetensors (names of `huggingface_architecture(weights)`: encoder
+    under `bert.` when there are heads; the MLM decoder is tied to the word embeddings,
+    so it is left out as `save_pretrained` leaves it out), vocab.txt and
+    tokenizer_config.json (BertTokenizer, do_lower_case when known). Returns the
+    weights file's path.
+    """
+    from safetensors.numpy import save_file
+
+    check_shapes(weights)
+    architecture = huggingface_architecture(weights)
+    prefix = "" if architecture == "BertModel" else "bert."
+    mappings = mappings_for(weights.config.num_hidden_layers, weights.heads)
+    if weights.task_config is not None:
+        mappings += list(TASK_HEAD_MAPPINGS[architecture])
+    tensors = {}
+    for m in mappings:
+        if m.ours not in weights.arrays and m.ours in POOLER:
+            logging.warning("no pooler to export: `%s` is left out (transformers initializes "
+                            "it randomly)", hf_name(m, prefix))
+            continue
+        if m.ours not in weights.arrays:
+            raise CheckpointMismatchError(f"no value for `{m.ours}` to export as "
+                                          f"`{hf_name(m, prefix)}`")
+        value = np.asarray(weights.arrays[m.ours], np.float32)
+        tensors[hf_name(m, prefix)] = np.ascontiguousarray(value.T if m.hf_transpose else value)
+    tf.io.gfile.makedirs(output_dir)
+    path = os.path.join(output_dir, HF_WEIGHTS_FILE)
+    save_file(tensors, path, metadata={"format": "pt"})  # transformers refuses other formats
+    with tf.io.gfile.GFile(os.path.join(output_dir, HF_CONFIG_FILE), "w") as f:
+        f.write(json.dumps(huggingface_config_dict(weights, architecture), indent=2,
+                           sort_keys=True) + "\n")
+    tokenizer = {"tokenizer_class": "BertTokenizer",
+                 "model_max_length": weights.config.max_position_embeddings,
+                 "tokenize_chinese_chars": True, "strip_accents": weights.strip_accents,
+                 **_SPECIAL_TOKENS}  # strip_accents None: follows do_lower_case, as ours
+    if weights.do_lower_case is None:
+        logging.warning("the source does not say whether its vocab is cased: "
+                        "tokenizer_config.json leaves do_lower_case out, and transformers' "
+                        "BertTokenizer then lower-cases")
+    else:
+        tokenizer["do_lower_case"] = bool(weights.do_lower_case)
+    with tf.io.gfile.GFile(os.path.join(output_dir, model_dir.TOKENIZER_CONFIG_FILE),
+                           "w") as f:
+        f.write(json.dumps(tokenizer, indent=2, sort_keys=True) + "\n")
+    with tf.io.gfile.GFile(os.path.join(output_dir, "special_tokens_map.json"), "w") as f:
+        f.write(json.dumps(_SPECIAL_TOKENS, indent=2, sort_keys=True) + "\n")
+    if weights.vocab_file:
+        tf.io.gfile.copy(weights.vocab_file, os.path.join(output_dir, model_dir.VOCAB_FILE),
+                         overwrite=True)
+    else:
+        logging.warning("no vocab to export: the output has no vocab.txt, so transformers "
+                        "cannot build its tokenizer")
+    return path

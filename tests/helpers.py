@@ -1,0 +1,151 @@
+"""What the tests share: the tiny model config, a model directory to start from, and a
+runner of the commands (`python -m bert_tf.X` / `python -m data_prep.X`) in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Optional, Sequence, Union
+
+from tests.conftest import REPO_ROOT
+
+REPO = str(REPO_ROOT)
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# Toy SST-2 sentences: separable by their words, so a tiny model learns them in a few steps.
+SST2_POSITIVE = ["a good movie", "great fun", "truly wonderful", "good and great",
+                 "wonderful acting", "a great film"]
+SST2_NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
+                 "terrible acting", "an awful film"]
+
+
+def tiny_config(**overrides):
+    """A BertConfig small enough for a test: L1/H16/A2, intermediate 32, 128 positions,
+    vocab 30; any field can be overridden."""
+    from bert_tf.config import BertConfig
+
+    values = dict(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=32, max_position_embeddings=128)
+    values.update(overrides)
+    return BertConfig(**values)
+
+
+def first_lines(path, n: int, keep=str.strip) -> list:
+    """The first `n` lines of a UTF-8 text file that `keep` accepts (non-blank ones by
+    default), without their newlines."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if keep(line):
+                out.append(line.rstrip("\n"))
+                if len(out) >= n:
+                    break
+    return out
+
+
+def write_vocab(path, tokens: Sequence[str]) -> str:
+    """Writes `tokens` one per line (UTF-8); returns the path as a string."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    return str(path)
+
+
+def make_model_dir(directory, vocab: Union[str, os.PathLike, Sequence[str], None] = None,
+                   config=None, *, seed: int = 0, do_lower_case: Optional[bool] = True,
+                   **text_settings) -> str:
+    """A model directory holding a randomly initialized encoder (weights fixed by `seed`).
+
+    `vocab`: a vocab file, or tokens (written into the directory as vocab.txt), or None.
+    `config` defaults to `tiny_config` sized to the vocab. `text_settings` (strip_accents,
+    pre_tokenizer) go to tokenizer_config.json. Returns the directory as a string.
+    """
+    import keras
+
+    from bert_tf.encoder import BertEncoder
+    from bert_tf.model_dir import write_model_dir
+
+    directory = str(directory)
+    os.makedirs(directory, exist_ok=True)
+    if vocab is not None and not isinstance(vocab, (str, os.PathLike)):
+        vocab = write_vocab(os.path.join(directory, "vocab.txt"), vocab)
+    if config is None:
+        if vocab is None:
+            config = tiny_config()
+        else:
+            with open(vocab, encoding="utf-8") as f:
+                config = tiny_config(vocab_size=sum(1 for _ in f))
+    keras.utils.set_random_seed(seed)
+    write_model_dir(directory, config, {"encoder": BertEncoder(config)},
+                    vocab_file=None if vocab is None else str(vocab),
+                    do_lower_case=do_lower_case, **text_settings)
+    return directory
+
+
+def write_sst2_dir(directory, train_repeats: int) -> str:
+    """An SST-2-format data dir: train.tsv (the toy sentences `train_repeats` times),
+    dev.tsv (each once) and test.tsv (the first five). Returns it as a string."""
+    os.makedirs(directory, exist_ok=True)
+    rows = [(s, 1) for s in SST2_POSITIVE] + [(s, 0) for s in SST2_NEGATIVE]
+
+    def write(name, header, lines):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(header + "\n" + "\n".join(lines) + "\n")
+
+    write("train.tsv", "sentence\tlabel",
+          [f"{s} \t{label}" for _ in range(train_repeats) for s, label in rows])
+    write("dev.tsv", "sentence\tlabel", [f"{s} \t{label}" for s, label in rows])
+    write("test.tsv", "index\tsentence", [f"{i}\t{s}" for i, (s, _) in enumerate(rows[:5])])
+    return str(directory)
+
+
+def wait_all(processes, timeout: float):
+    """Waits for every process (killing the ones still running if one times out);
+    returns their exit codes."""
+    try:
+        return [p.wait(timeout=timeout) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+
+
+def piece_spans(tokenizer, texts):
+    """Yields `(text, id, piece, span)` for every WordPiece `tokenizer.tokenize_with_offsets`
+    finds: `piece` without its "##", `span` the input text its offsets point at. Checks
+    first that the ids equal `tokenize`'s."""
+    ids, starts, ends = tokenizer.tokenize_with_offsets(texts)
+    assert ids.to_list() == tokenizer.tokenize(texts).to_list()
+    for text, row, row_starts, row_ends in zip(texts, ids.to_list(), starts.to_list(),
+                                               ends.to_list()):
+        raw = text.encode("utf-8")
+        for i, start, end in zip(row, row_starts, row_ends):
+            piece = tokenizer.id_to_token(i)
+            yield text, i, piece[2:] if piece.startswith("##") else piece, \
+                raw[start:end].decode("utf-8")
+
+
+def command_env(**changes) -> dict:
+    """The environment a command runs in: this checkout importable, the TensorFlow backend,
+    quiet TF start-up, CPU only, no TF_CONFIG. `changes` set variables (None removes one)."""
+    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow",
+               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_CONFIG", None)
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def run_command(module: str, *args, check: bool = False, cwd=REPO, timeout: int = 600,
+                env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS...` with `command_env()` (or `env`), output captured as text.
+    With `check`, a failing command fails the test showing the end of its stderr."""
+    result = subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd,
+                            env=command_env() if env is None else env, capture_output=True,
+                            text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
