@@ -74,11 +74,11 @@ def parse_args(argv=None):
     p.add_argument("--max_predictions_per_seq", type=int, default=10)
     p.add_argument("--train_dupe_factor", type=int, default=3)
     p.add_argument("--heldout_every", type=int, default=20)
-    p.add_argument("--num_train_steps", type=int, default=2000)
+    p.add_argument("--num_train_steps", type=int, default=8000)
     p.add_argument("--train_batch_size", type=int, default=64)
     p.add_argument("--learning_rate", type=float, default=2e-3)
     p.add_argument("--warmup_fraction", type=float, default=0.1)
-    p.add_argument("--eval_every", type=int, default=250)
+    p.add_argument("--eval_every", type=int, default=1000)
     p.add_argument("--eval_batch_size", type=int, default=128)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--reference_threads", type=int, default=1,
