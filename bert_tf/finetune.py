@@ -202,7 +202,6 @@ def run() -> Dict:
     from bert_tf import model_dir as md
     from bert_tf.data import finetuning as data_lib
     from bert_tf.encoder import BertEncoder
-    from bert_tf.tasks.base import predict_outputs
     from bert_tf.tokenization import BertTokenizer
     from bert_tf.training.loop import Trainer
     from bert_tf.training.optimization import create_optimizer
@@ -343,7 +342,7 @@ def run() -> Dict:
         examples = _examples(task, "dev", FLAGS.max_eval_examples)
         features = task.convert_examples(examples, "dev")
         start = time.time()
-        outputs = predict_outputs(model, strategy, features, FLAGS.eval_batch_size)
+        outputs = trainer.predict(features, FLAGS.eval_batch_size)
         eval_seconds = time.time() - start
         predictions = task.postprocess(outputs, features, examples)
         results = dict(task.evaluate(predictions, examples))
@@ -361,7 +360,7 @@ def run() -> Dict:
     if FLAGS.do_predict:
         examples = task.get_examples("test")
         features = task.convert_examples(examples, "test")
-        outputs = predict_outputs(model, strategy, features, FLAGS.predict_batch_size)
+        outputs = trainer.predict(features, FLAGS.predict_batch_size)
         predictions = task.postprocess(outputs, features, examples)
         if trainer.is_chief:
             paths = task.write_predictions(predictions, examples, FLAGS.output_dir)

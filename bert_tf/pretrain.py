@@ -116,8 +116,8 @@ def run():
             decay_from_warmup_end=FLAGS.decay_from_warmup_end,
             clip_norm=FLAGS.clip_norm or None, mixed_precision=FLAGS.mixed_precision)
     trainer = Trainer(
-        model, losses.pretraining_loss, optimizer, strategy, output_dir=FLAGS.output_dir,
-        metrics_fn=losses.pretraining_metrics,
+        model, losses.pretraining_loss_and_metrics, optimizer, strategy,
+        output_dir=FLAGS.output_dir,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
         checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
