@@ -309,11 +309,15 @@ def run() -> Dict:
 
         def dataset_fn(ctx):
             batch = ctx.get_per_replica_batch_size(FLAGS.train_batch_size)
+            # Batches of similar lengths, padded to a few fixed lengths (not on TPUs:
+            # one static shape there).
+            buckets = (None if isinstance(strategy, tf.distribute.TPUStrategy)
+                       else data_lib.bucket_lengths(max_seq_length))
             if FLAGS.input_file:
                 return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
-                                               seed=FLAGS.seed)
+                                               seed=FLAGS.seed, length_buckets=buckets)
             return data_lib.array_dataset(train_features, task.label_names, batch, True, ctx,
-                                          seed=FLAGS.seed)
+                                          seed=FLAGS.seed, length_buckets=buckets)
 
         start, cpu_start = time.time(), time.process_time()
         result = trainer.train(dataset_fn, FLAGS.train_batch_size, num_steps,

@@ -493,10 +493,19 @@ class Trainer:
     def _distribute(self, dataset_fn, must_be_static: bool):
         dataset = self.strategy.distribute_datasets_from_function(
             dataset_fn, input_options(self.strategy))
-        specs = tf.nest.flatten(dataset.element_spec, expand_composites=True)
-        if any(not s.shape.is_fully_defined() for s in specs if hasattr(s, "shape")):
-            message = ("the dataset's element shapes are not static "
-                       f"({[s.shape for s in specs]}); batch with drop_remainder=True")
+        specs = [s for s in tf.nest.flatten(dataset.element_spec, expand_composites=True)
+                 if hasattr(s, "shape")]
+        # A static batch size always; on TPUs every dimension static. Elsewhere the
+        # sequence axis may vary among a few lengths (length-bucketed fine-tuning): the
+        # loop is traced once, XLA compiles once per length.
+        tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+        bad = [s.shape for s in specs if not (
+            s.shape.is_fully_defined() if tpu
+            else s.shape.rank is not None and (s.shape.rank == 0 or s.shape[0] is not None))]
+        if bad:
+            message = (f"the dataset's element shapes are not static ({bad}); batch with "
+                       f"drop_remainder=True" + (" and without length buckets on TPUs"
+                                                 if tpu else ""))
             if must_be_static:
                 raise ValueError(f"Trainer: {message}")
             logging.warning("Trainer: %s", message)
