@@ -311,8 +311,8 @@ def run() -> Dict:
             batch = ctx.get_per_replica_batch_size(FLAGS.train_batch_size)
             # Batches of similar lengths, padded to a few fixed lengths (not on TPUs:
             # one static shape there).
-            buckets = (None if isinstance(strategy, tf.distribute.TPUStrategy)
-                       else data_lib.bucket_lengths(max_seq_length))
+            buckets = (data_lib.bucket_lengths(max_seq_length) if FLAGS.length_bucketing
+                       and not isinstance(strategy, tf.distribute.TPUStrategy) else None)
             if FLAGS.input_file:
                 return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
                                                seed=FLAGS.seed, length_buckets=buckets)
