@@ -301,6 +301,10 @@ def run() -> Dict:
                       jit_compile=FLAGS.jit_compile,
                       tokens_per_example=getattr(task, "num_choices", 1) * max_seq_length)
     step = trainer.restore_or_initialize(FLAGS.init_checkpoint, init_required=init_items)
+    # Batches of similar lengths, cut to a few fixed lengths (not on TPUs: one static
+    # shape there), for training and prediction.
+    buckets = (data_lib.bucket_lengths(max_seq_length) if FLAGS.length_bucketing
+               and not isinstance(strategy, tf.distribute.TPUStrategy) else None)
 
     if FLAGS.do_train:
         logging.info("training %s: %d examples, %d steps of %d, %d warmup, from step %d",
@@ -309,10 +313,6 @@ def run() -> Dict:
 
         def dataset_fn(ctx):
             batch = ctx.get_per_replica_batch_size(FLAGS.train_batch_size)
-            # Batches of similar lengths, padded to a few fixed lengths (not on TPUs:
-            # one static shape there).
-            buckets = (data_lib.bucket_lengths(max_seq_length) if FLAGS.length_bucketing
-                       and not isinstance(strategy, tf.distribute.TPUStrategy) else None)
             if FLAGS.input_file:
                 return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
                                                seed=FLAGS.seed, length_buckets=buckets)
@@ -346,7 +346,7 @@ def run() -> Dict:
         examples = _examples(task, "dev", FLAGS.max_eval_examples)
         features = task.convert_examples(examples, "dev")
         start = time.time()
-        outputs = trainer.predict(features, FLAGS.eval_batch_size)
+        outputs = trainer.predict(features, FLAGS.eval_batch_size, length_buckets=buckets)
         eval_seconds = time.time() - start
         predictions = task.postprocess(outputs, features, examples)
         results = dict(task.evaluate(predictions, examples))
@@ -364,7 +364,8 @@ def run() -> Dict:
     if FLAGS.do_predict:
         examples = task.get_examples("test")
         features = task.convert_examples(examples, "test")
-        outputs = trainer.predict(features, FLAGS.predict_batch_size)
+        outputs = trainer.predict(features, FLAGS.predict_batch_size,
+                                  length_buckets=buckets)
         predictions = task.postprocess(outputs, features, examples)
         if trainer.is_chief:
             paths = task.write_predictions(predictions, examples, FLAGS.output_dir)

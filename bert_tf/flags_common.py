@@ -87,9 +87,9 @@ def define_common_flags() -> None:
     f.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer update "
                      "(train_batch_size is split into them).")
     f.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
-    f.DEFINE_bool("length_bucketing", True, "Fine-tuning: batch training rows of similar "
-                  "length, each batch cut to one of a few fixed lengths (off on TPUs); "
-                  "--nolength_bucketing pads every batch to --max_seq_length.")
+    f.DEFINE_bool("length_bucketing", True, "Fine-tuning: batch rows of similar length "
+                  "(training and prediction), each batch cut to one of a few fixed lengths "
+                  "(off on TPUs); --nolength_bucketing pads every batch to --max_seq_length.")
     f.DEFINE_bool("skip_corrupt_records", False, "Skip input records that fail their "
                   "checksum or are cut short (each is logged with its file and byte offset, "
                   "and counted) instead of stopping the run, which names the file.")

@@ -165,15 +165,50 @@ class InferenceLoop:
         return step
 
     def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
-                input_names: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+                input_names: Optional[Sequence[str]] = None,
+                length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
         """`fn` over every row of `features` (only `input_names`, default all keys,
-        int32); a dict of numpy arrays [rows, ...] in row order (see the class doc)."""
-        strategy = self.strategy
-        replicas = strategy.num_replicas_in_sync
+        int32); a dict of numpy arrays [rows, ...] in row order (see the class doc).
+
+        With `length_buckets` (inputs [rows, seq] with an `input_mask`), rows run in
+        batches cut to the shortest bucket length that holds them; outputs with the
+        batch's sequence length on axis 1 (per-token outputs) are zero-padded back to
+        seq. When every row falls in one bucket, nothing is cut (so no output can be
+        mistaken for a per-token one).
+        """
+        replicas = self.strategy.num_replicas_in_sync
         batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
         names = list(input_names or features)
         inputs = {k: np.asarray(features[k], np.int32) for k in names if k in features}
         n = len(next(iter(inputs.values())))
+        seq = inputs["input_word_ids"].shape[-1] if "input_word_ids" in inputs else None
+        groups = [(np.arange(n), seq)]
+        if length_buckets and "input_mask" in inputs and inputs["input_mask"].ndim == 2:
+            bounds = sorted(set(int(b) for b in length_buckets if b < seq)) + [seq]
+            bucket = np.searchsorted(bounds, inputs["input_mask"].sum(axis=1))
+            used = np.unique(bucket)
+            if len(used) > 1:
+                groups = [(np.flatnonzero(bucket == b), bounds[b]) for b in used]
+        results = [self._predict_batches({k: v[rows][..., :width] for k, v in inputs.items()},
+                                         rows, batch_size) for rows, width in groups]
+        widths = [width for _, width in groups]
+        keep = np.argsort(np.concatenate([rows for rows, _ in groups]))
+        merged = {}
+        for key in results[0]:
+            values = [r[key] for r in results]
+            # Per-token: axis 1 follows the batch's length in every group (two or more
+            # different lengths, so a fixed-size axis cannot match them all).
+            if len(groups) > 1 and all(v.ndim >= 2 and v.shape[1] == w
+                                       for v, w in zip(values, widths)):
+                values = [np.pad(v, [(0, 0), (0, seq - w)] + [(0, 0)] * (v.ndim - 2))
+                          for v, w in zip(values, widths)]
+            merged[key] = np.concatenate(values)[keep]
+        return merged
+
+    def _predict_batches(self, inputs, row_ids, batch_size) -> Dict[str, np.ndarray]:
+        """`fn` over `inputs` (same shapes per row) in static batches; outputs in order."""
+        strategy = self.strategy
+        n = len(row_ids)
         extra = (-n) % batch_size
         if extra:
             inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
@@ -718,10 +753,15 @@ class Trainer:
         return results
 
     def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
-                input_names: Sequence[str] = MODEL_INPUTS) -> Dict[str, np.ndarray]:
+                input_names: Sequence[str] = MODEL_INPUTS,
+                length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
         """The model's outputs (training=False) for every row of `features`, as numpy
-        arrays in row order, on every worker (see `InferenceLoop.predict`)."""
-        return self.inference.predict(features, batch_size, input_names)
+        arrays in row order, on every worker (see `InferenceLoop.predict`; with
+        `length_buckets`, rows run in batches cut to their bucket's length, except on
+        TPUs, which keep one static shape)."""
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            length_buckets = None
+        return self.inference.predict(features, batch_size, input_names, length_buckets)
 
     def close(self):
         """Flushes summaries and removes a non-chief worker's scratch dir."""
