@@ -83,9 +83,11 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
     assert outputs.shape == (40, SEQ, len(task.label_list))
     direct = model({k: features[k] for k in data_lib.MODEL_INPUTS})["logits"].numpy()
     np.testing.assert_allclose(outputs, direct, atol=1e-5)
-    # Bucketed prediction: the same per-token outputs inside each row's length, zeros
-    # beyond (padding positions), in the original row order.
+    # Bucketed prediction: the same per-token outputs inside each row's length, in the
+    # original row order; beyond the bucket, a value that never wins an argmax.
     bucketed = trainer.predict(features, batch_size=6, length_buckets=(4, 8, 12))["logits"]
     assert bucketed.shape == outputs.shape
     for row, n in enumerate(features["input_mask"].sum(1)):
         np.testing.assert_allclose(bucketed[row, :n], direct[row, :n], atol=1e-5)
+        width = min(b for b in (4, 8, 12, SEQ) if b >= n)
+        assert (bucketed[row, width:] == -10000.0).all()

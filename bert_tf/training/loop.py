@@ -92,6 +92,9 @@ from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
 EVAL_RESULTS_FILE = "eval_results.json"
+# What a length-bucketed prediction holds at the positions its bucket cut off (the
+# attention mask's constant for padded keys).
+PADDED_OUTPUT_VALUE = -10000.0
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
@@ -172,9 +175,10 @@ class InferenceLoop:
 
         With `length_buckets` (inputs [rows, seq] with an `input_mask`), rows run in
         batches cut to the shortest bucket length that holds them; outputs with the
-        batch's sequence length on axis 1 (per-token outputs) are zero-padded back to
-        seq. When every row falls in one bucket, nothing is cut (so no output can be
-        mistaken for a per-token one).
+        batch's sequence length on axis 1 (per-token outputs) are padded back to seq. When every row falls in one bucket, nothing is cut (so no output can be
+        mistaken for a per-token one). The padding value is PADDED_OUTPUT_VALUE: as a
+        logit (the tasks' outputs are logits) a padded position is never a best
+        candidate (SQuAD's n-best spans, a tag's argmax).
         """
         replicas = self.strategy.num_replicas_in_sync
         batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
@@ -200,7 +204,8 @@ class InferenceLoop:
             # different lengths, so a fixed-size axis cannot match them all).
             if len(groups) > 1 and all(v.ndim >= 2 and v.shape[1] == w
                                        for v, w in zip(values, widths)):
-                values = [np.pad(v, [(0, 0), (0, seq - w)] + [(0, 0)] * (v.ndim - 2))
+                values = [np.pad(v, [(0, 0), (0, seq - w)] + [(0, 0)] * (v.ndim - 2),
+                                 constant_values=PADDED_OUTPUT_VALUE)
                           for v, w in zip(values, widths)]
             merged[key] = np.concatenate(values)[keep]
         return merged
