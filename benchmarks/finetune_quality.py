@@ -41,10 +41,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-SETTINGS = {  # task -> (GLUE folder, max_seq_length, learning rate, epochs)
-    "SST-2": ("SST-2", 64, 2e-5, 3),
-    "MRPC": ("MRPC", 128, 2e-5, 3),
-    "STS-B": ("STS-B", 128, 2e-5, 3),
+SETTINGS = {  # task -> (data folder, max_seq_length, learning rate, epochs)
+    "SST-2": ("glue/SST-2", 64, 2e-5, 3),
+    "MRPC": ("glue/MRPC", 128, 2e-5, 3),
+    "STS-B": ("glue/STS-B", 128, 2e-5, 3),
+    "conll2003": ("conll2003", 128, 5e-5, 3),
 }
 
 
@@ -93,11 +94,15 @@ def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs,
     return results
 
 
-def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32):
-    """transformers BertForSequenceClassification on PyTorch, the usual recipe."""
+def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32,
+                  group_by_length=True):
+    """transformers BertFor{Sequence,Token}Classification on PyTorch, the usual recipe;
+    with `group_by_length`, as Trainer(group_by_length=True) batches: its
+    LengthGroupedSampler and dynamic padding (each batch padded to its longest row)."""
     import numpy as np
     import torch
     import transformers
+    from transformers.trainer_pt_utils import LengthGroupedSampler
 
     torch.manual_seed(seed)
     random.seed(seed)
@@ -105,23 +110,58 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
     torch.set_num_threads(os.cpu_count() or 1)
     path = minilm_dir()
     tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
-    num_labels = 1 if task.is_regression else len(task.label_list)
-    model = transformers.BertForSequenceClassification.from_pretrained(
-        path, num_labels=num_labels,
-        problem_type="regression" if task.is_regression else "single_label_classification")
+    ner = task.name == "conll2003"
+    if ner:
+        model = transformers.BertForTokenClassification.from_pretrained(
+            path, num_labels=len(task.label_list))
+    else:
+        num_labels = 1 if task.is_regression else len(task.label_list)
+        model = transformers.BertForSequenceClassification.from_pretrained(
+            path, num_labels=num_labels,
+            problem_type="regression" if task.is_regression else "single_label_classification")
+    index = {label: i for i, label in enumerate(task.label_list or [])}
 
     def encode(rows):
-        b = [e.text_b for e in rows] if rows[0].text_b is not None else None
-        enc = tokenizer([e.text_a for e in rows], b, truncation="longest_first",
-                        max_length=max_seq_length, padding="max_length", return_tensors="pt")
-        if task.is_regression:
-            labels = torch.tensor([float(e.label) for e in rows])
+        """Unpadded rows: input_ids, token_type_ids, labels (NER: the first sub-token of
+        each word, -100 elsewhere), word_ids (NER)."""
+        if ner:
+            enc = tokenizer([e.words for e in rows], is_split_into_words=True,
+                            truncation=True, max_length=max_seq_length)
         else:
-            index = {label: i for i, label in enumerate(task.label_list)}
-            labels = torch.tensor([index[e.label] for e in rows])
-        return enc, labels
+            b = [e.text_b for e in rows] if rows[0].text_b is not None else None
+            enc = tokenizer([e.text_a for e in rows], b, truncation="longest_first",
+                            max_length=max_seq_length)
+        out = []
+        for i, e in enumerate(rows):
+            row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i]}
+            if ner:
+                words, labels, previous = enc.word_ids(i), [], None
+                for w in words:
+                    labels.append(index[e.tags[w]] if w is not None and w != previous else -100)
+                    previous = w
+                row["labels"], row["word_ids"] = labels, words
+            elif task.is_regression:
+                row["labels"] = float(e.label)
+            else:
+                row["labels"] = index[e.label]
+            out.append(row)
+        return out
 
-    train_enc, train_labels = encode(examples)
+    def collate(rows):
+        width = max(len(r["input_ids"]) for r in rows)
+        pad = lambda values, fill: [v + [fill] * (width - len(v)) for v in values]
+        batch = {"input_ids": torch.tensor(pad([r["input_ids"] for r in rows], 0)),
+                 "token_type_ids": torch.tensor(pad([r["token_type_ids"] for r in rows], 0)),
+                 "attention_mask": torch.tensor(pad([[1] * len(r["input_ids"]) for r in rows],
+                                                    0))}
+        if ner:
+            batch["labels"] = torch.tensor(pad([r["labels"] for r in rows], -100))
+        else:
+            batch["labels"] = torch.tensor([r["labels"] for r in rows])
+        return batch
+
+    train_rows = encode(examples)
+    lengths = [len(r["input_ids"]) for r in train_rows]
     steps_per_epoch = len(examples) // batch_size
     num_steps = int(len(examples) / batch_size * epochs)
     warmup = int(num_steps * 0.1)
@@ -138,17 +178,17 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
     step, start, steady_start = 0, time.time(), None
     cpu_start = time.process_time()
     while step < num_steps:
-        order = torch.randperm(len(examples), generator=generator)
+        if group_by_length:
+            order = list(LengthGroupedSampler(batch_size, lengths=lengths, generator=generator))
+        else:
+            order = torch.randperm(len(examples), generator=generator).tolist()
         for i in range(steps_per_epoch):
             if step >= num_steps:
                 break
             if step == 5:
                 steady_start = time.time()
-            idx = order[i * batch_size:(i + 1) * batch_size]
-            out = model(input_ids=train_enc["input_ids"][idx],
-                        attention_mask=train_enc["attention_mask"][idx],
-                        token_type_ids=train_enc["token_type_ids"][idx],
-                        labels=train_labels[idx])
+            batch = collate([train_rows[j] for j in order[i * batch_size:(i + 1) * batch_size]])
+            out = model(**batch)
             out.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -157,27 +197,44 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
             step += 1
     end, cpu_seconds = time.time(), time.process_time() - cpu_start
     model.eval()
-    dev_enc, _ = encode(dev)
-    logits = []
+    dev_rows = encode(dev)
+    predictions = []
     with torch.no_grad():
         for i in range(0, len(dev), 64):
-            logits.append(model(input_ids=dev_enc["input_ids"][i:i + 64],
-                                attention_mask=dev_enc["attention_mask"][i:i + 64],
-                                token_type_ids=dev_enc["token_type_ids"][i:i + 64]).logits.numpy())
-    predictions = task.postprocess({"logits": np.concatenate(logits)})
+            rows = dev_rows[i:i + 64]
+            batch = collate(rows)
+            batch.pop("labels")
+            logits = model(**batch).logits.numpy()
+            if ner:
+                for row, e, scores in zip(rows, dev[i:i + 64], logits):
+                    tags, previous = ["O"] * len(e.words), None
+                    for position, w in enumerate(row["word_ids"]):
+                        if w is not None and w != previous:
+                            tags[w] = task.label_list[int(np.argmax(scores[position]))]
+                        previous = w
+                    predictions.append(tags)
+            else:
+                predictions.extend(task.postprocess({"logits": logits}))
     results = dict(task.evaluate(predictions, dev))
     results.update(train_seconds=end - start, train_cpu_seconds=cpu_seconds, train_steps=step,
                    train_examples_per_second=step * batch_size / (end - start),
                    train_examples_per_second_steady=(step - 5) * batch_size
-                   / max(end - (steady_start or start), 1e-9))
+                   / max(end - (steady_start or start), 1e-9),
+                   group_by_length=group_by_length)
     return results
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="SST-2,MRPC,STS-B")
-    parser.add_argument("--glue_dir", default=os.path.join(os.path.dirname(REPO), "shared",
-                                                            "data", "glue"))
+    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(REPO), "shared",
+                                                            "data"),
+                        help="holds glue/<TASK> and conll2003")
+    parser.add_argument("--group_by_length", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="reference: transformers' length grouping (LengthGroupedSampler "
+                             "+ dynamic padding, as Trainer(group_by_length=True)); ours "
+                             "always buckets by length (bert_tf.finetune's default)")
     parser.add_argument("--sst2_train_examples", type=int, default=4000)
     parser.add_argument("--train_examples", type=int, default=None,
                         help="cap for MRPC / STS-B (default: all)")
@@ -212,7 +269,7 @@ def main():
         epochs = args.epochs or epochs
         lr = args.learning_rate or lr
         n_train = args.sst2_train_examples if name == "SST-2" else args.train_examples
-        data_dir = os.path.join(args.glue_dir, folder)
+        data_dir = os.path.join(args.data_dir, folder)
         task = tasks.make_task(name, data_dir=data_dir)
         metric = task.primary_metric
         entry = report.setdefault(name, {})
@@ -222,7 +279,7 @@ def main():
         entry["settings"]["ours_optimizer"] = args.optimizer
         entry["settings"]["ours_decay_from_warmup_end"] = args.decay_from_warmup_end
         schedule = "_warmup_end" if args.decay_from_warmup_end else ""
-        out_dir = os.path.join(args.work_dir, f"ours_{folder}_{n_train}_{epochs}_{lr:g}_"
+        out_dir = os.path.join(args.work_dir, f"ours_{name}_{n_train}_{epochs}_{lr:g}_"
                                               f"{args.eval_examples}_{args.optimizer}{schedule}")
         entry["ours"] = run_ours(name, data_dir, init_dir, out_dir, max_len, lr, epochs,
                                  n_train, args.eval_examples, args.seed, args.optimizer,
@@ -233,7 +290,7 @@ def main():
             dev = task.get_examples("dev")
             dev = dev[:args.eval_examples] if args.eval_examples else dev
             entry["reference"] = run_reference(task, train, dev, max_len, lr, epochs,
-                                               args.seed)
+                                               args.seed, group_by_length=args.group_by_length)
         with open(summary_path, "w") as f:
             json.dump(report, f, indent=2)
         ours, ref = entry["ours"], entry.get("reference", {})

@@ -113,9 +113,9 @@ def make_ours(cfg, batch, seq, steps, jit):
     with strategy.scope():
         model = BertPretrainer(cfg)
         optimizer = optimization.create_optimizer(1e-4, 10 ** 6, 10 ** 4)
-    trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
+    trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
-                      metrics_fn=losses.pretraining_metrics, label_fn=losses.add_global_mlm_weight,
+                      label_fn=losses.add_global_mlm_weight,
                       steps_per_loop=steps, save_checkpoints_steps=10 ** 9, jit_compile=jit,
                       handle_sigterm=False, write_summaries=False, max_checkpoints_to_keep=1)
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors((features, labels)).repeat()

@@ -11,7 +11,8 @@ the original: one JSON object per input line,
         {"index": -1, "values": [0.1234, ...]}, {"index": -2, "values": [...]}, ...]}, ...]}
 
 with one entry per WordPiece token of the packed input (`[CLS] a [SEP] (b [SEP])`, a
-pair truncated longest-first, a single text cut to max_seq_length - 2) and values
+pair truncated longest-first, a single text cut to max_seq_length - 2: the tokenizer's
+`encode`, the one packing function) and values
 rounded to 6 decimals. `--concat_layers` writes, per token, one entry whose `index` is
 the list of layers and whose `values` are those layers concatenated in that order: the
 paper's best feature-based setting with the default layers (last four, 4H values).
@@ -122,39 +123,6 @@ def read_examples(input_file: str) -> List[InputExample]:
     return examples
 
 
-def truncate_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
-    """Drops the last token of the longer list (b on ties) until both fit, in place.
-
-    >>> a, b = [1, 2, 3, 4], [5, 6]
-    >>> truncate_pair(a, b, 4); a, b
-    ([1, 2], [5, 6])
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
-def pack(ids_a: Sequence[int], ids_b: Optional[Sequence[int]], max_seq_length: int,
-         cls_id: int, sep_id: int):
-    """(input_word_ids, input_type_ids, length) of `[CLS] a [SEP] (b [SEP])`, unpadded.
-
-    >>> pack([7, 8, 9], [5], 5, 2, 3)
-    ([2, 7, 3, 5, 3], [0, 0, 0, 1, 1], 5)
-    >>> pack([7, 8, 9], None, 4, 2, 3)
-    ([2, 7, 8, 3], [0, 0, 0, 0], 4)
-    """
-    a, b = list(ids_a), (list(ids_b) if ids_b else None)
-    if b:
-        truncate_pair(a, b, max_seq_length - 3)
-    else:
-        a = a[:max_seq_length - 2]
-    ids = [cls_id] + a + [sep_id]
-    types = [0] * len(ids)
-    if b:
-        ids += b + [sep_id]
-        types += [1] * (len(b) + 1)
-    return ids, types, len(ids)
-
-
 def parse_layers(layers: str, num_hidden_layers: int) -> List[int]:
     """`"-1,-2"` -> [-1, -2], checked against the model's depth.
 
@@ -181,8 +149,9 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
             concat_layers: bool = False, strategy=None) -> Iterator[dict]:
     """Yields one output object (as the JSON lines hold them) per example, in order.
 
-    With a `strategy` (the encoder built in its scope, e.g. a TPUStrategy), each batch is
-    padded to a static size divisible by the replicas and split among them.
+    The encoder runs on the training loop's inference loop (`InferenceLoop.predict`):
+    with a `strategy` (the encoder built in its scope, e.g. a TPUStrategy), batches have
+    a static size divisible by the replicas and are split among them.
     """
     import numpy as np
     import tensorflow as tf
@@ -193,49 +162,22 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
     if max_seq_length < 3:
         raise ValueError(f"--max_seq_length={max_seq_length} cannot hold [CLS] and [SEP]")
     layer_indexes = list(layer_indexes)
+    from bert_tf.training.loop import InferenceLoop
 
-    def forward(word_ids, mask, type_ids):
-        outputs = encoder({"input_word_ids": word_ids, "input_mask": mask,
-                           "input_type_ids": type_ids}, training=False)["encoder_outputs"]
-        return [tf.cast(outputs[i], tf.float32) for i in layer_indexes]
+    def layer_outputs(inputs):
+        outputs = encoder(inputs, training=False)["encoder_outputs"]
+        return {str(i): tf.cast(outputs[i], tf.float32) for i in layer_indexes}
 
-    if strategy is None:
-        layer_outputs = tf.function(
-            forward, input_signature=[tf.TensorSpec([None, max_seq_length], tf.int32)] * 3)
-    else:
-        replicas = strategy.num_replicas_in_sync
-        per_replica = -(-batch_size // replicas)
-        run = tf.function(lambda args: strategy.run(forward, args=args))
-
-        def layer_outputs(*arrays):
-            rows = len(arrays[0])
-            padded = [np.concatenate([a, np.zeros((per_replica * replicas - rows,) + a.shape[1:],
-                                                  a.dtype)]) for a in arrays]
-            inputs = strategy.experimental_distribute_values_from_function(
-                lambda ctx: tuple(a[ctx.replica_id_in_sync_group * per_replica:
-                                    (ctx.replica_id_in_sync_group + 1) * per_replica]
-                                  for a in padded))
-            return [np.concatenate([np.asarray(t) for t in
-                                    strategy.experimental_local_results(out)])[:rows]
-                    for out in run(inputs)]
-
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start:start + batch_size]
-        ids_a = tokenizer.tokenize([e.text_a for e in chunk]).to_list()
-        pairs = [i for i, e in enumerate(chunk) if e.text_b]
-        ids_b = [None] * len(chunk)
-        if pairs:
-            for i, ids in zip(pairs, tokenizer.tokenize([chunk[i].text_b for i in pairs]).to_list()):
-                ids_b[i] = ids
-        word_ids = np.zeros((len(chunk), max_seq_length), np.int32)
-        type_ids = np.zeros_like(word_ids)
-        mask = np.zeros_like(word_ids)
-        lengths = []
-        for row, (a, b) in enumerate(zip(ids_a, ids_b)):
-            ids, types, length = pack(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
-            word_ids[row, :length], type_ids[row, :length], mask[row, :length] = ids, types, 1
-            lengths.append(length)
-        values = [np.asarray(v) for v in layer_outputs(word_ids, mask, type_ids)]
+    inference = InferenceLoop(layer_outputs, strategy)
+    # A few batches per call of the shared loop: its per-call set-up is amortised and
+    # the per-token outputs held at once stay bounded.
+    chunk_size = batch_size * 8
+    for start in range(0, len(examples), chunk_size):
+        chunk = examples[start:start + chunk_size]
+        inputs = _packed_inputs(tokenizer, chunk, max_seq_length)
+        values = inference.predict(inputs, batch_size)
+        values = [values[str(i)] for i in layer_indexes]
+        lengths = inputs["input_mask"].sum(axis=1)
         for row, example in enumerate(chunk):
             tokens = []
             for i in range(lengths[row]):
@@ -245,9 +187,28 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
                 else:
                     layers = [{"index": index, "values": _rounded(v[row, i])}
                               for index, v in zip(layer_indexes, values)]
-                tokens.append({"token": tokenizer.id_to_token(int(word_ids[row, i])),
-                               "layers": layers})
+                tokens.append({"token": tokenizer.id_to_token(
+                    int(inputs["input_word_ids"][row, i])), "layers": layers})
             yield {"linex_index": example.unique_id, "features": tokens}
+
+
+def _packed_inputs(tokenizer, examples: Sequence[InputExample], max_seq_length: int):
+    """Model inputs (numpy int32) of `[CLS] a [SEP] (b [SEP])` per example, packed and
+    truncated by the tokenizer's one packing function (`BertTokenizer.encode`)."""
+    import numpy as np
+
+    inputs = {name: np.zeros((len(examples), max_seq_length), np.int32)
+              for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    for has_b in (False, True):
+        rows = [i for i, e in enumerate(examples) if bool(e.text_b) == has_b]
+        if not rows:
+            continue
+        packed = tokenizer.encode([examples[i].text_a for i in rows],
+                                  [examples[i].text_b for i in rows] if has_b else None,
+                                  max_seq_length=max_seq_length)
+        for name, value in packed.items():
+            inputs[name][rows] = np.asarray(value)
+    return inputs
 
 
 def _rounded(vector) -> List[float]:

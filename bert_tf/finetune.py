@@ -29,7 +29,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
 
 from absl import flags, logging
 
@@ -71,6 +71,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     d.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
                      "(quick runs, benchmarks).", **fv)
     d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.", **fv)
+    d.DEFINE_bool("length_bucketing", True, "Batch rows of similar length (training and "
+                  "prediction), each batch cut to one of a few fixed lengths (off on TPUs); "
+                  "--nolength_bucketing pads every batch to --max_seq_length.", **fv)
 
 
 class FinetuneError(BertTfError, RuntimeError):
@@ -90,6 +93,18 @@ class FinetuneConfig(flags_common.TrainingConfig):
     seed: int
     max_train_examples: Optional[int]
     max_eval_examples: Optional[int]
+    length_bucketing: bool = True
+
+    def length_buckets(self, strategy) -> Optional[Sequence[int]]:
+        """The few fixed batch lengths rows are grouped into, or None (padded to
+        max_seq_length): off with --nolength_bucketing and on TPUs (one static shape)."""
+        import tensorflow as tf
+
+        from bert_tf.data import finetuning as data_lib
+
+        if not self.length_bucketing or isinstance(strategy, tf.distribute.TPUStrategy):
+            return None
+        return data_lib.bucket_lengths(self.max_seq_length)
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
@@ -123,15 +138,16 @@ def run(config: FinetuneConfig) -> Dict:
 
         model = task.build_model(BertEncoder(resolved.config, name="encoder"))
     init_items = _check_start_point(config, resolved, model, task)
-    training = _training_data(config, task) if config.do_train else None
+    buckets = config.length_buckets(strategy)
+    training = _training_data(config, task, buckets) if config.do_train else None
     trainer = _make_trainer(config, model, task, strategy, training)
     step = trainer.restore_or_initialize(config.init_checkpoint, init_required=init_items)
     train_speed = _train(config, task, trainer, training, step) if training else {}
     results = {}
     if config.do_eval:
-        results = _evaluate(config, task, model, strategy, trainer, train_speed)
+        results = _evaluate(config, task, trainer, buckets, train_speed)
     if config.do_predict:
-        _predict(config, task, model, strategy, trainer)
+        _predict(config, task, trainer, buckets)
     trainer.close()
     return results
 
@@ -215,7 +231,7 @@ class _TrainingData:
     on_data_loss: Optional[Callable] = None
 
 
-def _training_data(config: FinetuneConfig, task) -> _TrainingData:
+def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
     from bert_tf.data import finetuning as data_lib
 
     if config.input_file:
@@ -228,7 +244,7 @@ def _training_data(config: FinetuneConfig, task) -> _TrainingData:
         def dataset_fn(ctx):
             batch = ctx.get_per_replica_batch_size(config.train_batch_size)
             return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
-                                           seed=config.seed)
+                                           seed=config.seed, length_buckets=buckets)
         on_data_loss = records.handle_data_loss
     else:
         examples = _examples(task, "train", config.max_train_examples)
@@ -241,7 +257,7 @@ def _training_data(config: FinetuneConfig, task) -> _TrainingData:
         def dataset_fn(ctx):
             batch = ctx.get_per_replica_batch_size(config.train_batch_size)
             return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
-                                          seed=config.seed)
+                                          seed=config.seed, length_buckets=buckets)
         on_data_loss = None
     # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
     # doc-stride windows are more features than examples; records count features).
@@ -312,16 +328,14 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step:
             "train_examples_per_second_last_loop": result.get("examples_per_second", 0.0)}
 
 
-def _evaluate(config: FinetuneConfig, task, model, strategy, trainer, train_speed) -> dict:
+def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> dict:
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
-
-    from bert_tf.tasks.base import predict_outputs
 
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
     start = time.time()
-    outputs = predict_outputs(model, strategy, features, config.eval_batch_size)
+    outputs = trainer.predict(features, config.eval_batch_size, length_buckets=buckets)
     eval_seconds = time.time() - start
     predictions = task.postprocess(outputs, features, examples)
     results = dict(task.evaluate(predictions, examples))
@@ -340,13 +354,11 @@ def _evaluate(config: FinetuneConfig, task, model, strategy, trainer, train_spee
     return results
 
 
-def _predict(config: FinetuneConfig, task, model, strategy, trainer) -> None:
+def _predict(config: FinetuneConfig, task, trainer, buckets) -> None:
     """The test split -> the task's prediction files (GLUE: <TASK>.tsv) in --output_dir."""
-    from bert_tf.tasks.base import predict_outputs
-
     examples = task.get_examples("test")
     features = task.convert_examples(examples, "test")
-    outputs = predict_outputs(model, strategy, features, config.predict_batch_size)
+    outputs = trainer.predict(features, config.predict_batch_size, length_buckets=buckets)
     predictions = task.postprocess(outputs, features, examples)
     if trainer.is_chief:
         paths = task.write_predictions(predictions, examples, config.output_dir)

@@ -111,8 +111,7 @@ def run(config: PretrainConfig) -> None:
         model = BertPretrainer(resolved.config, name="pretrainer")
         optimizer = config.create_optimizer(config.num_train_steps, config.num_warmup_steps)
     trainer = Trainer(
-        model, losses.pretraining_loss, optimizer, strategy,
-        metrics_fn=losses.pretraining_metrics,
+        model, losses.pretraining_loss_and_metrics, optimizer, strategy,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
         checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,

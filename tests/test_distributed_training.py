@@ -179,8 +179,8 @@ def test_mirrored_float16_accumulation_skipped_step_keeps_the_schedule(tmp_path)
             model = BertPretrainer(cfg)
             optimizer = optimization.create_optimizer(
                 1e-3, num_train_steps=20, num_warmup_steps=10, mixed_precision="mixed_float16")
-        trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
-                          output_dir=str(tmp_path / "run"), metrics_fn=losses.pretraining_metrics,
+        trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
+                          output_dir=str(tmp_path / "run"),
                           label_fn=losses.add_global_mlm_weight, steps_per_loop=3,
                           gradient_accumulation_steps=2, handle_sigterm=False,
                           checkpoint_items={"encoder": model.encoder,

@@ -118,9 +118,17 @@ def test_bad_layers_and_lengths(loaded, input_file):
                         max_seq_length=64))
 
 
-def test_pack_truncates_longest_first():
-    ids, types, length = ef.pack([1, 2, 3, 4, 5], [6, 7], 7, 90, 91)
-    assert ids == [90, 1, 2, 91, 6, 7, 91] and types == [0, 0, 0, 0, 1, 1, 1] and length == 7
+def test_packing_truncates_longest_first_and_keeps_singles_single(loaded):
+    _, tokenizer = loaded
+    examples = [ef.InputExample(0, "the cat sat on the mat", "dog a"),
+                ef.InputExample(1, "the cat sat on the mat")]
+    inputs = ef._packed_inputs(tokenizer, examples, 7)
+    word = lambda *tokens: [VOCAB.index(t) for t in tokens]
+    assert inputs["input_word_ids"].tolist() == [
+        word("[CLS]", "the", "cat", "[SEP]", "dog", "a", "[SEP]"),
+        word("[CLS]", "the", "cat", "sat", "on", "the", "[SEP]")]
+    assert inputs["input_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 1], [0] * 7]
+    assert inputs["input_mask"].tolist() == [[1] * 7, [1] * 7]
 
 
 def test_command_line_refuses_a_missing_layer(model_dir, input_file, tmp_path):

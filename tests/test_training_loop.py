@@ -36,8 +36,8 @@ def _pretrainer_trainer(strategy, output_dir, weights=None, num_steps=20, **kwar
         if weights is not None:
             model.set_weights(weights)
         optimizer = optimization.create_optimizer(1e-3, num_steps, 3)
-    trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
-                      output_dir=str(output_dir), metrics_fn=losses.pretraining_metrics,
+    trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
+                      output_dir=str(output_dir),
                       metrics_finalizer=losses.finalize_pretraining_metrics,
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,

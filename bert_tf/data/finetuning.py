@@ -87,11 +87,81 @@ def _parse_fn(spec: Spec):
     return parse
 
 
+def bucket_lengths(max_seq_length: int, max_buckets: int = 8) -> Tuple[int, ...]:
+    """The few fixed sequence lengths training batches are padded to (length bucketing):
+    multiples of max(16, max_seq_length / max_buckets) (rounded up to 8), up to
+    max_seq_length.
+
+    >>> bucket_lengths(128), bucket_lengths(64), bucket_lengths(384)
+    ((16, 32, 48, 64, 80, 96, 112, 128), (16, 32, 48, 64), (48, 96, 144, 192, 240, 288, 336, 384))
+    >>> bucket_lengths(10)
+    (10,)
+    """
+    per_bucket = -(-max_seq_length // max_buckets)
+    step = max(16, -(-per_bucket // 8) * 8)
+    return tuple(range(step, max_seq_length, step)) + (int(max_seq_length),)
+
+
+def bucket_by_length(dataset: tf.data.Dataset, batch_size: int,
+                     lengths: Sequence[int]) -> tf.data.Dataset:
+    """Unbatched `(features, labels)` -> batches of rows of similar length (training).
+
+    Each row goes to the shortest bucket of `lengths` that holds its `input_mask`
+    (for multiple choice: its longest choice); a bucket's batch is emitted when it has
+    `batch_size` rows, cut to the bucket's length along the sequence axis (the last axis
+    of the model inputs, and of the labels that have one: per-token tags). Padding
+    beyond a row's mask changes nothing in the model's outputs for that row (keys are
+    masked), so this only removes work. Batches are [batch_size, ..., bucket length]:
+    a fixed batch size and one of a few sequence lengths (the step is compiled once
+    per length under XLA).
+
+    >>> import numpy as np
+    >>> mask = np.array([[1, 1, 0, 0, 0, 0, 0, 0]] * 2 + [[1] * 8] * 2, "int32")
+    >>> rows = tf.data.Dataset.from_tensor_slices(({"input_mask": mask}, {}))
+    >>> [x["input_mask"].shape.as_list() for x, _ in bucket_by_length(rows, 2, (4, 8))]
+    [[2, 4], [2, 8]]
+    """
+    features_spec, labels_spec = dataset.element_spec
+    seq = features_spec["input_mask"].shape[-1]
+    rank = features_spec["input_mask"].shape.rank
+    lengths = sorted(int(n) for n in lengths)
+    if lengths[-1] < seq:
+        lengths.append(int(seq))
+    bounds = tf.constant(lengths, tf.int64)
+
+    def has_sequence_axis(spec):
+        return spec.shape.rank == rank and spec.shape[-1] == seq
+
+    def bucket(features, labels):
+        length = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int64), -1))
+        return tf.reduce_sum(tf.cast(bounds < length, tf.int64))
+
+    def trim(features, labels, length):
+        cut = lambda tree, specs: {
+            k: (v[..., :length] if has_sequence_axis(specs[k]) else v) for k, v in tree.items()}
+        return cut(features, features_spec), cut(labels, labels_spec)
+
+    def batches(key, window):
+        length = tf.gather(bounds, key)
+        return window.batch(batch_size, drop_remainder=True).map(
+            lambda f, l: trim(f, l, length))
+
+    dataset = dataset.group_by_window(bucket, batches, window_size=batch_size)
+
+    def static_batch(features, labels):  # group_by_window forgets the batch size
+        fix = lambda t: tf.ensure_shape(t, [batch_size] + [None] * (t.shape.rank - 1))
+        return tf.nest.map_structure(fix, (features, labels))
+
+    return dataset.map(static_batch)
+
+
 def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool,
                    input_context: Optional[tf.distribute.InputContext] = None,
-                   seed: Optional[int] = None, shuffle_buffer: int = 10000) -> tf.data.Dataset:
+                   seed: Optional[int] = None, shuffle_buffer: int = 10000,
+                   length_buckets: Optional[Sequence[int]] = None) -> tf.data.Dataset:
     """Task records -> batches of `(features, labels)`; static shapes (drop_remainder)
-    when training, every record once otherwise."""
+    when training, every record once otherwise. With `length_buckets` (training), rows
+    are batched by length (`bucket_by_length`)."""
     files = list_record_files(file_patterns)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     pipelines = input_context.num_input_pipelines if input_context else 1
@@ -106,16 +176,20 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed).repeat()
     dataset = dataset.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE)
+    if is_training and length_buckets:
+        return bucket_by_length(dataset, batch_size, length_buckets).prefetch(tf.data.AUTOTUNE)
     return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
 
 
 def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str],
                   batch_size: int, is_training: bool,
                   input_context: Optional[tf.distribute.InputContext] = None,
-                  seed: Optional[int] = None) -> tf.data.Dataset:
+                  seed: Optional[int] = None,
+                  length_buckets: Optional[Sequence[int]] = None) -> tf.data.Dataset:
     """In-memory features (Task.convert_examples) -> batches of `(features, labels)`.
 
-    Training shuffles all rows each epoch (seeded) and repeats; evaluation keeps order.
+    Training shuffles all rows each epoch (seeded) and repeats, batched by length with
+    `length_buckets` (`bucket_by_length`); evaluation keeps order.
     """
     inputs = {k: np.asarray(features[k], np.int32) for k in MODEL_INPUTS}
     labels = {k: features[k] for k in label_names if k in features}
@@ -126,7 +200,11 @@ def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str]
     if is_training:
         size = len(inputs["input_word_ids"])
         dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+    if is_training and length_buckets:
+        dataset = bucket_by_length(dataset, batch_size, length_buckets)
+    else:
+        dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    dataset = dataset.prefetch(tf.data.AUTOTUNE)
     # No tf.data autotuning model for rows already in memory: its background thread
     # sleeps for up to a minute between optimisations, and deleting the iterator at the
     # end of training waited for it (0-90 s after the last step of a 1-minute fine-tune).

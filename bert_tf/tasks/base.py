@@ -13,7 +13,7 @@ The life of a task, as `bert_tf.finetune` drives it:
                                                    # dict name -> numpy array, first axis = feature
     model = task.build_model(encoder)              # TaskModel: inputs dict -> outputs dict
     loss = task.loss(batch_of_features, model(batch_of_features, training=True))
-    outputs = ... model outputs over all features, as numpy (dict name -> [n_features, ...])
+    outputs = trainer.predict(features, batch_size)   # numpy, dict name -> [n_features, ...]
     predictions = task.postprocess(outputs, features, examples)   # one per example
     task.evaluate(predictions, examples)           # {"accuracy": 0.93, ...}  official metrics
     task.write_predictions(predictions, examples, output_dir)     # e.g. OUTPUT_DIR/SST-2.tsv
@@ -219,66 +219,6 @@ class Task:
 
     def _slug(self) -> str:
         return "".join(c if c.isalnum() else "_" for c in self.name.lower())
-
-
-def predict_outputs(model, strategy, features: Mapping[str, np.ndarray], batch_size: int
-                    ) -> Dict[str, np.ndarray]:
-    """Runs `model` over every row of `features` under `strategy`; numpy outputs in order.
-
-    Batches have a static size (a multiple of the replica count; TPUs need it): the rows
-    are padded with zero rows to a whole number of batches, whose outputs are dropped.
-    Each input pipeline (one per worker) takes every k-th row, and every row carries its
-    index, so under multi_worker_mirrored each worker gathers all workers' outputs
-    (`strategy.gather`) and every worker returns the same complete arrays.
-    """
-    import tensorflow as tf
-
-    from bert_tf.training.strategy import input_options, num_workers
-
-    replicas = strategy.num_replicas_in_sync
-    batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
-    inputs = {k: np.asarray(features[k], np.int32) for k in MODEL_INPUT_NAMES}
-    n = len(inputs["input_word_ids"])
-    extra = (-n) % batch_size
-    if extra:
-        inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
-                  for k, v in inputs.items()}
-    rows = np.arange(n + extra, dtype=np.int32)
-    gather = num_workers(strategy) > 1
-
-    def dataset_fn(ctx):
-        dataset = tf.data.Dataset.from_tensor_slices((inputs, rows))
-        # By row, not by file: every pipeline gets the same number of whole batches.
-        dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        return dataset.batch(ctx.get_per_replica_batch_size(batch_size), drop_remainder=True)
-
-    dataset = strategy.distribute_datasets_from_function(dataset_fn, input_options(strategy))
-
-    @tf.function
-    def step(batch, batch_rows):
-        outputs = strategy.run(lambda x: model(x, training=False), args=(batch,))
-        if gather:
-            return (tf.nest.map_structure(lambda t: strategy.gather(t, axis=0), outputs),
-                    strategy.gather(batch_rows, axis=0))
-        return outputs, batch_rows
-
-    def local(value):
-        parts = strategy.experimental_local_results(value)
-        return np.concatenate([np.asarray(t) for t in parts])
-
-    parts: Dict[str, list] = {}
-    order = []
-    for batch, batch_rows in dataset:
-        outputs, out_rows = step(batch, batch_rows)
-        order.append(np.asarray(out_rows) if gather else local(out_rows))
-        for key, value in outputs.items():
-            parts.setdefault(key, []).append(np.asarray(value) if gather else local(value))
-    order = np.concatenate(order)
-    if sorted(order.tolist()) != list(range(n + extra)):
-        raise RuntimeError(f"predict_outputs: got rows {sorted(order.tolist())[:20]}... for "
-                           f"{n + extra} inputs; the strategy lost or repeated rows")
-    keep = np.argsort(order)[:n]
-    return {k: np.concatenate(v)[keep] for k, v in parts.items()}
 
 
 def write_json(path: str, obj) -> str:

@@ -13,12 +13,16 @@ Contracts:
   sharded with `input_context` (see `bert_tf.data.pretraining`). Use
   `drop_remainder=True` for training: shapes must be static (TPU, XLA), and the loop
   traces its step function once.
-* `loss_fn(labels, outputs) -> scalar`: the mean loss of this replica's (micro-)batch,
-  float32. The loop averages it over replicas and micro-batches (it divides the gradient
-  by their number and sums over replicas).
-* `metrics_fn(labels, outputs) -> {name: (numerator, denominator)}`: the loop sums both
-  over steps and replicas, then reports numerator / denominator. Optional
-  `metrics_finalizer(dict) -> dict` derives more values (e.g. perplexity).
+* `loss_fn(labels, outputs) -> scalar` or `-> (scalar, {name: (numerator, denominator)})`:
+  the mean loss of this replica's (micro-)batch, float32, and optionally the metrics
+  computed from the same per-example quantities (the pretraining loss returns the
+  masked-LM accuracy and loss from the one cross-entropy it computes). The loop
+  averages the loss over replicas and micro-batches (it divides the gradient by their
+  number and sums over replicas).
+* `metrics_fn(labels, outputs) -> {name: (numerator, denominator)}` (optional): more
+  metrics. The loop sums numerators and denominators over steps and replicas, then
+  reports numerator / denominator. Optional `metrics_finalizer(dict) -> dict` derives
+  more values (e.g. perplexity).
 * `label_fn(labels) -> labels` (optional) runs in replica context on the whole
   per-replica batch before the forward pass, outside XLA: the place for all-reduces
   that a loss needs (the pretraining loss normalises by the global masked-LM weight).
@@ -33,8 +37,8 @@ Example (a fine-tuning task would look the same):
     with strategy.scope():
         model = BertPretrainer(config)
         optimizer = create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=100)
-    trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
-                      output_dir="/tmp/run", metrics_fn=losses.pretraining_metrics,
+    trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
+                      output_dir="/tmp/run",
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items={"encoder": model.encoder,
                                         "masked_lm": model.masked_lm,
@@ -44,6 +48,11 @@ Example (a fine-tuning task would look the same):
     trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
                   global_batch_size=256, num_steps=1000)
     trainer.evaluate(eval_dataset_fn, num_steps=100)
+    trainer.predict({"input_word_ids": ids, ...}, batch_size=64)  # numpy outputs, in order
+
+`evaluate` and `predict` (and `bert_tf.extract_features`) run on one inference loop,
+`InferenceLoop`: the distributed dataset, the step function traced once per input
+signature, and, under multi_worker_mirrored, every worker's rows gathered in order.
 
 Inside `train`, `steps_per_loop` steps run in one `tf.function` (`strategy.run` in a
 `tf.while_loop`) whose condition depends only on the step count and the host-side
@@ -68,19 +77,24 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
+from bert_tf.constants import MODEL_INPUTS
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.training.preemption import PreemptionWatcher
-from bert_tf.training.strategy import input_options, is_chief, num_workers
+from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
 EVAL_RESULTS_FILE = "eval_results.json"
+# What a length-bucketed prediction holds at the positions its bucket cut off (the
+# attention mask's constant for padded keys).
+PADDED_OUTPUT_VALUE = -10000.0
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
@@ -106,6 +120,185 @@ def _split(tree, parts: int):
         shape = t.shape.as_list()
         return tf.reshape(t, [parts, shape[0] // parts] + shape[1:])
     return tf.nest.map_structure(reshape, tree)
+
+
+class InferenceLoop:
+    """THE inference loop: a function of model inputs run over data under a strategy.
+
+    `Trainer.evaluate` (sums of loss and metrics over a dataset), `Trainer.predict` (the
+    tasks' outputs per example) and `bert_tf.extract_features` (per-token layers) all
+    run here. Each step function is traced once per input signature and kept.
+
+    * `predict(features, batch_size)`: rows of in-memory arrays -> numpy outputs in row
+      order. Batches have a static size (a multiple of the replica count; TPUs need it):
+      the rows are padded with zero rows to a whole number of batches, whose outputs are
+      dropped. Each input pipeline (one per worker) takes every k-th row and every row
+      carries its index, so under multi_worker_mirrored each worker gathers all workers'
+      outputs (`strategy.gather`) and every worker returns the same complete arrays.
+    * `sum(dataset_fn, replica_fn)`: the sums over every batch and replica of what
+      `replica_fn(features, labels)` returns (a nest of scalars).
+
+    >>> import numpy as np
+    >>> loop = InferenceLoop(lambda x: {"double": 2 * x["input_word_ids"]})
+    >>> loop.predict({"input_word_ids": np.arange(5, dtype="int32")[:, None]},
+    ...              batch_size=2)["double"].ravel().tolist()
+    [0, 2, 4, 6, 8]
+    """
+
+    def __init__(self, fn: Callable, strategy: Optional[tf.distribute.Strategy] = None):
+        self.fn = fn
+        # No strategy: the one device (the default strategy cannot distribute datasets).
+        self.strategy = strategy or get_strategy("one_device")
+        # Several workers: outputs are gathered so that every worker holds every row.
+        self._several_workers = num_workers(strategy) > 1
+        self._steps = []
+
+    def _distribute(self, dataset_fn):
+        return self.strategy.distribute_datasets_from_function(
+            dataset_fn, input_options(self.strategy))
+
+    def _step(self, kind, spec, build):
+        """The step function of `kind` for inputs of `spec`, traced once and kept (specs
+        hold dicts: compared, not hashed)."""
+        for known_kind, known_spec, step in self._steps:
+            if known_kind == kind and known_spec == spec:
+                return step
+        step = tf.function(build(), autograph=False, input_signature=list(spec))
+        self._steps.append((kind, spec, step))
+        return step
+
+    def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
+                input_names: Optional[Sequence[str]] = None,
+                length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
+        """`fn` over every row of `features` (only `input_names`, default all keys,
+        int32); a dict of numpy arrays [rows, ...] in row order (see the class doc).
+
+        With `length_buckets` (inputs [rows, seq] with an `input_mask`), rows run in
+        batches cut to the shortest bucket length that holds them; outputs with the
+        batch's sequence length on axis 1 (per-token outputs) are padded back to seq. When every row falls in one bucket, nothing is cut (so no output can be
+        mistaken for a per-token one). The padding value is PADDED_OUTPUT_VALUE: as a
+        logit (the tasks' outputs are logits) a padded position is never a best
+        candidate (SQuAD's n-best spans, a tag's argmax).
+        """
+        replicas = self.strategy.num_replicas_in_sync
+        batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
+        names = list(input_names or features)
+        inputs = {k: np.asarray(features[k], np.int32) for k in names if k in features}
+        n = len(next(iter(inputs.values())))
+        seq = inputs["input_word_ids"].shape[-1] if "input_word_ids" in inputs else None
+        groups = [(np.arange(n), seq)]
+        if length_buckets and "input_mask" in inputs and inputs["input_mask"].ndim == 2:
+            bounds = sorted(set(int(b) for b in length_buckets if b < seq)) + [seq]
+            bucket = np.searchsorted(bounds, inputs["input_mask"].sum(axis=1))
+            used = np.unique(bucket)
+            if len(used) > 1:
+                groups = [(np.flatnonzero(bucket == b), bounds[b]) for b in used]
+        results = [self._predict_batches({k: v[rows][..., :width] for k, v in inputs.items()},
+                                         rows, batch_size) for rows, width in groups]
+        widths = [width for _, width in groups]
+        keep = np.argsort(np.concatenate([rows for rows, _ in groups]))
+        merged = {}
+        for key in results[0]:
+            values = [r[key] for r in results]
+            # Per-token: axis 1 follows the batch's length in every group (two or more
+            # different lengths, so a fixed-size axis cannot match them all).
+            if len(groups) > 1 and all(v.ndim >= 2 and v.shape[1] == w
+                                       for v, w in zip(values, widths)):
+                values = [np.pad(v, [(0, 0), (0, seq - w)] + [(0, 0)] * (v.ndim - 2),
+                                 constant_values=PADDED_OUTPUT_VALUE)
+                          for v, w in zip(values, widths)]
+            merged[key] = np.concatenate(values)[keep]
+        return merged
+
+    def _predict_batches(self, inputs, row_ids, batch_size) -> Dict[str, np.ndarray]:
+        """`fn` over `inputs` (same shapes per row) in static batches; outputs in order."""
+        strategy = self.strategy
+        n = len(row_ids)
+        extra = (-n) % batch_size
+        if extra:
+            inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
+                      for k, v in inputs.items()}
+        rows = np.arange(n + extra, dtype=np.int32)
+
+        def dataset_fn(ctx):
+            dataset = tf.data.Dataset.from_tensor_slices((inputs, rows))
+            # By row, not by file: every pipeline gets the same number of whole batches.
+            dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            return dataset.batch(ctx.get_per_replica_batch_size(batch_size),
+                                 drop_remainder=True)
+
+        dataset = self._distribute(dataset_fn)
+        gather = self._several_workers
+        fn = tf.autograph.experimental.do_not_convert(self.fn)
+
+        def build():
+            def step(batch, batch_rows):
+                outputs = strategy.run(fn, args=(batch,))
+                if gather:
+                    return (tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
+                                                  outputs),
+                            strategy.gather(batch_rows, axis=0))
+                return outputs, batch_rows
+            return step
+
+        step = self._step("predict", dataset.element_spec, build)
+
+        def local(value):
+            if gather:
+                return np.asarray(value)
+            parts = strategy.experimental_local_results(value)
+            return np.concatenate([np.asarray(t) for t in parts])
+
+        parts: Dict[str, list] = {}
+        order = []
+        for batch, batch_rows in dataset:
+            outputs, out_rows = step(batch, batch_rows)
+            order.append(local(out_rows))
+            for key, value in outputs.items():
+                parts.setdefault(key, []).append(local(value))
+        order = np.concatenate(order)
+        if sorted(order.tolist()) != list(range(n + extra)):
+            raise RuntimeError(f"predict: got rows {sorted(order.tolist())[:20]}... for "
+                               f"{n + extra} inputs; the strategy lost or repeated rows")
+        keep = np.argsort(order)[:n]
+        return {k: np.concatenate(v)[keep] for k, v in parts.items()}
+
+    def sum(self, dataset_fn: Callable, replica_fn: Callable,
+            num_steps: Optional[int] = None):
+        """(sums over batches and replicas of `replica_fn(features, labels)` as floats,
+        number of batches), over at most `num_steps` batches of `dataset_fn`'s data."""
+        strategy = self.strategy
+        if self._several_workers:
+            # Several workers: the batch dimension made unknown, so the strategy hands
+            # empty batches to workers whose data has ended while others still have
+            # some, and the step below is traced once for every batch size (a retrace
+            # on one worker only would make the workers' collectives disagree and hang).
+            # One host (TPUs included) keeps static shapes.
+            relaxed_fn = lambda ctx: dataset_fn(ctx).map(_relax_batch_dimension)
+        else:
+            relaxed_fn = dataset_fn
+        dataset = self._distribute(relaxed_fn)
+        fn = tf.autograph.experimental.do_not_convert(replica_fn)
+
+        def build():
+            def step(features, labels):
+                values = strategy.run(fn, args=(features, labels))
+                return tf.nest.map_structure(
+                    lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None),
+                    values)
+            return step
+
+        step = self._step(("sum", replica_fn), dataset.element_spec, build)
+        totals, steps = None, 0
+        for features, labels in dataset:
+            if num_steps is not None and steps >= num_steps:
+                break
+            values = tf.nest.map_structure(lambda t: float(t.numpy()),
+                                           step(features, labels))
+            totals = values if totals is None else tf.nest.map_structure(
+                lambda a, b: a + b, totals, values)
+            steps += 1
+        return totals, steps
 
 
 class Trainer:
@@ -155,7 +348,8 @@ class Trainer:
             self.checkpoint, self._save_dir, max_to_keep=max_checkpoints_to_keep,
             step_counter=self.step, checkpoint_name="ckpt")
         self._train_loop = None
-        self._eval_step = None
+        self.inference = InferenceLoop(lambda inputs: self.model(inputs, training=False),
+                                       self.strategy)
         self._writers = {}
         # Several workers must agree on the step to stop at (see module doc).
         self._agree_on_stop = num_workers(self.strategy) > 1
@@ -216,20 +410,27 @@ class Trainer:
         return path
 
     # ------------------------------------------------------------ step logic
+    def _loss_and_metrics(self, labels, outputs):
+        """(float32 loss, metric pairs) of one batch: `loss_fn` may return its metrics."""
+        value = self.loss_fn(labels, outputs)
+        loss, metrics = value if isinstance(value, tuple) else (value, {})
+        if self.metrics_fn:
+            metrics = dict(metrics, **self.metrics_fn(labels, outputs))
+        return tf.cast(loss, tf.float32), metrics
+
     def _forward_backward(self, features, labels):
         """Loss, gradients (this replica's share) and metric sums of one micro-batch."""
         variables = self.model.trainable_variables
         shards = self.strategy.num_replicas_in_sync * self.accumulation
         with tf.GradientTape() as tape:
             outputs = self.model(features, training=True)
-            loss = tf.cast(self.loss_fn(labels, outputs), tf.float32)
+            loss, metrics = self._loss_and_metrics(labels, outputs)
             scaled = loss / shards
             if hasattr(self.optimizer, "scale_loss"):
                 scaled = self.optimizer.scale_loss(scaled)
         grads = tape.gradient(scaled, variables)
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                  for g, v in zip(grads, variables)]
-        metrics = self.metrics_fn(labels, outputs) if self.metrics_fn else {}
         return loss, grads, metrics
 
     def _accumulate(self, features, labels):
@@ -332,10 +533,19 @@ class Trainer:
     def _distribute(self, dataset_fn, must_be_static: bool):
         dataset = self.strategy.distribute_datasets_from_function(
             dataset_fn, input_options(self.strategy))
-        specs = tf.nest.flatten(dataset.element_spec, expand_composites=True)
-        if any(not s.shape.is_fully_defined() for s in specs if hasattr(s, "shape")):
-            message = ("the dataset's element shapes are not static "
-                       f"({[s.shape for s in specs]}); batch with drop_remainder=True")
+        specs = [s for s in tf.nest.flatten(dataset.element_spec, expand_composites=True)
+                 if hasattr(s, "shape")]
+        # A static batch size always; on TPUs every dimension static. Elsewhere the
+        # sequence axis may vary among a few lengths (length-bucketed fine-tuning): the
+        # loop is traced once, XLA compiles once per length.
+        tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+        bad = [s.shape for s in specs if not (
+            s.shape.is_fully_defined() if tpu
+            else s.shape.rank is not None and (s.shape.rank == 0 or s.shape[0] is not None))]
+        if bad:
+            message = (f"the dataset's element shapes are not static ({bad}); batch with "
+                       f"drop_remainder=True" + (" and without length buckets on TPUs"
+                                                 if tpu else ""))
             if must_be_static:
                 raise ValueError(f"Trainer: {message}")
             logging.warning("Trainer: %s", message)
@@ -494,17 +704,16 @@ class Trainer:
         for writer in self._writers.values():
             writer.flush()
 
-    # --------------------------------------------------------------- evaluate
+    # ------------------------------------------------- evaluate / predict
     def _replica_eval_step(self, features, labels):
         # Under multi-worker (and for a last partial batch over several replicas) a
         # replica whose data ran out gets an empty batch: its loss counts with weight 0.
         rows = tf.shape(tf.nest.flatten(features)[0])[0]
         outputs = self.model(features, training=False)
-        loss = tf.cast(self.loss_fn(labels, outputs), tf.float32)
+        loss, metrics = self._loss_and_metrics(labels, outputs)
         weight = tf.cast(rows, tf.float32)
         loss_sum = tf.where(rows > 0, loss * weight, 0.0)
-        metrics = self.metrics_fn(labels, outputs) if self.metrics_fn else {}
-        return loss_sum, weight, metrics
+        return {"loss_sum": loss_sum, "weight": weight, "metrics": metrics}
 
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
                  write_results: bool = True, on_data_loss: Optional[Callable] = None) -> Dict:
@@ -525,43 +734,12 @@ class Trainer:
                 logging.warning("evaluating again on the repaired input")
 
     def _evaluate(self, dataset_fn, num_steps, write_results) -> Dict:
-        strategy = self.strategy
-        if self._agree_on_stop:
-            # Several workers: the batch dimension made unknown, so the strategy hands
-            # empty batches to workers whose data has ended while others still have
-            # some, and the step below is traced once for every batch size (a retrace
-            # on one worker only would make the workers' collectives disagree and hang).
-            # One host (TPUs included) keeps static shapes.
-            relaxed_fn = lambda ctx: dataset_fn(ctx).map(_relax_batch_dimension)
-        else:
-            relaxed_fn = dataset_fn
-        dataset = self._distribute(relaxed_fn, must_be_static=False)
-        spec = dataset.element_spec
-        if self._eval_step is None or self._eval_step[0] != spec:
-            replica_step = tf.autograph.experimental.do_not_convert(self._replica_eval_step)
-
-            def eval_step(features, labels):
-                loss, weight, metrics = strategy.run(replica_step, args=(features, labels))
-                reduce = lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None)
-                return reduce(loss), reduce(weight), tf.nest.map_structure(reduce, metrics)
-            self._eval_step = (spec, tf.function(eval_step, autograph=False,
-                                                 input_signature=list(spec)))
-        loss_sum, weight_sum, totals, steps = 0.0, 0.0, None, 0
-        for features, labels in dataset:
-            if num_steps is not None and steps >= num_steps:
-                break
-            loss, weight, metrics = self._eval_step[1](features, labels)
-            metrics = tf.nest.map_structure(lambda t: float(t.numpy()), metrics)
-            totals = metrics if totals is None else tf.nest.map_structure(
-                lambda a, b: a + b, totals, metrics)
-            loss_sum += float(loss.numpy())
-            weight_sum += float(weight.numpy())
-            steps += 1
+        totals, steps = self.inference.sum(dataset_fn, self._replica_eval_step, num_steps)
         if steps == 0:
             raise UsageError("evaluate: the eval dataset yielded no batch; is the eval "
                              "batch size larger than the eval data?")
-        results = {"loss": loss_sum / max(weight_sum, 1.0)}
-        for name, (num, den) in (totals or {}).items():
+        results = {"loss": totals["loss_sum"] / max(totals["weight"], 1.0)}
+        for name, (num, den) in totals["metrics"].items():
             results[name] = num / max(den, 1e-12)
         if self.metrics_finalizer:
             results = self.metrics_finalizer(results)
@@ -578,6 +756,17 @@ class Trainer:
                 json.dump(results, f, indent=2, sort_keys=True)
             tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
         return results
+
+    def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
+                input_names: Sequence[str] = MODEL_INPUTS,
+                length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
+        """The model's outputs (training=False) for every row of `features`, as numpy
+        arrays in row order, on every worker (see `InferenceLoop.predict`; with
+        `length_buckets`, rows run in batches cut to their bucket's length, except on
+        TPUs, which keep one static shape)."""
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            length_buckets = None
+        return self.inference.predict(features, batch_size, input_names, length_buckets)
 
     def close(self):
         """Flushes summaries and removes a non-chief worker's scratch dir."""

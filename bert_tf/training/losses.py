@@ -9,10 +9,13 @@ Under a distribution strategy, `sum(w)` is summed over all replicas first, so th
 loss of the global batch is the one a single device would compute (the training loop
 averages per-replica losses; see `pretraining_loss`).
 
-Metrics are returned as (numerator, denominator) pairs that the training loop sums over
+`pretraining_loss_and_metrics` (the Trainer's `loss_fn`) returns the loss and the
+metrics, computed from the same per-position cross-entropy (one softmax over the
+vocabulary, not two): (numerator, denominator) pairs that the training loop sums over
 steps and replicas before dividing: `masked_lm_accuracy` (weighted), `masked_lm_loss`,
 `next_sentence_accuracy`, `next_sentence_loss`; `finalize_pretraining_metrics` adds
-`perplexity = exp(masked_lm_loss)`.
+`perplexity = exp(masked_lm_loss)`. `pretraining_loss` / `pretraining_metrics` return
+one part each.
 
 Example:
 
@@ -48,26 +51,12 @@ def _num_replicas():
     return 1 if ctx is None else ctx.num_replicas_in_sync
 
 
-# The last (logits, ids, nll) that masked_lm_nll built in a graph: the training step
-# calls the loss and then the metrics on the same outputs, and grappler does not merge
-# the two softmax cross-entropies over [batch * P, vocab] (each ~5% of a bert_mini
-# step on CPU). Holding the tensors themselves makes the identity check safe.
-_last_nll = [None]
-
-
 def masked_lm_nll(labels, outputs):
     """Per-position negative log-likelihood [batch, P] (float32) and weights [batch, P]."""
-    raw_logits, raw_ids = outputs["mlm_logits"], labels["masked_lm_ids"]
     weights = tf.cast(labels["masked_lm_weights"], tf.float32)
-    cached = _last_nll[0]
-    if (cached is not None and cached[0] is raw_logits and cached[1] is raw_ids
-            and not tf.executing_eagerly()
-            and getattr(cached[2], "graph", None) is tf.compat.v1.get_default_graph()):
-        return cached[2], weights
-    logits = tf.cast(raw_logits, tf.float32)
-    ids = tf.cast(raw_ids, tf.int32)
+    logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    ids = tf.cast(labels["masked_lm_ids"], tf.int32)
     nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-    _last_nll[0] = (raw_logits, raw_ids, nll) if not tf.executing_eagerly() else None
     return nll, weights
 
 
@@ -100,15 +89,20 @@ def add_global_mlm_weight(labels):
     return labels
 
 
-def pretraining_loss(labels, outputs):
-    """The original's total loss for this (micro-)batch (a scalar, float32).
+def pretraining_loss_and_metrics(labels, outputs):
+    """(the original's total loss, metric pairs) of this (micro-)batch: the Trainer's
+    `loss_fn`. Both come from one masked-LM cross-entropy over [batch * P, vocab].
 
-    The masked-LM denominator is the global batch's `sum(w)` (from
+    The masked-LM denominator of the loss is the global batch's `sum(w)` (from
     `add_global_mlm_weight`, else summed over replicas here), and the numerator is
     scaled by the number of shards (replicas x micro-batches), so that the mean of the
     shards' losses, which the training loop optimises, is the global batch's loss.
+    The metrics are (numerator, denominator) pairs that the loop sums over steps and
+    replicas: `masked_lm_accuracy` (weighted), `masked_lm_loss`,
+    `next_sentence_accuracy`, `next_sentence_loss`.
     """
     nll, weights = masked_lm_nll(labels, outputs)
+    nsp_nll = next_sentence_nll(labels, outputs)
     if GLOBAL_MLM_WEIGHT in labels:
         total_weight = labels[GLOBAL_MLM_WEIGHT][0]
         shards = labels[GLOBAL_BATCH_SIZE][0] / tf.cast(tf.shape(weights)[0], tf.float32)
@@ -117,21 +111,15 @@ def pretraining_loss(labels, outputs):
         shards = float(_num_replicas())
     total_weight = tf.stop_gradient(total_weight)
     mlm = shards * tf.reduce_sum(weights * nll) / (total_weight + MLM_EPSILON)
-    nsp = tf.reduce_mean(next_sentence_nll(labels, outputs))
-    return mlm + nsp
+    loss = mlm + tf.reduce_mean(nsp_nll)
 
-
-def pretraining_metrics(labels, outputs):
-    """(numerator, denominator) pairs of the pretraining metrics for this batch."""
-    nll, weights = masked_lm_nll(labels, outputs)
     ids = tf.cast(labels["masked_lm_ids"], tf.int32)
     mlm_pred = tf.argmax(outputs["mlm_logits"], axis=-1, output_type=tf.int32)
     nsp_ids = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int32), [-1])
     nsp_pred = tf.argmax(outputs["nsp_logits"], axis=-1, output_type=tf.int32)
-    nsp_nll = next_sentence_nll(labels, outputs)
     sum_w = tf.reduce_sum(weights)
     batch = tf.cast(tf.size(nsp_ids), tf.float32)
-    return {
+    metrics = {
         "masked_lm_accuracy": (tf.reduce_sum(weights * tf.cast(tf.equal(mlm_pred, ids),
                                                                 tf.float32)), sum_w),
         "masked_lm_loss": (tf.reduce_sum(weights * nll), sum_w),
@@ -139,6 +127,17 @@ def pretraining_metrics(labels, outputs):
                                                          tf.float32)), batch),
         "next_sentence_loss": (tf.reduce_sum(nsp_nll), batch),
     }
+    return loss, metrics
+
+
+def pretraining_loss(labels, outputs):
+    """The total loss alone (a scalar, float32); see `pretraining_loss_and_metrics`."""
+    return pretraining_loss_and_metrics(labels, outputs)[0]
+
+
+def pretraining_metrics(labels, outputs):
+    """The metric pairs alone; see `pretraining_loss_and_metrics`."""
+    return pretraining_loss_and_metrics(labels, outputs)[1]
 
 
 def finalize_pretraining_metrics(results: dict) -> dict:

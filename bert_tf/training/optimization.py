@@ -32,6 +32,13 @@ import tensorflow as tf
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
+def _handle(variable):
+    """The resource handle of a Keras (or tf) variable, for the fused raw ops."""
+    if isinstance(variable, keras.Variable):
+        variable = variable.value
+    return variable.handle
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """The original schedule: `lr * (1 - step / num_train_steps)`, warmup replacing it.
@@ -158,15 +165,31 @@ class AdamWeightDecay(_ReducedGradientsOptimizer):
         self.bias_correction = bool(bias_correction)
 
     def update_step(self, gradient, variable, learning_rate):
-        m, v, t, index = self._moments(gradient, variable)
-        lr = tf.cast(learning_rate, variable.dtype)
-        if self.bias_correction:
-            m = m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), t))
-            v = v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), t))
-        update = m / (tf.sqrt(v) + self.epsilon)
+        # One fused kernel per variable (ResourceApplyAdam: m, v and the variable in one
+        # multithreaded pass) instead of ~10 elementwise ops, each a pass over the
+        # variable: on CPU the update of the 30k x H word embeddings alone took ~10% of
+        # a fine-tuning step. The decoupled decay goes first (it reads the old weights,
+        # as `u += wd * w` does).
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
         if self._decay_flags[index]:
-            update += self.weight_decay_rate * variable
-        self.assign_sub(variable, lr * update)
+            self.assign_sub(variable, lr * self.weight_decay_rate * variable)
+        b1, b2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        epsilon = tf.cast(self.epsilon, dtype)
+        if self.bias_correction:
+            # The kernel scales lr by sqrt(1 - b2^t) / (1 - b1^t); eps scaled by
+            # sqrt(1 - b2^t) makes that m_hat / (sqrt(v_hat) + eps) exactly.
+            t = tf.cast(self.iterations + 1, dtype)
+            b1_power, b2_power = tf.pow(b1, t), tf.pow(b2, t)
+            epsilon = epsilon * tf.sqrt(1.0 - b2_power)
+        else:  # powers 0: lr unscaled, i.e. m / (sqrt(v) + eps)
+            b1_power = b2_power = tf.zeros([], dtype)
+        m, v = self._m[index], self._v[index]
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=b1_power,
+            beta2_power=b2_power, lr=lr, beta1=b1, beta2=b2, epsilon=epsilon,
+            grad=tf.cast(gradient, dtype), use_locking=False)
 
     def get_config(self):
         config = super().get_config()

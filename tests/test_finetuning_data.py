@@ -1,0 +1,93 @@
+"""Length-bucketed fine-tuning batches (bert_tf/data/finetuning.py) and the Trainer on them."""
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.data import finetuning as data_lib
+from bert_tf.encoder import BertEncoder
+from bert_tf.tasks.ner import Conll2003NerTask
+from bert_tf.training import optimization
+from bert_tf.training.loop import Trainer
+
+SEQ = 16
+CFG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=32, max_position_embeddings=SEQ,
+                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _features(n=40, seed=0):
+    """NER-like rows: inputs [n, SEQ] of random lengths, per-token labels (-1 = padding)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, SEQ + 1, n)
+    mask = (np.arange(SEQ)[None] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(5, CFG.vocab_size, (n, SEQ)).astype(np.int32) * mask
+    labels = np.where(mask > 0, rng.integers(0, 9, (n, SEQ)), -1).astype(np.int32)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids),
+            "label_ids": labels}
+
+
+def test_batches_hold_rows_of_one_bucket_trimmed_with_their_per_token_labels():
+    features = _features()
+    dataset = data_lib.array_dataset(features, ["label_ids"], 4, True, seed=1,
+                                     length_buckets=(4, 8, 12))
+    assert dataset.element_spec[0]["input_word_ids"].shape.as_list() == [4, None]
+    rows = {tuple(r): i for i, r in enumerate(features["input_word_ids"].tolist())}
+    seen, widths = set(), set()
+    for x, y in dataset.take(40):
+        width = x["input_word_ids"].shape[1]
+        widths.add(width)
+        lengths = x["input_mask"].numpy().sum(1)
+        # Each row is in the shortest bucket that holds it.
+        shorter = max([0] + [b for b in (4, 8, 12, 16) if b < width])
+        assert all(shorter < n <= width for n in lengths), (width, lengths)
+        assert y["label_ids"].shape == x["input_word_ids"].shape
+        for ids, labels in zip(x["input_word_ids"].numpy(), y["label_ids"].numpy()):
+            padded = tuple(ids.tolist() + [0] * (SEQ - width))
+            i = rows[padded]  # the trimmed row is a prefix of an original row ...
+            seen.add(i)
+            np.testing.assert_array_equal(labels, features["label_ids"][i, :width])
+    assert widths == {4, 8, 12, 16}
+    assert len(seen) == 40  # ... and every row is drawn
+
+
+def test_padding_to_the_bucket_leaves_each_rows_outputs_unchanged():
+    task = Conll2003NerTask(tokenizer=None, max_seq_length=SEQ)
+    model = task.build_model(BertEncoder(CFG))
+    features = _features(8, seed=3)
+    full = model({k: features[k] for k in data_lib.MODEL_INPUTS})["logits"].numpy()
+    lengths = features["input_mask"].sum(1)
+    width = int(lengths.max())
+    cut = model({k: features[k][:, :width] for k in data_lib.MODEL_INPUTS})["logits"].numpy()
+    for row, n in enumerate(lengths):
+        np.testing.assert_allclose(cut[row, :n], full[row, :n], atol=1e-5)
+
+
+def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_path):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    task = Conll2003NerTask(tokenizer=None, max_seq_length=SEQ)
+    with strategy.scope():
+        model = task.build_model(BertEncoder(CFG))
+        optimizer = optimization.create_optimizer(1e-3, 12, 2)
+    trainer = Trainer(model, task.loss, optimizer, strategy, output_dir=str(tmp_path),
+                      checkpoint_items=model.checkpoint_items(), steps_per_loop=6,
+                      handle_sigterm=False, write_summaries=False)
+    features = _features()
+    result = trainer.train(
+        lambda ctx: data_lib.array_dataset(features, ["label_ids"], 4, True, ctx, seed=2,
+                                           length_buckets=data_lib.bucket_lengths(SEQ)),
+        global_batch_size=4, num_steps=12)
+    assert result["step"] == 12 and np.isfinite(result["loss"])
+    assert trainer.train_loop_traces == 1
+    outputs = trainer.predict(features, batch_size=6)["logits"]
+    assert outputs.shape == (40, SEQ, len(task.label_list))
+    direct = model({k: features[k] for k in data_lib.MODEL_INPUTS})["logits"].numpy()
+    np.testing.assert_allclose(outputs, direct, atol=1e-5)
+    # Bucketed prediction: the same per-token outputs inside each row's length, in the
+    # original row order; beyond the bucket, a value that never wins an argmax.
+    bucketed = trainer.predict(features, batch_size=6, length_buckets=(4, 8, 12))["logits"]
+    assert bucketed.shape == outputs.shape
+    for row, n in enumerate(features["input_mask"].sum(1)):
+        np.testing.assert_allclose(bucketed[row, :n], direct[row, :n], atol=1e-5)
+        width = min(b for b in (4, 8, 12, SEQ) if b >= n)
+        assert (bucketed[row, width:] == -10000.0).all()
