@@ -329,7 +329,10 @@ class SpanServing(serving.TaskServing):
         context_windows = tf.gather(ids.flat_values, index)
         inputs = pack_inputs(tf.gather(q, window_row), context_windows, self.max_seq_length,
                              self.tok.cls_id, self.tok.sep_id)
-        return (serving.pad_to_bucket(inputs, self.max_seq_length), window_row, index, tf.gather(q_len, window_row),
+        # Windows stay max_seq_length long, as the host's features: the original's n-best
+        # search ranks the logits of every position, padding included.
+        return ({k: tf.cast(v, tf.int32) for k, v in inputs.items()}, window_row, index,
+                tf.gather(q_len, window_row),
                 local_start, length, starts, ends)
 
     def from_text(self, question, context):
@@ -360,13 +363,10 @@ class SpanServing(serving.TaskServing):
         can_end = tf.scatter_nd(scatter_at, tf.ones_like(position, tf.bool), shape)
         can_start = tf.scatter_nd(scatter_at, max_context, shape)
         k = tf.minimum(self.n_best_size, seq)
-        mask = tf.cast(inputs["input_mask"], tf.bool)
         neg = tf.constant(-1e30, tf.float32)
-        start_masked = tf.where(mask, start_logits, neg)
-        end_masked = tf.where(mask, end_logits, neg)
         # The original searches only the n_best_size highest start and end logits.
-        can_start &= start_masked >= tf.math.top_k(start_masked, k).values[:, -1:]
-        can_end &= end_masked >= tf.math.top_k(end_masked, k).values[:, -1:]
+        can_start &= start_logits >= tf.math.top_k(start_logits, k).values[:, -1:]
+        can_end &= end_logits >= tf.math.top_k(end_logits, k).values[:, -1:]
         i = tf.range(seq)[:, None]
         j = tf.range(seq)[None, :]
         band = (j >= i) & (j - i < self.max_answer_length)
