@@ -101,7 +101,32 @@ def check_length(word_ids: tf.Tensor, max_positions: int) -> tf.Tensor:
         return tf.identity(word_ids)
 
 
-class EncoderServing(tf.Module):
+class ServingModule(tf.Module):
+    """What every serving module holds: the Keras model (kept out of tracking: its
+    variables are saved once, as `_serving_variables`), the tokenizer, the ids signature
+    (`serve_ids`, calling `self._serve_ids`) and the lengths."""
+
+    def __init__(self, model, tokenizer, max_seq_length: int, max_positions: int, name: str,
+                 text_signatures: bool = True):
+        super().__init__(name=name)
+        self._keras_model = Untracked(model)
+        self.max_seq_length = int(max_seq_length)
+        self.max_positions = int(max_positions)
+        attach_tokenizer(self, tokenizer, text_signatures)
+        self.serve_ids = tf.function(self._serve_ids, autograph=False,
+                                     input_signature=ids_spec())
+
+    @property
+    def model(self):
+        return self._keras_model.value
+
+    @property
+    def tok(self):
+        """The tokenizer (saved with the module or only used at export time), or None."""
+        return tokenizer_of(self)
+
+
+class EncoderServing(ServingModule):
     """The encoder behind plain tf.function signatures (and its tokenizer, if any).
 
     >>> from bert_tf.config import BertConfig
@@ -116,25 +141,16 @@ class EncoderServing(tf.Module):
 
     def __init__(self, encoder, tokenizer=None, max_seq_length: int = 128,
                  text_signatures: bool = True):
-        super().__init__(name="bert_encoder_serving")
-        self._keras_model = Untracked(encoder)  # saved once, as _serving_variables
-        self.max_seq_length = int(max_seq_length)
-        self.max_positions = int(encoder.config.max_position_embeddings)
-        attach_tokenizer(self, tokenizer, text_signatures)
-        self.serve_ids = tf.function(self._serve_ids, autograph=False,
-                                     input_signature=ids_spec())
+        super().__init__(encoder, tokenizer, max_seq_length,
+                         encoder.config.max_position_embeddings, "bert_encoder_serving",
+                         text_signatures)
         if tokenizer is not None and text_signatures:
             self.serve_text = tf.function(self._serve_text, autograph=False,
                                           input_signature=[text_spec("text")])
 
     @property
     def encoder(self):
-        return self._keras_model.value
-
-    @property
-    def tok(self):
-        """The tokenizer (saved with the module or only used at export time), or None."""
-        return tokenizer_of(self)
+        return self.model
 
     def _run(self, word_ids, mask, type_ids):
         word_ids = check_length(word_ids, self.max_positions)
@@ -235,7 +251,7 @@ def bytes_to_chars(texts, byte_offsets):
                    tf.int32)
 
 
-class TaskServing(tf.Module):
+class TaskServing(ServingModule):
     """Common part of the task modules: the model on ids, the tokenizer, the signatures.
 
     A task's module sets `text_inputs` (the raw-text signature's input names) and
@@ -247,26 +263,12 @@ class TaskServing(tf.Module):
 
     def __init__(self, model, tokenizer, max_seq_length: int, name: str,
                  text_signatures: bool = True):
-        super().__init__(name=name)
-        self._keras_model = Untracked(model)  # saved once, as _serving_variables
-        self.max_seq_length = int(max_seq_length)
-        self.max_positions = int(model.encoder.config.max_position_embeddings)
-        attach_tokenizer(self, tokenizer, text_signatures)
-        self.serve_ids = tf.function(self._serve_ids, autograph=False,
-                                     input_signature=ids_spec())
+        super().__init__(model, tokenizer, max_seq_length,
+                         model.encoder.config.max_position_embeddings, name, text_signatures)
         if text_signatures:
             text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
             self.serve_text = tf.function(text_fn, autograph=False, input_signature=[
                 text_spec(n) for n in self.text_inputs])
-
-    @property
-    def model(self):
-        return self._keras_model.value
-
-    @property
-    def tok(self):
-        """The tokenizer (saved with the module or only used at export time)."""
-        return tokenizer_of(self)
 
     def _model(self, inputs):
         inputs = dict(inputs, input_word_ids=check_length(inputs["input_word_ids"],

@@ -243,6 +243,20 @@ def test_mnli_test_predictions_include_the_diagnostic_set(tmp_path):
                                                                   "0\tcontradiction"]
 
 
+def tiny_task_model(task, vocab_size, seed=0, scale=2.0):
+    """`task.build_model` on a one-layer encoder, the same every run, with large head
+    weights so that the task's outputs differ from input to input."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=32)
+    model = task.build_model(BertEncoder(cfg))
+    for v in model.task_head.weights:
+        v.assign(np.random.default_rng(seed).normal(0, scale, v.shape).astype("float32"))
+    return model
+
+
 @pytest.mark.parametrize("name,folder", [("mrpc", "MRPC"), ("sst-2", "SST-2")])
 def test_serving_equals_host_postprocess(shared_data, name, folder):
     """The raw-text signature (in-graph tokenizer, bucket padding) gives the logits and
@@ -256,11 +270,7 @@ def test_serving_equals_host_postprocess(shared_data, name, folder):
     task = make_task(name, data_dir=str(shared_data / "glue" / folder), tokenizer=tokenizer,
                      max_seq_length=48)
     examples = task.get_examples("dev")[:24]
-    cfg = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
-    model = task.build_model(BertEncoder(cfg))
-    for v in model.task_head.weights:  # labels that differ from example to example
-        v.assign(np.random.default_rng(0).normal(0, 2.0, v.shape).astype("float32"))
+    model = tiny_task_model(task, tokenizer.vocab_size)
     features = task.convert_examples(examples, "dev")
     inputs = {k: features[k] for k in task.model_input_names}
     bias = model.task_head.weights[-1]  # centre the logits: both labels get predicted

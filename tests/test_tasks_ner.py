@@ -161,17 +161,14 @@ def test_serving_tags_equal_host_postprocess(shared_data):
     import tensorflow as tf
 
     from bert_tf.tokenization import BertTokenizer
+    from tests.test_tasks_glue import tiny_task_model
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)
     task = make_task("conll2003", data_dir=str(shared_data / "conll2003"),
                      tokenizer=tokenizer, max_seq_length=16)
     examples = task.get_examples("dev")[:60]
-    cfg = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
-    model = task.build_model(BertEncoder(cfg))
-    for v in model.task_head.weights:  # tags that differ from word to word
-        v.assign(np.random.default_rng(0).normal(0, 2.0, v.shape).astype("float32"))
+    model = tiny_task_model(task, tokenizer.vocab_size)
     features = task.convert_examples(examples, "dev")
     assert len(features["example_index"]) > len(examples)  # some sentences were split
     logits = model({k: features[k] for k in task.model_input_names})["logits"]

@@ -1,15 +1,13 @@
 """SQuAD serving: the raw-text signature's windows, max-context rule and n-best span
 search (squad_postprocess.SpanServing) pick the answers the host postprocessing picks."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
 from bert_tf.tasks import make_task
 from bert_tf.tasks.squad_data import examples_from_json
+from tests.test_tasks_glue import tiny_task_model
 from tests.test_tasks_squad import VOCAB, shared_tokenizer
 
 WORDS = [w for w in VOCAB if not w.startswith(("[", "##"))]
@@ -35,12 +33,7 @@ def test_serving_answers_equal_host_postprocess(version_2, seed):
                      version_2_with_negative=version_2)
     data = articles(16, seed)
     examples = examples_from_json(data, is_training=False)
-    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
-    keras.utils.set_random_seed(seed)  # the same model every run
-    model = task.build_model(BertEncoder(cfg))
-    for v in model.task_head.weights:  # logits that differ from token to token
-        v.assign(np.random.default_rng(seed).normal(0, 3.0, v.shape).astype("float32"))
+    model = tiny_task_model(task, len(VOCAB), seed=seed, scale=3.0)
     features = task.convert_examples(examples, "dev")
     assert len(features["example_index"]) > len(examples)  # contexts span windows
     outputs = model({k: features[k] for k in task.model_input_names})

@@ -117,6 +117,7 @@ def test_serving_equals_host_postprocess(tmp_path):
     import tensorflow as tf
 
     from bert_tf.tokenization import BertTokenizer
+    from tests.test_tasks_glue import tiny_task_model
 
     words = sorted({w for row in ROWS for text in row[3:11] for w in
                     text.lower().replace(".", " . ").replace(",", " , ").replace('"', ' " ')
@@ -127,11 +128,7 @@ def test_serving_equals_host_postprocess(tmp_path):
     write_csv(tmp_path / "val.csv", HEADER, ROWS)
     task = make_task("swag", data_dir=str(tmp_path), tokenizer=tokenizer, max_seq_length=24)
     examples = task.get_examples("dev")
-    cfg = BertConfig(vocab_size=len(words) + 5, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
-    model = task.build_model(BertEncoder(cfg))
-    for v in model.task_head.weights:
-        v.assign(np.random.default_rng(0).normal(0, 2.0, v.shape).astype("float32"))
+    model = tiny_task_model(task, len(words) + 5)
     features = task.convert_examples(examples, "dev")
     logits = model({k: features[k] for k in task.model_input_names})["logits"]
     module = task.serving_module(model, tokenizer, 24)
