@@ -16,7 +16,9 @@ Signatures are plain `tf.function`s (not Keras attributes), so the SavedModel lo
 * encoder (convert_checkpoint / pretrain dirs): `serving_default` on ids
   (`input_word_ids`, `input_mask`, `input_type_ids` -> `sequence_output`, `pooled_output`)
   and, when the dir has a vocab, `serving_text` (`text` -> the same plus the ids).
-* task models (finetune dirs): `serving_default` on raw text and `serving_ids` on ids.
+* task models (finetune dirs): `serving_default` on raw text and `serving_ids` on ids,
+  from the task's own serving module (`task.serving_module(...)`, written next to the
+  task's host postprocessing); this module only writes it.
 
 Raw-text signatures run the WordPiece tokenizer inside the graph; its one non-core op
 (`FastWordpieceTokenizeWithOffsets`) comes from TF Text, so the model server must be a
@@ -51,8 +53,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.serving import (IDS_SIGNATURE, MODEL_INPUT_NAMES, SERVING_DEFAULT,  # noqa: F401
-                             TEXT_SIGNATURE, EncoderServing, scratch_dir)
+from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, MODEL_INPUT_NAMES,  # noqa: F401
+                             SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing, scratch_dir)
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 

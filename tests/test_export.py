@@ -164,6 +164,11 @@ def test_text_signature_ids_equal_the_tokenizer(exported, encoder_dir):
                                atol=1e-5)
     short = fn(text=tf.constant(["the fox", "a dog"]))
     assert short["input_word_ids"].shape[1] == 4  # padding is cut to the longest row
+    # The model ran on the 16-wide bucket; its outputs equal an unpadded run's.
+    unpadded = encoder({k: short[k] for k in export.MODEL_INPUT_NAMES}, training=False)
+    assert short["sequence_output"].shape[1] == 4
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(short[name].numpy(), unpadded[name].numpy(), atol=1e-5)
 
 
 def test_ids_longer_than_positions_is_a_clear_error(exported):
