@@ -151,6 +151,16 @@ def median_of(times: list) -> float:
     return statistics.median(times)
 
 
+def timed(fn, runs: int) -> list:
+    """Wall seconds of each of `runs` calls (after the caller's warm-up)."""
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
 def in_rounds(contestants: dict, calls: int, rounds: int, warmup: int = 2) -> dict:
     """Runs every contestant `calls` times per round, in turn; returns name -> times."""
     for fn in contestants.values():  # warm-up: tracing, allocator, caches
@@ -159,10 +169,7 @@ def in_rounds(contestants: dict, calls: int, rounds: int, warmup: int = 2) -> di
     times = {name: [] for name in contestants}
     for _ in range(rounds):
         for name, fn in contestants.items():
-            for _ in range(calls):
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
+            times[name] += timed(fn, calls)
     return times
 
 
