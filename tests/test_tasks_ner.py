@@ -152,3 +152,33 @@ def test_real_tokenizer_on_real_dev_sentences(shared_data):
     assert (features["input_word_ids"][np.arange(len(lengths)), lengths - 1]
             == tokenizer.sep_id).all()
     assert len(features["example_index"]) > len(examples)  # some sentences were split
+
+
+def test_serving_tags_equal_host_postprocess(shared_data):
+    """The raw-text signature's windows and first-sub-token tags equal convert_examples +
+    postprocess on the same sentences (real CoNLL dev, windows of 14 pieces: many split)."""
+    import tensorflow as tf
+
+    from bert_tf.tokenization import BertTokenizer
+    from tests.test_tasks_glue import tiny_task_model
+
+    tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
+                              do_lower_case=True)
+    task = make_task("conll2003", data_dir=str(shared_data / "conll2003"),
+                     tokenizer=tokenizer, max_seq_length=16)
+    examples = task.get_examples("dev")[:60]
+    model = tiny_task_model(task, tokenizer.vocab_size)
+    features = task.convert_examples(examples, "dev")
+    assert len(features["example_index"]) > len(examples)  # some sentences were split
+    logits = model({k: features[k] for k in task.model_input_names})["logits"]
+    want = task.postprocess({"logits": logits}, features, examples)
+
+    module = task.serving_module(model, tokenizer, 16)
+    got = module.serve_text(tf.constant([" ".join(e.words) for e in examples]))
+    for row, example in enumerate(examples):
+        n = int(got["num_words"][row])
+        assert [w.decode() for w in got["words"][row, :n].numpy()] == example.words
+        assert [t.decode() for t in got["tags"][row, :n].numpy()] == want[row], row
+    # The ids signature gives the model's own logits.
+    ids = {k: features[k][:4] for k in task.model_input_names}
+    np.testing.assert_allclose(module.serve_ids(**ids)["logits"], logits[:4], atol=1e-5)

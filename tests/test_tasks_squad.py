@@ -9,7 +9,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from bert_tf.tasks import squad
+from bert_tf.tasks import squad_data, squad_postprocess
 from bert_tf.tasks.base import TaskDataError
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -76,19 +76,19 @@ def write_json(path, articles, version="v1.1"):
 
 # ---------------------------------------------------------------------- reading
 def test_split_doc_tokens_unicode_and_whitespace_runs():
-    tokens, offsets = squad.split_doc_tokens(CTX1)
+    tokens, offsets = squad_data.split_doc_tokens(CTX1)
     assert tokens == ["Café", "Müller", "opened", "in", "Paris", "(1895-1943).", "It",
                       "closed", "later"]
     assert offsets[CTX1.index("Müller")] == 1
     assert offsets[CTX1.index("  ") + 1] == 0      # whitespace maps to the token before
-    tokens2, _ = squad.split_doc_tokens(CTX2)
+    tokens2, _ = squad_data.split_doc_tokens(CTX2)
     assert tokens2 == ["The", "cat", "sat", "on", "the", "mat", "."]   # U+202F separates
 
 
 def test_read_training_examples_and_skip_wrong_answer_start(tmp_path, caplog):
     path = write_json(tmp_path / "train.json", v1_data())
     with caplog.at_level(logging.WARNING):
-        examples = squad.read_squad_examples(path, is_training=True)
+        examples = squad_data.read_squad_examples(path, is_training=True)
     assert [e.qas_id for e in examples] == ["first", "year", "last"]
     assert "wrong" in caplog.text and "could not find answer" in caplog.text
     first, year, last = examples
@@ -101,7 +101,7 @@ def test_read_training_examples_and_skip_wrong_answer_start(tmp_path, caplog):
 def test_eval_examples_keep_every_question_and_all_golds(tmp_path):
     data = v1_data()
     data[0]["paragraphs"][0]["qas"][0]["answers"].append({"text": "Café", "answer_start": 0})
-    examples = squad.read_squad_examples(write_json(tmp_path / "dev.json", data), False)
+    examples = squad_data.read_squad_examples(write_json(tmp_path / "dev.json", data), False)
     assert [e.qas_id for e in examples] == ["first", "year", "last", "wrong"]
     assert examples[0].answers == ["Café  Müller", "Café"]
     assert examples[0].start_position is None
@@ -110,7 +110,7 @@ def test_eval_examples_keep_every_question_and_all_golds(tmp_path):
 def test_answer_start_past_the_context_is_skipped(caplog):
     data = [{"paragraphs": [{"context": "a b", "qas": [_qa("far", "?", "b", 7)]}]}]
     with caplog.at_level(logging.WARNING):
-        assert squad.examples_from_json(data, is_training=True) == []
+        assert squad_data.examples_from_json(data, is_training=True) == []
     assert "far" in caplog.text
 
 
@@ -119,31 +119,31 @@ def test_training_question_needs_exactly_one_answer(tmp_path):
         {"text": "a", "answer_start": 0}, {"text": "b", "answer_start": 2}])]}]}]
     path = write_json(tmp_path / "t.json", data)
     with pytest.raises(TaskDataError, match=r"t\.json.*two.*exactly one"):
-        squad.read_squad_examples(path, is_training=True)
+        squad_data.read_squad_examples(path, is_training=True)
 
 
 def test_bad_json_names_the_file(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text("{", encoding="utf-8")
     with pytest.raises(TaskDataError, match="bad.json"):
-        squad.read_squad_examples(str(path), is_training=False)
+        squad_data.read_squad_examples(str(path), is_training=False)
 
 
 def test_v2_impossible_questions():
-    examples = squad.examples_from_json(v2_data(), True, version_2_with_negative=True)
+    examples = squad_data.examples_from_json(v2_data(), True, version_2_with_negative=True)
     pos, neg = examples
     assert (pos.start_position, pos.end_position, pos.is_impossible) == (3, 5, False)
     assert (neg.start_position, neg.end_position, neg.is_impossible) == (-1, -1, True)
     assert neg.answers == []
     # Read as v1.1 the flag is ignored and the question (no answer) is refused.
     with pytest.raises(TaskDataError, match="neg"):
-        squad.examples_from_json(v2_data(), True, version_2_with_negative=False)
+        squad_data.examples_from_json(v2_data(), True, version_2_with_negative=False)
 
 
 # ---------------------------------------------------------------------- features
 def _features(tokenizer, examples, training, max_seq_length=16, doc_stride=3, max_query_length=5):
-    return squad.convert_examples_to_features(
-        examples, squad.tokenizer_ids_fn(tokenizer), tokenizer.cls_id, tokenizer.sep_id,
+    return squad_data.convert_examples_to_features(
+        examples, squad_data.tokenizer_ids_fn(tokenizer), tokenizer.cls_id, tokenizer.sep_id,
         max_seq_length=max_seq_length, doc_stride=doc_stride,
         max_query_length=max_query_length, is_training=training)
 
@@ -153,13 +153,13 @@ def _tokens(tokenizer, ids):
 
 
 def test_windows_labels_and_max_context(tokenizer):
-    examples = squad.examples_from_json(v1_data(), is_training=True)
+    examples = squad_data.examples_from_json(v1_data(), is_training=True)
     f = _features(tokenizer, examples, training=True)
     n = len(f["example_index"])
     for key in ("input_word_ids", "input_mask", "input_type_ids", "token_to_orig_map",
                 "token_is_max_context"):
         assert f[key].shape == (n, 16)
-    assert f["unique_ids"][0] == squad.FIRST_UNIQUE_ID
+    assert f["unique_ids"][0] == squad_data.FIRST_UNIQUE_ID
     expected_answers = {0: ["cafe", "muller"], 1: ["18", "##95"], 2: ["later"]}
     for ex_index in range(3):
         rows = np.flatnonzero(f["example_index"] == ex_index)
@@ -188,7 +188,7 @@ def test_windows_labels_and_max_context(tokenizer):
 
 
 def test_packing_of_one_window(tokenizer):
-    examples = squad.examples_from_json(v1_data(), is_training=False)[:1]
+    examples = squad_data.examples_from_json(v1_data(), is_training=False)[:1]
     f = _features(tokenizer, examples, training=False, max_seq_length=32, max_query_length=3)
     assert "start_positions" not in f
     assert len(f["example_index"]) == 1
@@ -202,7 +202,7 @@ def test_packing_of_one_window(tokenizer):
 
 
 def test_v2_features_point_impossible_at_cls(tokenizer):
-    examples = squad.examples_from_json(v2_data(), True, version_2_with_negative=True)
+    examples = squad_data.examples_from_json(v2_data(), True, version_2_with_negative=True)
     f = _features(tokenizer, examples, training=True, max_seq_length=32)
     rows = f["example_index"].tolist()
     assert rows == [0, 1]
@@ -213,14 +213,14 @@ def test_v2_features_point_impossible_at_cls(tokenizer):
 
 def test_max_seq_length_must_leave_room():
     with pytest.raises(ValueError, match="max_query_length"):
-        squad.convert_examples_to_features([], lambda t: [], 2, 3, max_seq_length=10,
+        squad_data.convert_examples_to_features([], lambda t: [], 2, 3, max_seq_length=10,
                                            max_query_length=7)
 
 
 def test_improve_answer_span_and_doc_spans():
-    assert squad.improve_answer_span([1, 2, 3, 2, 3], 0, 4, [2, 3]) == (1, 2)
-    assert squad.doc_spans(5, 5, 2) == [(0, 5)]
-    assert squad.doc_spans(7, 4, 2) == [(0, 4), (2, 4), (4, 3)]
+    assert squad_data.improve_answer_span([1, 2, 3, 2, 3], 0, 4, [2, 3]) == (1, 2)
+    assert squad_data.doc_spans(5, 5, 2) == [(0, 5)]
+    assert squad_data.doc_spans(7, 4, 2) == [(0, 4), (2, 4), (4, 3)]
 
 
 # ---------------------------------------------------------------------- answers
@@ -235,13 +235,13 @@ def _oracle_logits(features):
 
 
 def _postprocess(tokenizer, examples, features, start, end, **kwargs):
-    return squad.postprocess_predictions(
-        examples, features, start, end, id_to_token=squad.tokenizer_id_to_token(tokenizer),
-        basic_tokenize=squad.tokenizer_basic_fn(tokenizer), **kwargs)
+    return squad_postprocess.postprocess_predictions(
+        examples, features, start, end, id_to_token=squad_data.tokenizer_id_to_token(tokenizer),
+        basic_tokenize=squad_data.tokenizer_basic_fn(tokenizer), **kwargs)
 
 
 def test_oracle_logits_recover_original_text(tokenizer):
-    examples = squad.examples_from_json(v1_data(), is_training=True)
+    examples = squad_data.examples_from_json(v1_data(), is_training=True)
     f = _features(tokenizer, examples, training=True)
     start, end = _oracle_logits(f)
     predictions = _postprocess(tokenizer, examples, f, start, end, n_best_size=5)
@@ -255,7 +255,7 @@ def test_oracle_logits_recover_original_text(tokenizer):
 
 
 def test_postprocess_rules(tokenizer):
-    examples = squad.examples_from_json(v1_data(), is_training=False)[:1]
+    examples = squad_data.examples_from_json(v1_data(), is_training=False)[:1]
     f = _features(tokenizer, examples, training=False, max_seq_length=32)
     assert len(f["example_index"]) == 1
     doc = int(np.argmax(f["input_type_ids"][0]))          # position of "cafe"
@@ -279,7 +279,7 @@ def test_postprocess_rules(tokenizer):
 
 
 def test_non_max_context_window_is_ignored(tokenizer):
-    examples = squad.examples_from_json(v1_data(), is_training=False)[:1]
+    examples = squad_data.examples_from_json(v1_data(), is_training=False)[:1]
     f = _features(tokenizer, examples, training=False)
     # 16 doc pieces, 8 per window, stride 3: windows start at pieces 0, 3, 6, 9.
     assert f["doc_span_index"].tolist() == [0, 1, 2, 3]
@@ -297,7 +297,7 @@ def test_non_max_context_window_is_ignored(tokenizer):
 
 
 def test_v2_null_answer_and_threshold(tokenizer, tmp_path):
-    examples = squad.examples_from_json(v2_data(), False, version_2_with_negative=True)
+    examples = squad_data.examples_from_json(v2_data(), False, version_2_with_negative=True)
     f = _features(tokenizer, examples, training=False, max_seq_length=32)
     n = len(f["example_index"])
     start = np.zeros((n, 32), np.float32)
@@ -317,7 +317,7 @@ def test_v2_null_answer_and_threshold(tokenizer, tmp_path):
                        null_score_diff_threshold=5.0)
     assert [p.text for p in out] == ["on the mat", "on the mat"]
 
-    paths = squad.write_prediction_files(out, str(tmp_path), version_2_with_negative=True)
+    paths = squad_postprocess.write_prediction_files(out, str(tmp_path), version_2_with_negative=True)
     assert sorted(p.rsplit("/", 1)[1] for p in paths) == [
         "nbest_predictions.json", "null_odds.json", "predictions.json"]
     assert json.loads((tmp_path / "predictions.json").read_text()) == {
@@ -326,7 +326,7 @@ def test_v2_null_answer_and_threshold(tokenizer, tmp_path):
     nbest = json.loads((tmp_path / "nbest_predictions.json").read_text())
     assert nbest["pos"][0]["text"] == "on the mat"
 
-    results = squad.evaluate_predictions(out, examples, version_2_with_negative=True)
+    results = squad_postprocess.evaluate_predictions(out, examples, version_2_with_negative=True)
     assert results["exact_match"] == 50.0 and results["f1"] == 50.0
     assert results["HasAns_exact"] == 100.0 and results["NoAns_exact"] == 0.0
     # Odds: pos -2, neg 4 -> best threshold keeps pos, blanks neg.
@@ -334,16 +334,16 @@ def test_v2_null_answer_and_threshold(tokenizer, tmp_path):
 
 
 def test_get_final_text_cases():
-    assert squad.get_final_text("muller", "Müller,", ["muller", ","]) == "Müller"
+    assert squad_postprocess.get_final_text("muller", "Müller,", ["muller", ","]) == "Müller"
     # A prediction not found in the basic tokens falls back to the whole original text.
-    assert squad.get_final_text("zzz", "Müller,", ["muller", ","]) == "Müller,"
+    assert squad_postprocess.get_final_text("zzz", "Müller,", ["muller", ","]) == "Müller,"
     # Normalization that changes the length (here a fake) -> the whole original text.
-    assert squad.get_final_text("ab", "abc", ["ab"]) == "abc"
+    assert squad_postprocess.get_final_text("ab", "abc", ["ab"]) == "abc"
 
 
 def test_empty_context_gets_a_filler_answer(tokenizer):
     data = [{"paragraphs": [{"context": "   ", "qas": [_qa("e", "who?", answers=[])]}]}]
-    examples = squad.examples_from_json(data, False)
+    examples = squad_data.examples_from_json(data, False)
     f = _features(tokenizer, examples, training=False)
     assert len(f["example_index"]) == 0
     empty = np.zeros((0, 16), np.float32)
@@ -356,4 +356,4 @@ def test_malformed_answers_name_the_question():
     data = [{"paragraphs": [{"context": "a b", "qas": [
         {"id": "q7", "question": "?", "answers": [{"answer_start": 0}]}]}]}]
     with pytest.raises(TaskDataError, match="q7.*answers"):
-        squad.examples_from_json(data, is_training=False, source="dev.json")
+        squad_data.examples_from_json(data, is_training=False, source="dev.json")

@@ -109,3 +109,31 @@ def test_four_pairs_per_example_and_choice_head(tmp_path):
     assert task.evaluate(predictions, examples) == {"accuracy": 0.5}
     [path] = task.write_predictions(predictions, examples, str(tmp_path))
     assert open(path).read() == "index,prediction\n0,1\n1,3\n"
+
+
+def test_serving_equals_host_postprocess(tmp_path):
+    """The raw-text signature picks the ending postprocess picks, with the same logits."""
+    import tensorflow as tf
+
+    from bert_tf.tokenization import BertTokenizer
+    from tests.test_tasks_glue import tiny_task_model
+
+    words = sorted({w for row in ROWS for text in row[3:11] for w in
+                    text.lower().replace(".", " . ").replace(",", " , ").replace('"', ' " ')
+                    .split()})
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+    tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
+    write_csv(tmp_path / "val.csv", HEADER, ROWS)
+    task = make_task("swag", data_dir=str(tmp_path), tokenizer=tokenizer, max_seq_length=24)
+    examples = task.get_examples("dev")
+    model = tiny_task_model(task, len(words) + 5)
+    features = task.convert_examples(examples, "dev")
+    logits = model({k: features[k] for k in task.model_input_names})["logits"]
+    module = task.serving_module(model, tokenizer, 24)
+    got = module.serve_text(
+        tf.constant([e.context for e in examples]),
+        tf.constant([[f"{e.start_ending} {ending}".strip() for ending in e.endings]
+                     for e in examples]))
+    np.testing.assert_allclose(got["logits"], logits, atol=1e-5)
+    assert got["label_id"].numpy().tolist() == task.postprocess({"logits": logits})

@@ -80,10 +80,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import keras
 import numpy as np
 
-from bert_tf.layers.heads import ClassificationHead
+from bert_tf.constants import MODEL_INPUTS
 from bert_tf.errors import BertTfError
+from bert_tf.layers.heads import ClassificationHead
 
-MODEL_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 class TaskDataError(BertTfError, ValueError):
@@ -109,7 +109,7 @@ class TaskModel(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
-        inputs = {k: inputs[k] for k in MODEL_INPUT_NAMES if k in inputs}
+        inputs = {k: inputs[k] for k in MODEL_INPUTS if k in inputs}
         if self.num_choices:
             seq = keras.ops.shape(inputs["input_word_ids"])[-1]
             inputs = {k: keras.ops.reshape(v, (-1, seq)) for k, v in inputs.items()}
@@ -134,7 +134,7 @@ class Task:
     #: keys of the features dict that hold labels (fed to `loss`, written to TFRecords)
     label_names: Sequence[str] = ("label_ids",)
     #: the model inputs (also TFRecord features); multiple choice has an extra axis
-    model_input_names: Sequence[str] = MODEL_INPUT_NAMES
+    model_input_names: Sequence[str] = MODEL_INPUTS
     #: the metric `sweep` and "best checkpoint" pick by (a key of `evaluate`'s dict)
     primary_metric: str = "accuracy"
     #: the raw-text inputs of an exported serving signature ("text", "text_b")

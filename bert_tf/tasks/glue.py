@@ -19,7 +19,9 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import keras
 import numpy as np
+import tensorflow as tf
 
+from bert_tf import serving
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import Task, TaskDataError, make_head, sparse_ce, write_tsv_lines
 
@@ -186,6 +188,14 @@ class GlueTask(Task):
             return [float(v) for v in logits[:, 0]]
         return [self.labels[i] for i in np.argmax(logits, axis=-1)]
 
+    def serving_module(self, model, tokenizer, max_seq_length: int,
+                       text_signatures: bool = True) -> "ClassifierServing":
+        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        return ClassifierServing(model, tokenizer, max_seq_length,
+                                 None if self.is_regression else self.labels,
+                                 pair=len(self.text_input_names) == 2,
+                                 text_signatures=text_signatures)
+
     def evaluate(self, predictions, examples) -> Dict[str, float]:
         return self._scores(predictions, [e.label for e in examples])
 
@@ -213,6 +223,33 @@ class GlueTask(Task):
             value = (f"{prediction:.3f}" if self.is_regression else str(prediction))
             lines.append(f"{example.guid}\t{value}")
         return write_tsv_lines(path, lines)
+
+
+class ClassifierServing(serving.TaskServing):
+    """GLUE-style classifier / regressor: the in-graph `GlueTask.postprocess`.
+
+    Text signature: `text` (+ `text_b`) -> `logits` [b, C], `probabilities` [b, C],
+    `label_id` [b] int32, `label` [b] string (regression: `logits` [b, 1], `score` [b]).
+    The ids signature gives the same outputs on ids.
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length, labels, pair=False,
+                 text_signatures=True):
+        self.text_inputs = ("text", "text_b") if pair else ("text",)
+        super().__init__(model, tokenizer, max_seq_length, name="bert_classifier_serving",
+                         text_signatures=text_signatures)
+        self.labels = list(labels) if labels is not None else None
+        if self.labels is not None:
+            self.labels_asset = tf.saved_model.Asset(serving.write_labels(self.labels))
+            self._label_names = tf.constant(self.labels)
+
+    def from_ids(self, inputs):
+        logits = tf.cast(self._model(inputs)["logits"], tf.float32)
+        if self.labels is None:
+            return {"logits": logits, "score": logits[:, 0]}
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label_id": label_id, "label": tf.gather(self._label_names, label_id)}
 
 
 class ColaTask(GlueTask):

@@ -25,7 +25,9 @@ from typing import Dict, List, Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
+from bert_tf import serving
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import Task, TaskDataError, make_head, sparse_ce, write_tsv_lines
 
@@ -209,6 +211,12 @@ class Conll2003NerTask(Task):
                 CONLL2003_LABELS[best[row, position]]
         return predictions
 
+    def serving_module(self, model, tokenizer, max_seq_length: int,
+                       text_signatures: bool = True) -> "TaggerServing":
+        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        return TaggerServing(model, tokenizer, max_seq_length, self.label_list,
+                             text_signatures=text_signatures)
+
     def evaluate(self, predictions, examples) -> Dict[str, float]:
         return metrics_lib.entity_scores([e.tags for e in examples], predictions)
 
@@ -219,3 +227,130 @@ class Conll2003NerTask(Task):
             lines += [f"{w} {g} {p}" for w, g, p in zip(example.words, example.tags, tags)]
             lines.append("")
         return [write_tsv_lines(os.path.join(output_dir, self.submission_name), lines)]
+
+
+# ---------------------------------------------------------------------- serving
+def words_in_windows(word_row, word_pieces, nrows, room: int):
+    """`convert_examples`' windows in the graph: each row's words, in order, go into
+    consecutive windows of at most `room` pieces, a word never split (a word longer than
+    `room` keeps its first `room` pieces); a row without words still gets one window.
+
+    `word_row` [words] (row of each word, ascending), `word_pieces` [words] (its piece
+    count) -> (window of each word [words], global; windows per row [nrows]).
+
+    >>> w, n = words_in_windows(tf.constant([0, 0, 0, 2], tf.int64),
+    ...                         tf.constant([2, 3, 1, 9], tf.int64), 3, room=4)
+    >>> w.numpy().tolist(), n.numpy().tolist()
+    ([0, 1, 1, 3], [2, 1, 1])
+    """
+    word_row = tf.cast(word_row, tf.int64)
+    kept = tf.minimum(tf.cast(word_pieces, tf.int64), room)
+    # Pieces up to and including each word, counted from its row's start.
+    total = tf.cumsum(kept)
+    row_start = tf.math.unsorted_segment_min(total - kept, word_row, nrows)
+    upto = total - tf.gather(row_start, word_row)
+
+    def place(local, base, k):
+        # Greedy, as the host loop: the unplaced words that fit after `base` go to window k.
+        fits = (local < 0) & (upto - tf.gather(base, word_row) <= room)
+        local = tf.where(fits, k, local)
+        base = tf.maximum(base, tf.math.unsorted_segment_max(
+            tf.where(fits, upto, tf.zeros_like(upto)), word_row, nrows))
+        return local, base, k + 1
+
+    local, _, _ = tf.while_loop(
+        lambda local, base, k: tf.reduce_any(local < 0), place,
+        (-tf.ones_like(kept), tf.zeros([nrows], tf.int64), tf.constant(0, tf.int64)))
+    per_row = tf.maximum(tf.math.unsorted_segment_max(local, word_row, nrows) + 1, 1)
+    first = tf.cumsum(per_row, exclusive=True)
+    return tf.gather(first, word_row) + local, per_row
+
+
+class TaggerServing(serving.TaskServing):
+    """NER, the in-graph `Conll2003NerTask.convert_examples` + `postprocess`: per-word tags
+    from each word's first sub-token.
+
+    Text signature: `text` -> `words`, `tags` [b, max_words] strings ("" = padding),
+    `tag_ids` [b, max_words] int32, `start_char` / `end_char` [b, max_words] int32 code
+    point offsets into the input (end exclusive, -1 = padding), `num_words` [b].
+    A word is a whitespace-separated token of the input (as CoNLL words are) that has at
+    least one WordPiece; texts longer than a window are split into windows at word
+    boundaries exactly as fine-tuning split them, so every word gets a tag.
+    The ids signature returns `logits` [b, seq, C] and `tag_ids` [b, seq].
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length, labels, text_signatures=True):
+        super().__init__(model, tokenizer, max_seq_length, name="bert_tagger_serving",
+                         text_signatures=text_signatures)
+        self.labels = list(labels)
+        self.labels_asset = tf.saved_model.Asset(serving.write_labels(self.labels))
+        self._label_names = tf.constant(self.labels)
+
+    def from_ids(self, inputs):
+        logits = tf.cast(self._model(inputs)["logits"], tf.float32)
+        return {"logits": logits, "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    def encode(self, a, b=None):
+        return self._windows(a)[0]
+
+    def _windows(self, text):
+        """Packed windows, and per word: row, first piece's (window, position), offsets."""
+        from bert_tf.packing import pack_inputs
+
+        ids, starts, ends = self.tok.tokenize_with_offsets(text)
+        nrows = ids.nrows()
+        # A piece starts a new word when it is first in its row or a gap (whitespace)
+        # separates it from the previous piece; pieces of "U.S." or "don't" touch.
+        flat_start, flat_end = starts.flat_values, ends.flat_values
+        position_in_row = tf.ragged.range(ids.row_lengths()).flat_values
+        previous_end = tf.concat([[-1], flat_end[:-1]], 0)
+        new_word = tf.equal(position_in_row, 0) | (flat_start > previous_end)
+        word_of_piece = tf.cumsum(tf.cast(new_word, tf.int64)) - 1
+        num_words = tf.reduce_sum(tf.cast(new_word, tf.int64))
+        word_row = tf.boolean_mask(ids.value_rowids(), new_word)
+        word_first_piece = tf.boolean_mask(tf.range(tf.size(new_word, tf.int64)), new_word)
+        piece_in_word = tf.range(tf.size(new_word, tf.int64)) - tf.gather(
+            word_first_piece, word_of_piece)
+        pieces_per_word = tf.math.unsorted_segment_sum(
+            tf.ones_like(word_of_piece), word_of_piece, num_words)
+        room = self.max_seq_length - 2
+        word_window, per_row = words_in_windows(word_row, pieces_per_word, nrows, room)
+        keep = piece_in_word < room
+        windows = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(ids.flat_values, keep),
+            tf.boolean_mask(tf.gather(word_window, word_of_piece), keep),
+            nrows=tf.reduce_sum(per_row))
+        position = tf.ragged.range(windows.row_lengths()).flat_values + 1  # after [CLS]
+        first_position = tf.boolean_mask(position, tf.boolean_mask(new_word, keep))
+        inputs = serving.pad_to_bucket(
+            pack_inputs(windows, None, self.max_seq_length, self.tok.cls_id,
+                        self.tok.sep_id), self.max_seq_length)
+        inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()}
+        word_start = tf.boolean_mask(flat_start, new_word)
+        word_end = tf.math.unsorted_segment_max(flat_end, word_of_piece, num_words)
+        return inputs, word_row, word_window, first_position, word_start, word_end, nrows
+
+    def from_text(self, text, b=None):
+        (inputs, word_row, word_window, first_position, word_start, word_end,
+         nrows) = self._windows(text)
+        logits = self.from_ids(inputs)["logits"]
+        # postprocess' rule: a word's tag is the argmax at its first sub-token.
+        word_logits = tf.gather_nd(logits, tf.cast(
+            tf.stack([word_window, first_position], axis=1), tf.int32))
+        tag_ids = tf.argmax(word_logits, axis=-1, output_type=tf.int32)
+        words = tf.strings.substr(tf.gather(text, word_row), word_start, word_end - word_start)
+
+        def dense(values, default):
+            return tf.RaggedTensor.from_value_rowids(values, word_row, nrows=nrows).to_tensor(
+                default_value=default)
+
+        start_b, end_b = dense(word_start, 0), dense(word_end, 0)
+        valid = dense(tf.ones_like(word_start, tf.bool), False)
+        return {"words": dense(words, ""),
+                "tags": dense(tf.gather(self._label_names, tag_ids), ""),
+                "tag_ids": dense(tag_ids, -1),
+                "start_char": tf.where(valid, serving.bytes_to_chars(text, start_b), -1),
+                "end_char": tf.where(valid, serving.bytes_to_chars(text, end_b), -1),
+                "num_words": tf.cast(tf.math.bincount(
+                    tf.cast(word_row, tf.int32), minlength=tf.cast(nrows, tf.int32),
+                    maxlength=tf.cast(nrows, tf.int32)), tf.int32)}

@@ -21,9 +21,11 @@ import io
 import os
 from typing import Dict, List, Optional, Sequence
 
-import keras
 import numpy as np
+import tensorflow as tf
 
+from bert_tf import serving
+from bert_tf.constants import MODEL_INPUTS
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import Task, TaskDataError, TaskHead, sparse_ce, write_tsv_lines
 
@@ -155,6 +157,12 @@ class SwagTask(Task):
     def postprocess(self, outputs, features=None, examples=None) -> List[int]:
         return [int(i) for i in np.argmax(np.asarray(outputs["logits"]), axis=-1)]
 
+    def serving_module(self, model, tokenizer, max_seq_length: int,
+                       text_signatures: bool = True) -> "MultipleChoiceServing":
+        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        return MultipleChoiceServing(model, tokenizer, max_seq_length, self.num_choices,
+                                     text_signatures=text_signatures)
+
     def evaluate(self, predictions, examples) -> Dict[str, float]:
         return {"accuracy": metrics_lib.accuracy([e.label for e in examples], predictions)}
 
@@ -162,3 +170,55 @@ class SwagTask(Task):
         """`index,prediction` rows (the index column of the csv, else the row number)."""
         lines = ["index,prediction"] + [f"{e.guid},{p}" for e, p in zip(examples, predictions)]
         return [write_tsv_lines(os.path.join(output_dir, self.submission_name), lines)]
+
+
+class MultipleChoiceServing(serving.TaskServing):
+    """Multiple choice (SWAG), the in-graph `SwagTask.postprocess`: each (context, ending)
+    pair is scored from its [CLS] vector and a softmax over the choices picks one.
+
+    Text signature: `text` [b] (the context, segment A) and `endings` [b, num_choices]
+    (segment B of each pair: for SWAG the second sentence's start and the ending, joined by
+    a space, as finetune builds them) -> `logits` [b, num_choices], `probabilities`,
+    `label_id` [b] int32 (the chosen ending). The ids signature takes
+    [b, num_choices, seq] ids, masks and type ids and gives the same outputs.
+    """
+
+    text_inputs = ("text", "endings")
+
+    def __init__(self, model, tokenizer, max_seq_length, num_choices, text_signatures=True):
+        self.num_choices = int(num_choices)
+        super().__init__(model, tokenizer, max_seq_length, name="bert_multiple_choice_serving",
+                         text_signatures=text_signatures)
+        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=[
+            tf.TensorSpec([None, self.num_choices, None], tf.int32, name=n)
+            for n in MODEL_INPUTS])
+        if text_signatures:
+            self.serve_text = tf.function(self._serve_text_2, autograph=False, input_signature=[
+                serving.text_spec("text"),
+                tf.TensorSpec([None, self.num_choices], tf.string, name="endings")])
+
+    def _model(self, inputs):
+        ids = inputs["input_word_ids"]
+        flat = serving.check_length(tf.reshape(ids, [-1, tf.shape(ids)[-1]]),
+                                    self.max_positions)
+        inputs = dict(inputs, input_word_ids=tf.reshape(flat, tf.shape(ids)))
+        return self.model({k: inputs[k] for k in MODEL_INPUTS}, training=False)
+
+    def from_ids(self, inputs):
+        logits = tf.cast(self._model(inputs)["logits"], tf.float32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+    def encode(self, a, b=None):
+        # Every context once per choice, paired with its endings row by row.
+        contexts = tf.repeat(a, self.num_choices)
+        flat = serving.pad_to_bucket(serving.encode_text(
+            self.tok, contexts, tf.reshape(b, [-1]), self.max_seq_length), self.max_seq_length)
+        return {k: tf.reshape(v, [-1, self.num_choices, tf.shape(v)[-1]])
+                for k, v in flat.items()}
+
+    def warmup_texts(self) -> Dict[str, np.ndarray]:
+        endings = [[f"{b} ({k})".encode() for k in range(self.num_choices)]
+                   for b in serving.WARMUP_TEXTS_B]
+        return {"text": np.array([t.encode() for t in serving.WARMUP_TEXTS], dtype=object),
+                "endings": np.array(endings, dtype=object)}

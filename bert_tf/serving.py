@@ -1,0 +1,323 @@
+"""The serving modules' shared pieces: signatures, in-graph text encoding, padding.
+
+A serving module is a `tf.Module` whose signatures are plain `tf.function`s (DESIGN 2.5).
+`EncoderServing` serves a bare encoder; each task provides its own `TaskServing`
+subclass next to the host postprocessing it must equal (`GlueTask.serving_module`,
+`Conll2003NerTask.serving_module`, `SwagTask.serving_module`, `SquadTask.serving_module`).
+`bert_tf.export` writes them (version layout, warmup requests, atomic writing).
+
+Raw text is packed to the longest sequence of the request rounded up to one of a few
+fixed lengths (`SEQUENCE_BUCKETS`: 16, 32, 48, ..., 128, 192, ..., 512, capped at
+`max_seq_length`), not to `max_seq_length`:
+short requests cost what their length costs, and the model sees at most a handful of
+sequence lengths (no new kernels or compilations per request). Padded keys get -10000 in
+attention, so the outputs equal those of an unpadded run; per-token outputs are cut back
+to the longest sequence of the request.
+
+Example:
+
+>>> bucket_lengths(128)
+(16, 32, 48, 64, 80, 96, 112, 128)
+>>> mask = tf.sequence_mask([3, 18], 128, tf.int32)  # two texts of 3 and 18 pieces
+>>> {k: v.shape.as_list() for k, v in pad_to_bucket(
+...     {"input_word_ids": mask, "input_mask": mask, "input_type_ids": mask * 0}, 128).items()}
+{'input_word_ids': [2, 32], 'input_mask': [2, 32], 'input_type_ids': [2, 32]}
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Dict, List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.constants import MODEL_INPUTS
+
+SERVING_DEFAULT = "serving_default"
+IDS_SIGNATURE = "serving_ids"
+TEXT_SIGNATURE = "serving_text"
+LABELS_FILE = "labels.txt"
+
+#: The sequence lengths raw text is padded to (those below max_seq_length, then it):
+#: steps of 16 up to 128, of 64 above. Finer steps waste less on padding (real sentences
+#: are short: SST-2 dev has a median of 24 tokens, batches of 32 a longest row of 40-60);
+#: each length is one more shape the kernels are planned for, not a retrace.
+SEQUENCE_BUCKETS = tuple(range(16, 129, 16)) + tuple(range(192, 513, 64))
+
+#: Sentences the warmup requests are built from (mixed lengths, a pair, Korean).
+WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.",
+                "BERT serves raw text.",
+                "서울은 한국의 수도입니다.")
+WARMUP_TEXTS_B = ("A fast fox leaps over a dog.", "Tokenization happens in the graph.",
+                  "Seoul is the capital of Korea.")
+
+
+def bucket_lengths(max_seq_length: int) -> tuple:
+    """The padded lengths raw text can get: the buckets below `max_seq_length`, then it.
+
+    >>> bucket_lengths(100), bucket_lengths(16)
+    ((16, 32, 48, 64, 80, 96, 100), (16,))
+    """
+    return tuple(b for b in SEQUENCE_BUCKETS if b < max_seq_length) + (int(max_seq_length),)
+
+
+def pad_to_bucket(inputs: Dict[str, tf.Tensor], max_seq_length: int) -> Dict[str, tf.Tensor]:
+    """Cuts packed [batch, max_seq_length] inputs to the bucket that holds the longest row.
+
+    The columns past the longest row are padding in every row; keeping up to the next
+    bucket length (instead of exactly the longest) bounds the shapes the model runs on.
+    The returned tensors have that length as their static width when it is known.
+    """
+    used = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
+    used = tf.maximum(tf.cast(used, tf.int32), 0)
+    buckets = tf.constant(bucket_lengths(max_seq_length), tf.int32)
+    index = tf.minimum(tf.searchsorted(buckets, used[None], side="left")[0],
+                       len(bucket_lengths(max_seq_length)) - 1)
+    length = tf.minimum(buckets[index], tf.shape(inputs["input_mask"])[1])
+    return {k: v[:, :length] for k, v in inputs.items()}
+
+
+def used_length(inputs: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """The longest row of packed inputs (per-token outputs are cut back to it)."""
+    return tf.cast(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=-1)), tf.int32)
+
+
+def ids_spec() -> List[tf.TensorSpec]:
+    return [tf.TensorSpec([None, None], tf.int32, name=n) for n in MODEL_INPUTS]
+
+
+def text_spec(name: str) -> tf.TensorSpec:
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def check_length(word_ids: tf.Tensor, max_positions: int) -> tf.Tensor:
+    """Returns `word_ids` gated on a length check (use the result so the check runs first).
+
+    An over-long sequence would otherwise fail deep inside the position embeddings with a
+    shape error; the model's ops consume the returned tensor, so the assertion always
+    fires before them instead of racing them.
+    """
+    check = tf.debugging.assert_less_equal(
+        tf.shape(word_ids)[1], max_positions,
+        message=f"sequence longer than max_position_embeddings={max_positions}; "
+                f"truncate the ids or send raw text")
+    with tf.control_dependencies([check]):
+        return tf.identity(word_ids)
+
+
+class ServingModule(tf.Module):
+    """What every serving module holds: the Keras model (kept out of tracking: its
+    variables are saved once, as `_serving_variables`), the tokenizer, the ids signature
+    (`serve_ids`, calling `self._serve_ids`) and the lengths."""
+
+    def __init__(self, model, tokenizer, max_seq_length: int, max_positions: int, name: str,
+                 text_signatures: bool = True):
+        super().__init__(name=name)
+        self._keras_model = Untracked(model)
+        self.max_seq_length = int(max_seq_length)
+        self.max_positions = int(max_positions)
+        attach_tokenizer(self, tokenizer, text_signatures)
+        self.serve_ids = tf.function(self._serve_ids, autograph=False,
+                                     input_signature=ids_spec())
+
+    @property
+    def model(self):
+        return self._keras_model.value
+
+    @property
+    def tok(self):
+        """The tokenizer (saved with the module or only used at export time), or None."""
+        return tokenizer_of(self)
+
+
+class EncoderServing(ServingModule):
+    """The encoder behind plain tf.function signatures (and its tokenizer, if any).
+
+    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.encoder import BertEncoder
+    >>> enc = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                              num_attention_heads=2, intermediate_size=16))
+    >>> ids = tf.constant([[2, 5, 3]])
+    >>> out = EncoderServing(enc).serve_ids(ids, tf.ones_like(ids), tf.zeros_like(ids))
+    >>> sorted(out), out["pooled_output"].shape
+    (['pooled_output', 'sequence_output'], TensorShape([1, 8]))
+    """
+
+    def __init__(self, encoder, tokenizer=None, max_seq_length: int = 128,
+                 text_signatures: bool = True):
+        super().__init__(encoder, tokenizer, max_seq_length,
+                         encoder.config.max_position_embeddings, "bert_encoder_serving",
+                         text_signatures)
+        if tokenizer is not None and text_signatures:
+            self.serve_text = tf.function(self._serve_text, autograph=False,
+                                          input_signature=[text_spec("text")])
+
+    @property
+    def encoder(self):
+        return self.model
+
+    def _run(self, word_ids, mask, type_ids):
+        word_ids = check_length(word_ids, self.max_positions)
+        out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
+                            "input_type_ids": type_ids}, training=False)
+        return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
+
+    def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._run(input_word_ids, input_mask, input_type_ids)
+
+    def _serve_text(self, text):
+        packed = encode_text(self.tok, text, None, self.max_seq_length)
+        inputs = pad_to_bucket(packed, self.max_seq_length)
+        out = self._run(inputs["input_word_ids"], inputs["input_mask"],
+                        inputs["input_type_ids"])
+        out.update(inputs)
+        # Per-token outputs as long as the longest text (the bucket's padding cut off).
+        used = used_length(packed)
+        return {k: v if k == "pooled_output" else v[:, :used] for k, v in out.items()}
+
+    def signatures(self) -> Dict[str, Callable]:
+        sigs = {SERVING_DEFAULT: self.serve_ids}
+        if hasattr(self, "serve_text"):
+            sigs[TEXT_SIGNATURE] = self.serve_text
+        return sigs
+
+    def warmup_requests(self) -> List[tuple]:
+        """One real request per signature (ids made by this module's own tokenizer)."""
+        if self.tok is None:
+            vocab_size = self.encoder.config.vocab_size
+            ids = np.array([[1, 2, 3, 0], [1, 2, 0, 0]], np.int32) % vocab_size
+            ids_inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                          "input_type_ids": np.zeros_like(ids)}
+            return [(SERVING_DEFAULT, ids_inputs)]
+        text = np.array([t.encode() for t in WARMUP_TEXTS], dtype=object)
+        ids_inputs = {k: v.numpy() for k, v in pad_to_bucket(encode_text(
+            self.tok, tf.constant(text), None, self.max_seq_length), self.max_seq_length).items()}
+        requests = [(SERVING_DEFAULT, ids_inputs)]
+        if hasattr(self, "serve_text"):
+            requests.append((TEXT_SIGNATURE, {"text": text}))
+        return requests
+
+
+class Untracked:
+    """Holds an object out of tf.Module tracking (so it is not saved with the module)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def attach_tokenizer(module: tf.Module, tokenizer, text_signatures: bool) -> None:
+    # With raw-text signatures the tokenizer is saved with the module (its vocab becomes
+    # assets/vocab.txt). Without them it must stay out of the SavedModel entirely: its own
+    # tf.functions would otherwise be saved too and bring TF Text ops into the graph.
+    if tokenizer is None or text_signatures:
+        module.tokenizer = tokenizer
+        return
+    module._host_tokenizer = Untracked(tokenizer)
+    module.vocab_asset = tf.saved_model.Asset(tokenizer.vocab_file)
+
+
+def tokenizer_of(module: tf.Module):
+    host = getattr(module, "_host_tokenizer", None)
+    return host.value if host is not None else getattr(module, "tokenizer", None)
+
+
+def encode_text(tokenizer, text, text_b, max_seq_length: int) -> Dict[str, tf.Tensor]:
+    """Raw strings -> int32 model inputs in the graph, packed and truncated (not trimmed)."""
+    out = tokenizer.encode(text, text_b, max_seq_length=max_seq_length)
+    return {k: tf.cast(out[k], tf.int32) for k in MODEL_INPUTS}
+
+
+def write_labels(labels: Sequence[str]) -> str:
+    path = os.path.join(scratch_dir(), LABELS_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{label}\n" for label in labels))
+    return path
+
+
+def scratch_dir() -> str:
+    """A new temporary directory for files an export copies into the SavedModel."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="bert_tf_export_")
+
+
+def bytes_to_chars(texts, byte_offsets):
+    """Byte offsets [batch, n] into each text -> code point offsets (Python str indices).
+
+    Bytes that are not valid UTF-8 count as one character each (U+FFFD, as Python's
+    `bytes.decode("utf-8", "replace")` does for single bad bytes).
+    """
+    _, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")
+    starts = tf.cast(starts, tf.int64).to_tensor(default_value=np.iinfo(np.int64).max)
+    starts = tf.concat([starts, tf.fill([tf.shape(starts)[0], 1], np.iinfo(np.int64).max)], 1)
+    return tf.cast(tf.searchsorted(starts, tf.cast(byte_offsets, tf.int64), side="left"),
+                   tf.int32)
+
+
+class TaskServing(ServingModule):
+    """Common part of the task modules: the model on ids, the tokenizer, the signatures.
+
+    A task's module sets `text_inputs` (the raw-text signature's input names) and
+    defines `from_ids(inputs)` (model inputs -> outputs) and, when its raw-text outputs
+    need more than that, `from_text(*texts)`.
+    """
+
+    text_inputs: Sequence[str] = ("text",)
+
+    def __init__(self, model, tokenizer, max_seq_length: int, name: str,
+                 text_signatures: bool = True):
+        super().__init__(model, tokenizer, max_seq_length,
+                         model.encoder.config.max_position_embeddings, name, text_signatures)
+        if text_signatures:
+            text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
+            self.serve_text = tf.function(text_fn, autograph=False, input_signature=[
+                text_spec(n) for n in self.text_inputs])
+
+    def _model(self, inputs):
+        inputs = dict(inputs, input_word_ids=check_length(inputs["input_word_ids"],
+                                                           self.max_positions))
+        return self.model({k: inputs[k] for k in MODEL_INPUTS}, training=False)
+
+    def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self.from_ids({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                              "input_type_ids": input_type_ids})
+
+    def _serve_text_1(self, a):
+        return self.from_text(a)
+
+    def _serve_text_2(self, a, b):
+        return self.from_text(a, b)
+
+    def signatures(self) -> Dict[str, Callable]:
+        if not hasattr(self, "serve_text"):
+            return {SERVING_DEFAULT: self.serve_ids}
+        return {SERVING_DEFAULT: self.serve_text, IDS_SIGNATURE: self.serve_ids}
+
+    def warmup_texts(self) -> Dict[str, np.ndarray]:
+        texts = [WARMUP_TEXTS, WARMUP_TEXTS_B]
+        return {name: np.array([t.encode() for t in texts[i]], dtype=object)
+                for i, name in enumerate(self.text_inputs)}
+
+    def warmup_requests(self) -> List[tuple]:
+        """A real raw-text request and the ids it tokenizes to."""
+        text = self.warmup_texts()
+        args = [tf.constant(text[n]) for n in self.text_inputs]
+        ids = {k: v.numpy() for k, v in self.encode(*args).items()}
+        if not hasattr(self, "serve_text"):
+            return [(SERVING_DEFAULT, ids)]
+        return [(SERVING_DEFAULT, text), (IDS_SIGNATURE, ids)]
+
+    def encode(self, a, b=None):
+        """Raw text -> the model inputs, packed and padded to a bucket length."""
+        return pad_to_bucket(encode_text(self.tok, a, b, self.max_seq_length),
+                             self.max_seq_length)
+
+    def from_text(self, a, b=None):
+        return self.from_ids(self.encode(a, b))
+
+    def from_ids(self, inputs):
+        raise NotImplementedError
+
+
