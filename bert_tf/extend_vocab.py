@@ -208,9 +208,10 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
     from bert_tf import model_dir as md
+    from bert_tf.checkpoints.names import HEADS
 
     md.restore(resolved, {"encoder": model.encoder})
-    heads = [h for h in resolved.heads if h in ("masked_lm", "next_sentence")]
+    heads = [h for h in resolved.heads if h in HEADS]
     if heads:
         md.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
     return heads

@@ -301,8 +301,10 @@ class ResolvedModelDir:
         `next_sentence` (pretrain, convert_checkpoint) by their variables, `task_head`
         when task_config.json says the dir was fine-tuned (a head's variables may be
         listed under `optimizer/...` only)."""
+        from bert_tf.checkpoints.names import HEADS  # TF-free name tables
+
         children = {name.split("/")[0] for name in self.reader.get_variable_to_shape_map()}
-        found = tuple(h for h in ("masked_lm", "next_sentence") if h in children)
+        found = tuple(h for h in HEADS if h in children)
         return found + (("task_head",) if self.task_config is not None else ())
 
     def require(self, *, config: bool = True, vocab: bool = False) -> "ResolvedModelDir":

@@ -313,49 +313,48 @@ def checked(weights: BertWeights) -> BertWeights:
 def read_model_dir(path: str) -> BertWeights:
     """Reads a bert_tf model dir: the encoder, plus the pretraining heads (pretrain) or
     the task head and its task_config.json (finetune) when it has them.
+
+    The dir is read through `model_dir.resolve` (config, vocab, task config, heads; the
+    checkpoint index once, one restore); the casing is the one the dir records (None when
+    it records none).
     """
-    config = model_dir.find_config(path)
-    if config is None:
-        raise FileNotFoundError(f"{model_dir.model_dir_of(path)}: no "
-                                f"{model_dir.CONFIG_FILE}; is this a bert_tf model dir?")
-    prefix = model_dir.resolve_checkpoint(path)
-    children = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+    resolved = model_dir.resolve(path)
+    if resolved.config is None:
+        raise model_dir.ModelDirError(f"{model_dir.model_dir_of(path)}: no "
+                                      f"{model_dir.CONFIG_FILE}; is this a bert_tf model dir?")
+    prefix = resolved.checkpoint
+    children = {name.split("/")[0] for name in resolved.reader.get_variable_to_shape_map()}
     if "encoder" not in children:
         raise CheckpointFormatError(f"{prefix}: not a bert_tf checkpoint (no `encoder` child; "
                                     f"found {', '.join(sorted(children))})")
     from bert_tf.models import BertPretrainer
 
+    config, task_config = resolved.config, resolved.task_config
     model = BertPretrainer(config)
     objects = {"encoder": model.encoder}
     # The tied word embeddings are saved once, possibly under masked_lm/; either way the
     # object graph restores them into the encoder.
-    heads = tuple(h for h in HEADS if h in children)
+    heads = tuple(h for h in resolved.heads if h in HEADS)
     objects.update({h: getattr(model, h) for h in heads})
-    model_dir.restore(prefix, objects)
+    task_head = None
+    if task_config is not None:  # a fine-tuned dir (`resolved.heads` has task_head)
+        from bert_tf.tasks import task_from_config
+
+        task_head = task_from_config(task_config).build_head(config)
+        if not task_head.built:
+            task_head.build()
+        objects["task_head"] = task_head
+    model_dir.restore(resolved, objects)
     text = model_dir.read_tokenizer_config(path)
-    weights = weights_from_model(model, model_dir.find_vocab(path),
+    weights = weights_from_model(model, resolved.vocab_file,
                                  bool(text["do_lower_case"]) if "do_lower_case" in text else None)
     weights.heads = heads
     weights.strip_accents = text.get("strip_accents")
     weights.arrays = {k: v for k, v in weights.arrays.items()
                       if k.split("/")[0] not in HEADS or k.split("/")[0] in heads}
-    task_config = model_dir.read_task_config(path)
-    # Not `"task_head" in children`: a checkpoint lists each variable once, under its
-    # first path, which for a fine-tuned head is often `optimizer/...`.
-    if task_config is not None:
+    if task_head is not None:
         weights.task_config = task_config
-        weights.arrays.update(_read_task_head(prefix, config, task_config))
+        weights.arrays.update({f"task_head/dense/{v}": np.asarray(
+            getattr(task_head.dense, v).numpy(), np.float32) for v in ("kernel", "bias")})
     weights.sources = {k: f"{prefix}: `{k}`" for k in weights.arrays}
     return weights
-
-
-def _read_task_head(prefix: str, config: BertConfig, task_config: dict) -> Dict[str, np.ndarray]:
-    """The `task_head/...` arrays of a fine-tuned checkpoint, via the task's own head."""
-    from bert_tf.tasks import task_from_config
-
-    head = task_from_config(task_config).build_head(config)
-    if not head.built:
-        head.build()
-    model_dir.restore(prefix, {"task_head": head})
-    return {f"task_head/dense/{v}": np.asarray(getattr(head.dense, v).numpy(), np.float32)
-            for v in ("kernel", "bias")}
