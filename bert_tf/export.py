@@ -306,41 +306,38 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
         resolved.require(config=True)
     except model_dir.ModelDirError as e:
         raise ExportError(str(e)) from None
-    config, vocab_file, text = resolved.config, resolved.vocab_file, resolved.text
-    task_config = resolved.task_config
-    if task_config is None:
+    vocab_file, text = resolved.vocab_file, resolved.text
+    if resolved.task_config is None:
         encoder = model_dir.load_encoder(resolved)
         return export_encoder(encoder, export_dir, vocab_file=vocab_file,
                               do_lower_case=text.do_lower_case,
                               strip_accents=text.strip_accents, max_seq_length=max_seq_length,
                               version=version, text_signatures=text_signatures,
                               text_settings=text if vocab_file else None)
-    return export_task_dir(init_checkpoint, export_dir, config=config,
-                           task_config=task_config, vocab_file=vocab_file,
-                           do_lower_case=text.do_lower_case, max_seq_length=max_seq_length,
-                           version=version, text_signatures=text_signatures,
-                           strip_accents=text.strip_accents, text_settings=text)
+    return export_task_dir(resolved, export_dir, max_seq_length=max_seq_length,
+                           version=version, text_signatures=text_signatures)
 
 
-def export_task_dir(init_checkpoint, export_dir, *, config, task_config, vocab_file,
-                    do_lower_case, max_seq_length=None, version=None,
-                    text_signatures=True, strip_accents=None, text_settings=None) -> str:
-    """Rebuilds a fine-tuned model from task_config.json with the task's own
-    `build_model`, restores `encoder` + `task_head` and exports it."""
+def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
+                    text_signatures=True) -> str:
+    """Rebuilds a fine-tuned model (`resolved`: a `model_dir.resolve` result with a task
+    config) with the task's own `build_model`, restores `encoder` + `task_head` (the
+    index already read by `resolved`) and exports it."""
     from bert_tf import model_dir
     from bert_tf.encoder import BertEncoder
     from bert_tf.tasks import task_from_config
 
-    if not vocab_file:
-        raise ExportError(f"{model_dir.model_dir_of(init_checkpoint)}: no {model_dir.VOCAB_FILE}; "
-                          f"a task export tokenizes raw text in the graph, pass --vocab_file")
-    tokenizer = make_tokenizer(vocab_file, do_lower_case, strip_accents)
+    config, task_config, text = resolved.config, resolved.task_config, resolved.text
+    if not resolved.vocab_file:
+        raise ExportError(f"{resolved.directory}: no {model_dir.VOCAB_FILE}; a task export "
+                          f"tokenizes raw text in the graph, pass --vocab_file")
+    tokenizer = make_tokenizer(resolved.vocab_file, text.do_lower_case, text.strip_accents)
     task = task_from_config(task_config, tokenizer)
     model = task.build_model(BertEncoder(config, name="encoder"))
-    model_dir.restore(init_checkpoint, model.checkpoint_items())
+    model_dir.restore(resolved, model.checkpoint_items())
     length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
     module = task_serving_module(task, model, tokenizer, length, text_signatures)
-    return export_module(module, export_dir, version, text_settings)
+    return export_module(module, export_dir, version, text)
 
 
 def task_serving_module(task, model, tokenizer, max_seq_length: int,
