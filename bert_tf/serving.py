@@ -69,11 +69,10 @@ def pad_to_bucket(inputs: Dict[str, tf.Tensor], max_seq_length: int) -> Dict[str
     bucket length (instead of exactly the longest) bounds the shapes the model runs on.
     The returned tensors have that length as their static width when it is known.
     """
-    used = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1))
-    used = tf.maximum(tf.cast(used, tf.int32), 0)
-    buckets = tf.constant(bucket_lengths(max_seq_length), tf.int32)
-    index = tf.minimum(tf.searchsorted(buckets, used[None], side="left")[0],
-                       len(bucket_lengths(max_seq_length)) - 1)
+    used = tf.maximum(used_length(inputs), 0)
+    lengths = bucket_lengths(max_seq_length)
+    buckets = tf.constant(lengths, tf.int32)
+    index = tf.minimum(tf.searchsorted(buckets, used[None], side="left")[0], len(lengths) - 1)
     length = tf.minimum(buckets[index], tf.shape(inputs["input_mask"])[1])
     return {k: v[:, :length] for k, v in inputs.items()}
 

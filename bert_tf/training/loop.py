@@ -175,7 +175,8 @@ class InferenceLoop:
 
         With `length_buckets` (inputs [rows, seq] with an `input_mask`), rows run in
         batches cut to the shortest bucket length that holds them; outputs with the
-        batch's sequence length on axis 1 (per-token outputs) are padded back to seq. When every row falls in one bucket, nothing is cut (so no output can be
+        batch's sequence length on axis 1 (per-token outputs) are padded back to seq.
+        When every row falls in one bucket, nothing is cut (so no output can be
         mistaken for a per-token one). The padding value is PADDED_OUTPUT_VALUE: as a
         logit (the tasks' outputs are logits) a padded position is never a best
         candidate (SQuAD's n-best spans, a tag's argmax).
@@ -194,7 +195,7 @@ class InferenceLoop:
             if len(used) > 1:
                 groups = [(np.flatnonzero(bucket == b), bounds[b]) for b in used]
         results = [self._predict_batches({k: v[rows][..., :width] for k, v in inputs.items()},
-                                         rows, batch_size) for rows, width in groups]
+                                         batch_size) for rows, width in groups]
         widths = [width for _, width in groups]
         keep = np.argsort(np.concatenate([rows for rows, _ in groups]))
         merged = {}
@@ -210,10 +211,10 @@ class InferenceLoop:
             merged[key] = np.concatenate(values)[keep]
         return merged
 
-    def _predict_batches(self, inputs, row_ids, batch_size) -> Dict[str, np.ndarray]:
+    def _predict_batches(self, inputs, batch_size) -> Dict[str, np.ndarray]:
         """`fn` over `inputs` (same shapes per row) in static batches; outputs in order."""
         strategy = self.strategy
-        n = len(row_ids)
+        n = len(next(iter(inputs.values())))
         extra = (-n) % batch_size
         if extra:
             inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
