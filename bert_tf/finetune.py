@@ -137,11 +137,12 @@ def run(config: FinetuneConfig) -> Dict:
         from bert_tf.encoder import BertEncoder
 
         model = task.build_model(BertEncoder(resolved.config, name="encoder"))
-    init_items = _check_start_point(config, resolved, model, task)
+    _restore_start_point(config, resolved, model, task)
     buckets = config.length_buckets(strategy)
     training = _training_data(config, task, buckets) if config.do_train else None
     trainer = _make_trainer(config, model, task, strategy, training)
-    step = trainer.restore_or_initialize(config.init_checkpoint, init_required=init_items)
+    resumed = trainer.resume()  # a rerun continues from --output_dir's checkpoint
+    step = 0 if resumed is None else resumed
     train_speed = _train(config, task, trainer, training, step) if training else {}
     results = {}
     if config.do_eval:
@@ -183,11 +184,12 @@ def _write_model_dir_metadata(config: FinetuneConfig, resolved, task, strategy) 
             json.dump(task.task_config(), f, indent=2)
 
 
-def _check_start_point(config: FinetuneConfig, resolved, model, task) -> Optional[dict]:
-    """What --init_checkpoint must provide (None without one): the encoder, plus the head
-    when it is a model dir fine-tuned on this very task (same labels). Read now, unless
-    resuming: a checkpoint of another size fails here, naming both shapes, before minutes
-    of feature conversion."""
+def _restore_start_point(config: FinetuneConfig, resolved, model, task) -> None:
+    """Restores what --init_checkpoint provides, unless --output_dir holds a checkpoint to
+    resume from: the encoder, plus the head when it is a model dir fine-tuned on this very
+    task (same labels). Done before feature conversion, so a checkpoint of another size
+    fails at once, naming both shapes; the Trainer then only resumes (it does not read
+    the start point a second time)."""
     import tensorflow as tf
 
     from bert_tf import model_dir as md
@@ -199,7 +201,7 @@ def _check_start_point(config: FinetuneConfig, resolved, model, task) -> Optiona
                 raise FinetuneError(f"no checkpoint in --output_dir={config.output_dir} and "
                                     f"no --init_checkpoint: nothing to evaluate")
             logging.warning("no --init_checkpoint: fine-tuning from random weights")
-        return None
+        return
     items = {"encoder": model.encoder}
     recorded = resolved.task_config
     if recorded:
@@ -210,14 +212,15 @@ def _check_start_point(config: FinetuneConfig, resolved, model, task) -> Optiona
             logging.info("init_checkpoint was fine-tuned on %s: using its encoder only",
                          recorded.get("task_name"))
     if not resuming:
-        md.restore(resolved, items)
+        prefix = md.restore(resolved, items)
+        logging.info("started fresh at step 0 from init_checkpoint %s (%s)", prefix,
+                     " + ".join(items))
         if not config.do_train and "task_head" not in items:
             raise FinetuneError(
                 f"--init_checkpoint={config.init_checkpoint} holds no {task.name} head (it "
                 f"is a pretrained or converted model, or was fine-tuned on another task): "
                 f"--do_eval/--do_predict without --do_train would score a random head; add "
                 f"--do_train, or pass the output dir of a {task.name} fine-tuning run")
-    return items
 
 
 @dataclasses.dataclass

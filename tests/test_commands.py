@@ -99,8 +99,15 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
         assert json.load(f)["do_lower_case"] is False
 
 
-def test_finetune_run_in_process(cased_dir, tmp_path):
-    """run(config) trains, evaluates and leaves a model dir recording what it resolved."""
+def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
+    """run(config) trains, evaluates and leaves a model dir recording what it resolved;
+    it reads --init_checkpoint once (before feature conversion, not again in the Trainer)."""
+    import tensorflow as tf
+
+    reads = []
+    read = tf.train.Checkpoint.read
+    monkeypatch.setattr(tf.train.Checkpoint, "read",
+                        lambda self, path, **kw: reads.append(str(path)) or read(self, path, **kw))
     out = tmp_path / "out"
     config = finetune.FinetuneConfig.from_flags(flags_common.parse_args(
         finetune.define_flags,
@@ -111,6 +118,8 @@ def test_finetune_run_in_process(cased_dir, tmp_path):
     assert config.max_seq_length == 8 and config.task.task_name == "SST-2"
     results = finetune.run(config)
     assert results["global_step"] == 2 and 0 <= results["accuracy"] <= 1
+    assert [path for path in reads if str(cased_dir / "init") in path] == [
+        model_dir.resolve_checkpoint(str(cased_dir / "init"))]
     assert json.loads((out / "eval_results.json").read_text())["eval_examples"] == 4
     recorded = model_dir.resolve(str(out))
     assert recorded.text.do_lower_case is False and recorded.task_config["task_name"] == "SST-2"

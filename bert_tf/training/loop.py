@@ -384,12 +384,8 @@ class Trainer:
         mismatches raise model_dir.CheckpointMismatchError naming the variable.
         Logs and returns the step training continues from.
         """
-        latest = tf.train.latest_checkpoint(self.output_dir)
-        if latest:
-            status = self.checkpoint.read(latest)
-            status.assert_existing_objects_matched()
-            step = int(self.step.numpy())
-            logging.info("resumed from step %d (%s)", step, latest)
+        step = self.resume()
+        if step is not None:
             return step
         if init_checkpoint:
             required = dict(init_required or self.checkpoint_items)
@@ -400,6 +396,20 @@ class Trainer:
         else:
             logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
         return int(self.step.numpy())
+
+    def resume(self) -> Optional[int]:
+        """Restores model, optimizer and step from the latest checkpoint in output_dir and
+        returns the step, or returns None when there is none (the caller then starts the
+        model from where it chose, e.g. a start point it restored before building the
+        Trainer: finetune checks --init_checkpoint before feature conversion)."""
+        latest = tf.train.latest_checkpoint(self.output_dir)
+        if not latest:
+            return None
+        status = self.checkpoint.read(latest)
+        status.assert_existing_objects_matched()
+        step = int(self.step.numpy())
+        logging.info("resumed from step %d (%s)", step, latest)
+        return step
 
     def save(self) -> Optional[str]:
         """Saves model, optimizer and step; returns the path (chief) or None."""
