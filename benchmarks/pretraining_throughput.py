@@ -8,7 +8,7 @@ utilisation, MFU)?
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/pretraining_throughput.py \
         [--models=bert_mini,bert_small] [--batch_size=32] [--seq_length=128] \
-        [--steps=10] [--repeats=3] [--skip_peer]
+        [--steps=10] [--repeats=3] [--skip_peer] [--profile_dir=DIR]
 
 Both sides get the same synthetic batch (random ids, full-length sequences, 20 masked
 positions), so no input pipeline is measured. Ours runs through `Trainer.train` (the
@@ -27,6 +27,10 @@ load average exceeds the core count, a warning says that the figures (and the pe
 depressed. Model FLOPs count the matmuls of a training step (3x forward): per layer
 QKV/output projections, attention scores and context, feed-forward; pooler; the masked-LM
 transform and vocabulary projection at the 20 positions.
+
+With --profile_dir, one more --steps run of ours and of keras-hub (no XLA) is traced
+with the TF profiler after the timing, and the kernel time per step is printed by phase
+(forward, backward, update) and op type (benchmarks/op_profile.py).
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import op_profile  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bert_tf.config import BertConfig  # noqa: E402
@@ -196,6 +202,9 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip_peer", action="store_true")
+    parser.add_argument("--profile_dir", default=None,
+                        help="trace one more run of ours and keras-hub (no XLA) here and "
+                             "print where the step's time goes")
     args = parser.parse_args()
 
     names = args.models.split(",")
@@ -245,6 +254,16 @@ def main():
                   f"without XLA: {results['bert_tf'] / results['keras-hub']:.2f}x; "
                   f"with XLA: {results['bert_tf +XLA'] / results['keras-hub +XLA']:.2f}x",
                   flush=True)
+        if args.profile_dir:
+            for label in ("bert_tf", "keras-hub"):
+                if label not in contestants:
+                    continue
+                logdir = os.path.join(args.profile_dir, name, label.replace("-", "_"))
+                with op_profile.trace(logdir) as timing:
+                    contestants[label]()
+                print(f"--- {name} {label}: where one step's time goes ({args.steps} steps "
+                      f"traced)\n" + op_profile.table(op_profile.read(logdir), args.steps,
+                                                      timing["wall_s"]), flush=True)
     print(f"best float32 matmul peak (1024^3 bursts): {peak.best:.1f} GFLOP/s; "
           f"load average at end: {os.getloadavg()[0]:.2f}")
 
