@@ -104,9 +104,9 @@ def export_models(work_dir: str) -> dict:
         if name == "encoder":
             out[name] = export.export_model_dir(src, export_dir, max_seq_length=SEQ)
             continue
-        config = model_dir.find_config(src)
-        text = model_dir.resolve_text_settings([src], model_dir.find_vocab(src))
-        tokenizer = export.make_tokenizer(model_dir.find_vocab(src), text.do_lower_case,
+        resolved = model_dir.resolve(src)
+        config, text = resolved.config, resolved.text
+        tokenizer = export.make_tokenizer(resolved.vocab_file, text.do_lower_case,
                                           text.strip_accents)
         task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
         model = task.build_model(model_dir.load_encoder(src, config))

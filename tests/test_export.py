@@ -300,3 +300,16 @@ def test_each_weight_is_saved_once(exported):
     shapes = reader.get_variable_to_shape_map()
     saved = sum(int(np.prod(s)) for k, s in shapes.items() if k != "_CHECKPOINTABLE_OBJECT_GRAPH")
     assert saved == encoder.count_params()
+
+
+def test_export_runs_the_fused_attention(exported):
+    # The serving fast path (bert_tf.serving.fuse_attention_for_inference): each layer's
+    # query/key/value saved as one [H, 3H] kernel, no separate [H, H] query/key/value
+    # kernels (only each layer's attention output and the pooler are [H, H]);
+    # test_ids_signature_matches_keras checks it against the training-path encoder.
+    _, path, _ = exported
+    loaded = tf.saved_model.load(path)
+    shapes = [tuple(v.shape) for v in loaded.signatures[export.SERVING_DEFAULT].variables]
+    hidden, layers = TINY.hidden_size, TINY.num_hidden_layers
+    assert shapes.count((hidden, 3 * hidden)) == layers
+    assert shapes.count((hidden, hidden)) == layers + 1

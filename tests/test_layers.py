@@ -84,6 +84,32 @@ def test_attention_masks_padded_keys_only():
         layers.BertSelfAttention(hidden_size=10, num_heads=3)
 
 
+def test_attention_fused_for_inference_equals_three_matmuls():
+    layer = layers.BertSelfAttention(hidden_size=16, num_heads=4, attention_dropout_rate=0.1)
+    x = RNG.normal(size=(3, 7, 16)).astype("float32")
+    bias = layers.attention_bias_from_mask(np.array([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5]))
+    want = np.asarray(layer(x, bias, training=False))
+    names = sorted(v.path for v in layer.weights)
+    layer.fuse_for_inference()
+    np.testing.assert_allclose(np.asarray(layer(x, bias, training=False)), want, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(layer(x[:1, :1], bias[:1, :, :, :1])),
+                               np.asarray(layer(x[:1, :1], bias[:1, :, :, :1],
+                                                return_probs=True)[0]), atol=1e-5)
+    # The snapshot is no weight of the layer: same weights, same checkpoint.
+    assert sorted(v.path for v in layer.weights) == names
+    assert not [v for v in tf.train.Checkpoint(layer=layer)._checkpoint_dependencies
+                if "fused" in v.name]
+    # Training keeps the three separate kernels: it sees a changed query kernel ...
+    layer.query.kernel.assign(RNG.normal(size=(16, 16)).astype("float32") * 3)
+    layer.dropout.rate = 0.0
+    trained = np.asarray(layer(x, bias, training=True))
+    assert np.abs(trained - want).max() > 0.1 * np.abs(want).max()
+    # ... and a graph trace of the fused call runs one matmul for query, key and value.
+    graph = tf.function(lambda t: layer(t, bias)).get_concrete_function(
+        tf.TensorSpec([3, 7, 16], tf.float32)).graph
+    assert sum(op.type == "MatMul" for op in graph.get_operations()) == 2  # qkv, output
+
+
 def test_transformer_block_and_pooler():
     block = layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16,
                                     hidden_act="gelu_approximate", hidden_dropout_rate=0.0,
