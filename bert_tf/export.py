@@ -55,7 +55,8 @@ import tensorflow as tf
 from bert_tf.constants import length_delimited as _field
 from bert_tf.errors import BertTfError
 from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE,  # noqa: F401
-                             SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing, scratch_dir)
+                             SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
+                             attention_fused_for_inference, scratch_dir)
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 
@@ -229,8 +230,10 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     """
     extra = ({"tokenizer_config.json": json.dumps(text_settings.to_json())}
              if text_settings is not None else None)
-    return save_versioned(module, module.signatures(), export_dir, version,
-                          warmup_requests=module.warmup_requests(), extra_files=extra)
+    # Traced (and saved) with the attention's query/key/value fused: the serving fast path.
+    with attention_fused_for_inference(module.model):
+        return save_versioned(module, module.signatures(), export_dir, version,
+                              warmup_requests=module.warmup_requests(), extra_files=extra)
 
 
 def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable, Dict, List, Sequence
 
@@ -105,19 +106,23 @@ def check_length(word_ids: tf.Tensor, max_positions: int) -> tf.Tensor:
         return tf.identity(word_ids)
 
 
-def fuse_attention_for_inference(model) -> int:
-    """Fuses the query/key/value weights of every attention layer in `model` for its
-    inference calls (`BertSelfAttention.fuse_for_inference`); returns how many.
+@contextlib.contextmanager
+def attention_fused_for_inference(model):
+    """Within the block, the attention layers of `model` run their inference calls with
+    query/key/value fused (`BertSelfAttention.fuse_for_inference`); yields how many.
 
-    Serving modules call it on the model they serve: at batch 1 the attention's small
-    ops (three matmuls, four transposes per layer) cost more in dispatch than in math.
-    The model's training calls and its checkpoint are unchanged.
+    Exports trace their serving functions inside it (`export.export_module`): at batch 1
+    the attention's small ops (three matmuls, four transposes per layer) cost more in
+    dispatch than in math. On exit the snapshots are dropped, so the model's later calls
+    follow its weights again (a model trained further after an export is not served
+    stale weights by Python callers); the traced functions keep what they captured.
 
     >>> from bert_tf.config import BertConfig
     >>> from bert_tf.encoder import BertEncoder
-    >>> fuse_attention_for_inference(BertEncoder(BertConfig(
-    ...     vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-    ...     intermediate_size=16)))
+    >>> encoder = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2,
+    ...                                  num_attention_heads=2, intermediate_size=16))
+    >>> with attention_fused_for_inference(encoder) as fused:
+    ...     fused
     2
     """
     from bert_tf.layers import BertSelfAttention
@@ -126,19 +131,22 @@ def fuse_attention_for_inference(model) -> int:
                  if isinstance(layer, BertSelfAttention)]
     for layer in attention:
         layer.fuse_for_inference()
-    return len(attention)
+    try:
+        yield len(attention)
+    finally:
+        for layer in attention:
+            layer.unfuse_for_inference()
 
 
 class ServingModule(tf.Module):
     """What every serving module holds: the Keras model (kept out of tracking: its
-    variables are saved once, as `_serving_variables`; its attention fused for inference,
-    see `fuse_attention_for_inference`), the tokenizer, the ids signature (`serve_ids`,
-    calling `self._serve_ids`) and the lengths."""
+    variables are saved once, as `_serving_variables`; its attention fused while an
+    export traces, see `attention_fused_for_inference`), the tokenizer, the ids signature
+    (`serve_ids`, calling `self._serve_ids`) and the lengths."""
 
     def __init__(self, model, tokenizer, max_seq_length: int, max_positions: int, name: str,
                  text_signatures: bool = True):
         super().__init__(name=name)
-        fuse_attention_for_inference(model)
         self._keras_model = Untracked(model)
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(max_positions)

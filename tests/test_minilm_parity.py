@@ -90,14 +90,15 @@ def test_minilm_round_trip_through_tf1_is_identical(models, tmp_path):
 def test_minilm_fused_for_inference_equals_the_encoder(models, pad_to):
     """The serving fast path (query/key/value fused at export) on the real weights: the
     same outputs as the training-path encoder within 1e-5, every layer."""
-    from bert_tf.serving import fuse_attention_for_inference
+    from bert_tf.serving import attention_fused_for_inference
 
     encoder, _, tokenizer, source = models
-    fused = bert_tf.load_encoder(str(source))
-    assert fuse_attention_for_inference(fused) == 6
     ids, mask, types = _batch(tokenizer, pad_to)
     inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
-    want, got = encoder(inputs, training=False), fused(inputs, training=False)
+    with attention_fused_for_inference(encoder) as fused_layers:
+        assert fused_layers == 6
+        got = encoder(inputs, training=False)
+    want = encoder(inputs, training=False)  # unfused again: the training path's layers
     for key in ("sequence_output", "pooled_output"):
         np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-5)
     for a, b in zip(got["encoder_outputs"], want["encoder_outputs"]):

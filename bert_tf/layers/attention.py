@@ -58,11 +58,12 @@ class BertSelfAttention(keras.layers.Layer):
     For serving, `fuse_for_inference()` snapshots the query/key/value weights into one
     [hidden, 3 * hidden] kernel; inference calls then run one matmul and one head
     transpose for all three instead of three of each (the same outputs; training calls
-    are unchanged):
+    are unchanged) until `unfuse_for_inference()`:
 
     >>> layer.fuse_for_inference()
     >>> bool(np.allclose(layer(x), out, atol=1e-5))
     True
+    >>> layer.unfuse_for_inference()
     """
 
     def __init__(self, hidden_size, num_heads, initializer_range=0.02,
@@ -97,11 +98,11 @@ class BertSelfAttention(keras.layers.Layer):
     def fuse_for_inference(self):
         """Snapshots query, key and value into one kernel and bias for inference calls.
 
-        Meant for export (`bert_tf.serving` calls it on the model it serves): the snapshot
-        does not follow later changes of the weights, and is not part of the layer's
-        checkpoint (the variables keep their names; a SavedModel saves what its
-        functions use). Calls with `training=True` or `return_probs=True` keep the
-        three separate matmuls.
+        Meant for export (`bert_tf.serving.attention_fused_for_inference` fuses while an
+        export traces its functions, then unfuses): the snapshot does not follow later
+        changes of the weights, and is not part of the layer's checkpoint (the variables
+        keep their names; a SavedModel saves what its functions use). Calls with
+        `training=True` or `return_probs=True` keep the three separate matmuls.
         """
         dense = (self.query, self.key, self.value)
         kernel = tf.concat([tf.convert_to_tensor(d.kernel) for d in dense], axis=1)
@@ -109,6 +110,11 @@ class BertSelfAttention(keras.layers.Layer):
         # A plain holder, not an attribute Keras or tf.train.Checkpoint would track.
         self._fused = _FusedQKV(tf.Variable(kernel, trainable=False, name="fused_qkv_kernel"),
                                 tf.Variable(bias, trainable=False, name="fused_qkv_bias"))
+
+    def unfuse_for_inference(self):
+        """Drops the snapshot: inference calls read the three kernels again (functions
+        traced while fused keep the snapshot they captured)."""
+        self._fused = None
 
     def _fused_inference(self, hidden_states, attention_bias):
         # One [tokens, 3H] matmul (+bias), one transpose to [3, batch, heads, seq, size],
