@@ -18,9 +18,20 @@ so is the schedule: ours runs with `--decay_from_warmup_end`, as
 get_linear_schedule_with_warmup decays (pass `--no-decay_from_warmup_end` for the original
 BERT schedule, which decays from step 0: 10% lower rate right after warmup).
 
+keras-hub is the third contestant (`--keras_hub`, each variant in its own process):
+BertBackbone.from_preset(the same HF MiniLM directory) + BertTextClassifier (CoNLL: dropout
++ Dense on the sequence output), compile(jit_compile=True for the `xla` variants) and fit
+with the reference's recipe (keras AdamW, decay off LayerNorm/bias, global_clipnorm 1.0,
+the same warmup + linear decay), fed the same token ids; keras-hub has no length grouping,
+so the plain variants pad every row to max_seq_length and the `_buckets` variants are fed
+bert_tf's length buckets (bucket_by_length). onnxruntime is an inference engine and is
+not a contestant here (see benchmarks/README.md).
+
 Speed = training examples per second in steady state (ours: the last training loop,
-after tracing; reference: after its first 5 steps), plus the total training wall time.
-Both run on the same CPU threads (torch.set_num_threads = os.cpu_count()).
+after tracing; reference and keras-hub: after their first 5 steps), plus the total
+training wall time. All run on the same CPU threads (torch.set_num_threads =
+os.cpu_count()). `--isa_cap=avx2` caps every contestant's kernels to AVX2 (oneDNN,
+PyTorch's ATen and MKL, XLA; see ISA_CAPS) to emulate a CPU without AVX-512.
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/finetune_quality.py \
         --tasks=SST-2,MRPC,STS-B --sst2_train_examples=4000 --work_dir=/tmp/ft_bench
@@ -70,7 +81,7 @@ def convert(work_dir: str) -> str:
 
 
 def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs, n_train,
-             n_eval, seed, optimizer, decay_from_warmup_end, batch_size=32):
+             n_eval, seed, optimizer, decay_from_warmup_end, batch_size=32, jit_compile=None):
     results_file = os.path.join(out_dir, "eval_results.json")
     if not os.path.exists(results_file):
         command = [sys.executable, "-m", "bert_tf.finetune", f"--task_name={task_name}",
@@ -83,6 +94,8 @@ def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs,
                    f"--optimizer={optimizer}"]
         if decay_from_warmup_end:
             command.append("--decay_from_warmup_end")
+        if jit_compile is not None:  # else finetune's default (XLA on CPUs without AVX-512)
+            command.append("--jit_compile" if jit_compile else "--nojit_compile")
         if n_train:
             command.append(f"--max_train_examples={n_train}")
         if n_eval:
@@ -455,6 +468,9 @@ def main():
     parser.add_argument("--isa_cap", default="", choices=["", *sorted(ISA_CAPS)],
                         help="cap every contestant's CPU instruction set (oneDNN, PyTorch "
                              "ATen and MKL, XLA codegen) to emulate a CPU without AVX-512")
+    parser.add_argument("--ours_jit_compile", default="auto", choices=["auto", "on", "off"],
+                        help="ours: --jit_compile, --nojit_compile or neither (auto: the "
+                             "command's default, XLA on CPUs without AVX-512)")
     parser.add_argument("--keras_hub_worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.keras_hub_worker:
@@ -487,10 +503,13 @@ def main():
         schedule = "_warmup_end" if args.decay_from_warmup_end else ""
         cap = f"_{args.isa_cap}" if args.isa_cap else ""
         tag = f"{name}_{n_train}_{epochs}_{lr:g}_{args.eval_examples}"
-        out_dir = os.path.join(args.work_dir, f"ours_{tag}_{args.optimizer}{schedule}{cap}")
+        jit = {"auto": None, "on": True, "off": False}[args.ours_jit_compile]
+        jit_tag = "" if jit is None else f"_jit_{args.ours_jit_compile}"
+        out_dir = os.path.join(args.work_dir,
+                               f"ours_{tag}_{args.optimizer}{schedule}{cap}{jit_tag}")
         entry["ours"] = run_ours(name, data_dir, init_dir, out_dir, max_len, lr, epochs,
                                  n_train, args.eval_examples, args.seed, args.optimizer,
-                                 args.decay_from_warmup_end)
+                                 args.decay_from_warmup_end, jit_compile=jit)
         if not args.skip_reference:
             train = task.get_examples("train")
             train = train[:n_train] if n_train else train

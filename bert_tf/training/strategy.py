@@ -192,11 +192,12 @@ def cpu_has_avx512(cpuinfo: Optional[str] = None,
 def default_jit_compile(strategy: tf.distribute.Strategy,
                         has_avx512: Optional[bool] = None) -> bool:
     """Whether the training step is XLA-compiled when `--jit_compile` is not given: on
-    CPU replicas of an x86 CPU without AVX-512. There the oneDNN step runs its matmuls
-    at the AVX2 rate while XLA's compiled step fuses the elementwise work around them:
-    fine-tuning MiniLM with XLA was 1.2-2x faster (benchmarks/README.md,
-    finetune_quality.py --isa_cap=avx2). With AVX-512 oneDNN's step is as fast without
-    compiling once per bucket length, and GPUs/TPUs keep their own paths.
+    CPU replicas of an x86 CPU without AVX-512. On such a CPU (2 cores, AVX2) XLA made
+    the fine-tuning step 1.24x and the pretraining step 1.25x faster than oneDNN's
+    (issue 15), and on short runs under an emulated AVX2 cap 1.2-1.3x
+    (benchmarks/README.md, finetune_quality.py --isa_cap=avx2). With AVX-512 oneDNN's
+    step is as fast without compiling once per bucket length, and GPUs/TPUs keep their
+    own paths.
 
     >>> default_jit_compile(get_strategy("one_device"), has_avx512=False)  # a CPU
     True
