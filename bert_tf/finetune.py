@@ -305,7 +305,7 @@ def _make_trainer(config: FinetuneConfig, model, task, strategy, training):
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
                    tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
-                   **config.trainer_options())
+                   **config.trainer_options(strategy))
 
 
 def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step: int) -> dict:

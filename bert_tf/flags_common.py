@@ -106,7 +106,9 @@ def define_common_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     f.DEFINE_float("clip_norm", 1.0, "Clip gradients to this global norm (0: off).", **fv)
     f.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer update "
                      "(train_batch_size is split into them).", **fv)
-    f.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.", **fv)
+    f.DEFINE_bool("jit_compile", None, "XLA-compile the forward and backward pass. "
+                  "Default: on when training on a CPU without AVX-512 (where it is "
+                  "faster), off elsewhere.", **fv)
     f.DEFINE_bool("skip_corrupt_records", False, "Skip input records that fail their "
                   "checksum or are cut short (each is logged with its file and byte offset, "
                   "and counted) instead of stopping the run, which names the file.", **fv)
@@ -368,7 +370,7 @@ class TrainingConfig(ModelDirFlags):
     decay_from_warmup_end: bool
     clip_norm: float
     gradient_accumulation_steps: int
-    jit_compile: bool
+    jit_compile: Optional[bool]
     skip_corrupt_records: bool
 
     @classmethod
@@ -406,13 +408,26 @@ class TrainingConfig(ModelDirFlags):
         except ValueError as e:
             raise UsageError(str(e)) from None
 
-    def trainer_options(self) -> dict:
-        """The Trainer keyword arguments these flags set."""
+    def trainer_options(self, strategy: Optional[tf.distribute.Strategy] = None) -> dict:
+        """The Trainer keyword arguments these flags set; `--jit_compile` unset: XLA on
+        `strategy`'s CPUs when they lack AVX-512 (`strategy.default_jit_compile`)."""
+        from absl import logging
+
+        import tensorflow as tf
+
+        from bert_tf.training.strategy import default_jit_compile
+
+        jit_compile = self.jit_compile
+        if jit_compile is None:
+            jit_compile = default_jit_compile(strategy or tf.distribute.get_strategy())
+            if jit_compile:
+                logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
+                             "(--nojit_compile to turn off)")
         return dict(output_dir=self.output_dir, steps_per_loop=self.steps_per_loop,
                     save_checkpoints_steps=self.save_checkpoints_steps,
                     max_checkpoints_to_keep=self.keep_checkpoint_max,
                     gradient_accumulation_steps=self.gradient_accumulation_steps,
-                    jit_compile=self.jit_compile)
+                    jit_compile=jit_compile)
 
     def set_precision_and_seed(self, seed: Optional[int]) -> None:
         import keras

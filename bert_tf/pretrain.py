@@ -116,7 +116,7 @@ def run(config: PretrainConfig) -> None:
         label_fn=losses.add_global_mlm_weight,
         checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
                           "next_sentence": model.next_sentence},
-        **config.trainer_options())
+        **config.trainer_options(strategy))
     if trainer.is_chief:
         # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
         text = resolved.text

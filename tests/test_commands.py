@@ -191,3 +191,25 @@ def test_commands_define_flags_only_when_they_run():
         assert len(list(fresh)) > 3, name
         with open(module.__file__, encoding="utf-8") as f:
             assert "cli.run_main(main, define_flags)" in f.read(), name
+
+
+def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_path):
+    """--jit_compile unset: the training step is XLA-compiled on CPUs without AVX-512
+    (faster there, benchmarks/README.md), here emulated by capping oneDNN's ISA; given,
+    the flag wins; with AVX-512 it follows /proc/cpuinfo."""
+    from bert_tf.training.strategy import cpu_has_avx512, get_strategy
+
+    strategy = get_strategy("one_device")
+
+    def jit(*extra):
+        config = finetune.FinetuneConfig.from_flags(flags_common.parse_args(
+            finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
+                                    "--do_train", *extra]))
+        return config.trainer_options(strategy)["jit_compile"]
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert jit() is True
+    assert jit("--nojit_compile") is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
+    assert jit() is (cpu_has_avx512() is False)
+    assert jit("--jit_compile") is True

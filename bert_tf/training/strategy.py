@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Callable, Optional
+import platform
+from typing import Callable, Mapping, Optional
 
 import tensorflow as tf
 
@@ -150,3 +151,63 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
         return 1
     cluster = resolver.cluster_spec().as_dict()
     return sum(len(cluster.get(job, [])) for job in ("chief", "worker")) or 1
+
+
+# oneDNN's ISA names at or above AVX-512 (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA values).
+_AVX512_OR_ABOVE = ("AVX512", "AVX10", "AMX", "ALL", "DEFAULT")
+
+
+def cpu_has_avx512(cpuinfo: Optional[str] = None,
+                   environ: Mapping[str, str] = os.environ) -> Optional[bool]:
+    """Whether this x86 CPU's AVX-512 is usable for TF's kernels: its `avx512f` flag
+    (from `cpuinfo`, default /proc/cpuinfo), unless oneDNN is capped below AVX-512
+    (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA, e.g. =AVX2). None when unknown (not x86 or
+    no /proc/cpuinfo).
+
+    >>> cpu_has_avx512("flags\t: fpu sse avx2 fma avx512f avx512bw", environ={})
+    True
+    >>> cpu_has_avx512("flags\t: fpu sse avx2 fma avx512f", {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    False
+    >>> cpu_has_avx512("flags\t: fpu sse avx2 fma", environ={})
+    False
+    """
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        cap = environ.get(name, "").strip().upper()
+        if cap and not cap.startswith(_AVX512_OR_ABOVE):
+            return False
+    if cpuinfo is None:
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            return None
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return "avx512f" in line.split(":", 1)[-1].split()
+    return None
+
+
+def default_jit_compile(strategy: tf.distribute.Strategy,
+                        has_avx512: Optional[bool] = None) -> bool:
+    """Whether the training step is XLA-compiled when `--jit_compile` is not given: on
+    CPU replicas of an x86 CPU without AVX-512. On such a CPU (2 cores, AVX2) XLA made
+    the fine-tuning step 1.24x and the pretraining step 1.25x faster than oneDNN's
+    (issue 15), and on short runs under an emulated AVX2 cap 1.2-1.3x
+    (benchmarks/README.md, finetune_quality.py --isa_cap=avx2). With AVX-512 oneDNN's
+    step is as fast without compiling once per bucket length, and GPUs/TPUs keep their
+    own paths.
+
+    >>> default_jit_compile(get_strategy("one_device"), has_avx512=False)  # a CPU
+    True
+    >>> default_jit_compile(get_strategy("one_device"), has_avx512=True)
+    False
+    """
+    types = {tf.DeviceSpec.from_string(d).device_type
+             for d in strategy.extended.worker_devices}
+    if types != {"CPU"}:
+        return False
+    if has_avx512 is None:
+        has_avx512 = cpu_has_avx512()
+    return has_avx512 is False
