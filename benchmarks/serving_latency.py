@@ -105,11 +105,11 @@ def export_models(work_dir: str) -> dict:
             out[name] = export.export_model_dir(src, export_dir, max_seq_length=SEQ)
             continue
         resolved = model_dir.resolve(src)
-        config, text = resolved.config, resolved.text
+        text = resolved.text
         tokenizer = export.make_tokenizer(resolved.vocab_file, text.do_lower_case,
                                           text.strip_accents)
         task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
-        model = task.build_model(model_dir.load_encoder(src, config))
+        model = task.build_model(model_dir.load_encoder(resolved))
         out[name] = export.export_module(task.serving_module(model, tokenizer, SEQ),
                                          export_dir)
     return out

@@ -408,18 +408,16 @@ class TrainingConfig(ModelDirFlags):
         except ValueError as e:
             raise UsageError(str(e)) from None
 
-    def trainer_options(self, strategy: Optional[tf.distribute.Strategy] = None) -> dict:
+    def trainer_options(self, strategy: tf.distribute.Strategy) -> dict:
         """The Trainer keyword arguments these flags set; `--jit_compile` unset: XLA on
         `strategy`'s CPUs when they lack AVX-512 (`strategy.default_jit_compile`)."""
         from absl import logging
-
-        import tensorflow as tf
 
         from bert_tf.training.strategy import default_jit_compile
 
         jit_compile = self.jit_compile
         if jit_compile is None:
-            jit_compile = default_jit_compile(strategy or tf.distribute.get_strategy())
+            jit_compile = default_jit_compile(strategy)
             if jit_compile:
                 logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
                              "(--nojit_compile to turn off)")

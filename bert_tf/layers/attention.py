@@ -116,40 +116,31 @@ class BertSelfAttention(keras.layers.Layer):
         traced while fused keep the snapshot they captured)."""
         self._fused = None
 
-    def _fused_inference(self, hidden_states, attention_bias):
-        # One [tokens, 3H] matmul (+bias), one transpose to [3, batch, heads, seq, size],
-        # keys consumed transposed by the matmul itself (adjoint_b). At small shapes every
-        # oneDNN op costs tens of microseconds of thread dispatch whatever its size, so
-        # the op count matters as much as the FLOPs. The query is scaled after the
-        # matmul, as in `call` (folding the scale into the kernel rounds differently:
-        # 2e-5 on MiniLM's outputs).
-        shape = tf.shape(hidden_states)
-        batch, seq = shape[0], shape[1]
+    def _fused_heads(self, hidden_states, batch, seq):
+        # One [tokens, 3H] matmul (+bias) and one transpose to [3, batch, heads, seq, size]
+        # instead of three of each: at small shapes every oneDNN op costs tens of
+        # microseconds of thread dispatch whatever its size, so the op count matters as
+        # much as the FLOPs.
         x = tf.reshape(hidden_states, (-1, self.hidden_size))
         qkv = tf.matmul(x, tf.cast(self._fused.kernel, x.dtype)) + tf.cast(
             self._fused.bias, x.dtype)
         qkv = tf.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
-        q, k, v = tf.unstack(tf.transpose(qkv, (2, 0, 3, 1, 4)))
-        q = q * tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = tf.cast(tf.matmul(q, k, adjoint_b=True), tf.float32)
-        if attention_bias is not None:
-            scores = scores + tf.cast(attention_bias, tf.float32)
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), self.compute_dtype)
-        context = tf.transpose(tf.matmul(probs, v), (0, 2, 1, 3))
-        context = tf.reshape(context, (batch, seq, self.hidden_size))
-        return dense_on_tokens(self.output_dense, context)
+        return tf.unstack(tf.transpose(qkv, (2, 0, 3, 1, 4)))
 
     def call(self, hidden_states, attention_bias=None, training=None, return_probs=False):
-        if self._fused is not None and not training and not return_probs:
-            return self._fused_inference(hidden_states, attention_bias)
         shape = keras.ops.shape(hidden_states)
         batch, seq = shape[0], shape[1]
-        q = self._split_heads(dense_on_tokens(self.query, hidden_states), batch, seq)
-        k = self._split_heads(dense_on_tokens(self.key, hidden_states), batch, seq)
-        v = self._split_heads(dense_on_tokens(self.value, hidden_states), batch, seq)
+        if self._fused is not None and not training and not return_probs:
+            q, k, v = self._fused_heads(hidden_states, batch, seq)
+        else:
+            q = self._split_heads(dense_on_tokens(self.query, hidden_states), batch, seq)
+            k = self._split_heads(dense_on_tokens(self.key, hidden_states), batch, seq)
+            v = self._split_heads(dense_on_tokens(self.value, hidden_states), batch, seq)
+        # The query is scaled after its matmul (folding the scale into the fused kernel
+        # rounds differently: 2e-5 on MiniLM's outputs).
         q = q * keras.ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = keras.ops.cast(keras.ops.matmul(q, keras.ops.transpose(k, (0, 1, 3, 2))),
-                                "float32")
+        # The keys are read transposed by the matmul itself (adjoint_b): no transpose op.
+        scores = keras.ops.cast(tf.matmul(q, k, adjoint_b=True), "float32")
         if attention_bias is not None:
             scores = scores + keras.ops.cast(attention_bias, "float32")
         probs = keras.ops.softmax(scores, axis=-1)

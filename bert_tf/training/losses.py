@@ -70,7 +70,7 @@ def sparse_softmax_nll(labels, logits):
     True
     """
     labels = tf.cast(labels, tf.int32)
-    top = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+    top = tf.reduce_max(logits, axis=-1, keepdims=True)
     exp = tf.exp(logits - top)
     total = tf.reduce_sum(exp, axis=-1, keepdims=True)
     picked = tf.gather(logits, labels[..., None], batch_dims=labels.shape.rank)
