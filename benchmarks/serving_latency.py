@@ -20,7 +20,9 @@ process, with the same thread count:
 Measured:
   1. fixed length 128 (real Wikipedia passages that fill 128 tokens): latency at batch 1
      (median ms) and throughput at batch 32 (median sequences/s) on ids; ours also on
-     raw text (in-graph tokenizer; HF's fast tokenizer + model for comparison);
+     raw text (in-graph tokenizer; HF's fast tokenizer + model for comparison); at batch
+     1 also the encoder's dense products alone, in TF and in onnxruntime, which splits
+     each engine's latency into its matmul kernels and the rest;
   2. real short text: all SST-2 dev sentences (single) and MRPC dev pairs in batches of
      32 (and SST-2 at batch 1), raw text in, pooled [CLS] out: our classifier's raw-text
      signature (pads each batch to its longest row rounded up to 16/32/64/128) against
@@ -208,6 +210,71 @@ def matmul_limit_fn(tf, config):
     return all_matmuls, flops
 
 
+def dense_shapes(config) -> list:
+    """(in, out) of every dense product of the encoder at inference, in order: the fused
+    query/key/value projection (as our export runs it), the attention output, FFN in, out."""
+    h, i = config.hidden_size, config.intermediate_size
+    return [(h, 3 * h), (h, h), (h, i), (i, h)] * config.num_hidden_layers
+
+
+def matmul_floor_fns(tf, config, work_dir: str, threads: int) -> tuple:
+    """(TF fn, onnxruntime fn, FLOPs): the encoder's dense products with bias at 1 x 128
+    tokens, alone, in TensorFlow (oneDNN, as the SavedModel runs them) and in
+    onnxruntime (MLAS, weights pre-packed at session start as it does for the model).
+
+    Timed in the same rounds as the batch-1 contestants, they show how much of each
+    engine's latency is its matmul kernels: the rest is attention, LayerNorm and dispatch.
+    """
+    import onnxruntime
+    import torch
+
+    shapes = dense_shapes(config)
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal(s).astype(np.float32) * 0.05 for s in shapes]
+    biases = [rng.standard_normal(s[1]).astype(np.float32) * 0.05 for s in shapes]
+    h, i = config.hidden_size, config.intermediate_size
+    x = {h: rng.standard_normal((SEQ, h)).astype(np.float32),
+         i: rng.standard_normal((SEQ, i)).astype(np.float32)}
+    tf_w = [tf.Variable(w) for w in weights]  # variables, as in the SavedModel
+    tf_b = [tf.Variable(b) for b in biases]
+    tf_x = {k: tf.constant(v) for k, v in x.items()}
+
+    @tf.function
+    def tf_products():
+        return [tf.nn.bias_add(tf.matmul(tf_x[w.shape[0]], w), b) for w, b in zip(tf_w, tf_b)]
+
+    class Products(torch.nn.Module):  # the same products, exported through torch as the model
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList()
+            for w, b in zip(weights, biases):
+                layer = torch.nn.Linear(*w.shape)
+                layer.weight.data = torch.from_numpy(w.T.copy())
+                layer.bias.data = torch.from_numpy(b)
+                self.layers.append(layer)
+
+        def forward(self, x_hidden, x_intermediate):
+            return tuple(layer(x_hidden if layer.in_features == h else x_intermediate)
+                         for layer in self.layers)
+
+    path = os.path.join(work_dir, f"dense_products_{h}_{i}_{len(shapes)}.onnx")
+    if not os.path.exists(path):
+        torch.onnx.export(Products().eval(), (torch.from_numpy(x[h]), torch.from_numpy(x[i])),
+                          path, input_names=["x_hidden", "x_intermediate"], opset_version=17,
+                          dynamo=False)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feed = {"x_hidden": x[h], "x_intermediate": x[i]}
+    got = session.run(None, feed)
+    want = [v.numpy() for v in tf_products()]
+    assert max(float(np.abs(a - b).max()) for a, b in zip(got, want)) < 1e-3, \
+        "the TF and onnxruntime products differ"
+    flops = sum(2 * SEQ * k * n for k, n in shapes)
+    return (lambda: [v.numpy() for v in tf_products()]), (lambda: session.run(None, feed)), flops
+
+
 def encoder_flops(config, seq: int) -> float:
     """Multiply-adds x 2 of one sequence through the encoder (dense + attention)."""
     h, i = config.hidden_size, config.intermediate_size
@@ -323,12 +390,29 @@ def main():
         if batch == BATCH:
             matmuls, matmul_flops = matmul_limit_fn(tf, config)
             contestants["(fp32 matmuls alone)"] = matmuls
+        else:
+            tf_dense, ort_dense, dense_flops = matmul_floor_fns(tf, config, args.work_dir,
+                                                                args.threads)
+            contestants["(dense products alone: TF)"] = tf_dense
+            contestants["(dense products alone: onnxruntime)"] = ort_dense
         times = in_rounds(contestants, calls, args.rounds)
         if batch == BATCH:
             limit = matmul_flops / median_of(times.pop("(fp32 matmuls alone)")) / 1e9
         if batch == 1:
+            floor = {engine: median_of(times.pop(f"(dense products alone: {engine})"))
+                     for engine in ("TF", "onnxruntime")}
             results["batch1_seq128"] = report("latency, batch 1, seq 128", times,
                                               "ours SavedModel ids", 1, "ms")
+            whole = {"TF": results["batch1_seq128"]["ours SavedModel ids"]["median_s"],
+                     "onnxruntime": results["batch1_seq128"]["onnxruntime"]["median_s"]}
+            for engine, seconds in floor.items():
+                print(f"   {engine}'s dense products alone (bias included): "
+                      f"{seconds * 1e3:.2f} ms = {dense_flops / seconds / 1e9:.0f} GFLOP/s; "
+                      f"the rest of its model: {(whole[engine] - seconds) * 1e3:.2f} ms")
+            print(f"   onnxruntime's matmul kernels / TF's: {floor['TF'] / floor['onnxruntime']:.2f}x"
+                  f" faster; its whole model / TF's products alone: "
+                  f"{whole['onnxruntime'] / floor['TF']:.2f}")
+            results["batch1_dense_products_alone_s"] = floor
         else:
             results["batch32_seq128"] = report(f"throughput, batch {batch}, seq 128", times,
                                                "ours SavedModel ids", batch, "seq/s")
