@@ -115,14 +115,15 @@ def _relax_batch_dimension(*element):
 
 
 def _any_length(spec):
-    """`spec` (a dataset's element_spec) with the sequence axis (axis 1 of rank >= 2
-    tensors) unknown, so one trace serves every bucket length; unchanged when it holds
-    per-replica (composite) specs, which keep one trace per length."""
+    """`spec` (a dataset's element_spec) with the sequence axis (the last axis of rank
+    >= 2 tensors, where `predict` cuts bucketed rows) unknown, so one trace serves every
+    bucket length; unchanged when it holds per-replica (composite) specs, which keep one
+    trace per length."""
     leaves = tf.nest.flatten(spec)
     if not all(type(s) is tf.TensorSpec for s in leaves):
         return spec
     return tf.nest.map_structure(
-        lambda s: tf.TensorSpec([s.shape[0], None] + s.shape[2:], s.dtype, s.name)
+        lambda s: tf.TensorSpec(s.shape[:-1].concatenate([None]), s.dtype, s.name)
         if s.shape.rank >= 2 else s, spec)
 
 
