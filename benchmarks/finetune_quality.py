@@ -171,6 +171,23 @@ def word_tags(task, rows, examples, logits):
     return out
 
 
+def reference_optimizer(model, lr, warmup_steps, num_steps):
+    """The reference recipe's torch.optim.AdamW (weight decay 0.01, not on LayerNorm
+    weights or biases) and get_linear_schedule_with_warmup."""
+    import torch
+    import transformers
+
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+         "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
+         "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)
+    return optimizer, transformers.get_linear_schedule_with_warmup(optimizer, warmup_steps,
+                                                                    num_steps)
+
+
 def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32,
                   group_by_length=True):
     """transformers BertFor{Sequence,Token}Classification on PyTorch, the usual recipe;
@@ -205,14 +222,7 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
     steps_per_epoch = len(examples) // batch_size
     num_steps = int(len(examples) / batch_size * epochs)
     warmup = int(num_steps * 0.1)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-         "weight_decay": 0.01},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-         "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
+    optimizer, scheduler = reference_optimizer(model, lr, warmup, num_steps)
     generator = torch.Generator().manual_seed(seed)
     model.train()
     step, start, steady_start = 0, time.time(), None

@@ -42,6 +42,9 @@ import time
 
 from absl import app, flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import finetune_quality  # noqa: E402  (the reference's optimizer recipe)
+
 FLAGS = flags.FLAGS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -231,18 +234,12 @@ def run_reference(hf_dir, paths):
 
     model = transformers.BertForQuestionAnswering.from_pretrained(hf_dir)
     model.train()
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-         "weight_decay": 0.01},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-         "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=FLAGS.learning_rate, eps=1e-6)
     n = len(train["input_word_ids"])
     # Updates counted from questions, not windows, as the original run_squad and our
     # finetune count them: both sides make the same number of updates.
     steps = max(1, int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs))
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+    optimizer, scheduler = finetune_quality.reference_optimizer(
+        model, FLAGS.learning_rate, int(0.1 * steps), steps)
     rng = np.random.default_rng(FLAGS.seed)
     order = np.concatenate([rng.permutation(n) for _ in range(int(np.ceil(
         steps * FLAGS.train_batch_size / n)) + 1)])

@@ -95,16 +95,17 @@ class FinetuneConfig(flags_common.TrainingConfig):
     max_eval_examples: Optional[int]
     length_bucketing: bool = True
 
-    def length_buckets(self, strategy) -> Optional[Sequence[int]]:
+    def length_buckets(self, strategy, jit_compile: bool) -> Optional[Sequence[int]]:
         """The few fixed batch lengths rows are grouped into, or None (padded to
-        max_seq_length): off with --nolength_bucketing and on TPUs (one static shape)."""
+        max_seq_length): off with --nolength_bucketing and on TPUs (one static shape);
+        fewer, coarser lengths when the step is XLA-compiled (once per length)."""
         import tensorflow as tf
 
         from bert_tf.data import finetuning as data_lib
 
         if not self.length_bucketing or isinstance(strategy, tf.distribute.TPUStrategy):
             return None
-        return data_lib.bucket_lengths(self.max_seq_length)
+        return data_lib.bucket_lengths(self.max_seq_length, compiled=jit_compile)
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
@@ -138,9 +139,10 @@ def run(config: FinetuneConfig) -> Dict:
 
         model = task.build_model(BertEncoder(resolved.config, name="encoder"))
     _restore_start_point(config, resolved, model, task)
-    buckets = config.length_buckets(strategy)
+    options = config.trainer_options(strategy)
+    buckets = config.length_buckets(strategy, options["jit_compile"])
     training = _training_data(config, task, buckets) if config.do_train else None
-    trainer = _make_trainer(config, model, task, strategy, training)
+    trainer = _make_trainer(config, model, task, strategy, training, options)
     resumed = trainer.resume()  # a rerun continues from --output_dir's checkpoint
     step = 0 if resumed is None else resumed
     train_speed = _train(config, task, trainer, training, step) if training else {}
@@ -296,7 +298,7 @@ def _examples(task, split, limit):
     return examples[:limit] if limit else examples
 
 
-def _make_trainer(config: FinetuneConfig, model, task, strategy, training):
+def _make_trainer(config: FinetuneConfig, model, task, strategy, training, options):
     from bert_tf.training.loop import Trainer
 
     with strategy.scope():
@@ -305,7 +307,7 @@ def _make_trainer(config: FinetuneConfig, model, task, strategy, training):
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
                    tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
-                   **config.trainer_options(strategy))
+                   **options)
 
 
 def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step: int) -> dict:

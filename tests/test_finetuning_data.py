@@ -91,3 +91,31 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
         np.testing.assert_allclose(bucketed[row, :n], direct[row, :n], atol=1e-5)
         width = min(b for b in (4, 8, 12, SEQ) if b >= n)
         assert (bucketed[row, width:] == -10000.0).all()
+    # One trace of the prediction step served every length (none per bucket).
+    [(_, _, step)] = trainer.inference._steps
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_buckets_are_finer_when_the_step_is_not_compiled(tmp_path):
+    """TF's kernels take any length at no cost: multiples of 8 (less padding); XLA
+    compiles once per length: at most 8 coarser ones; TPUs and --nolength_bucketing: none."""
+    from bert_tf import finetune, flags_common
+
+    def config(*extra):
+        return finetune.FinetuneConfig.from_flags(flags_common.parse_args(
+            finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
+                                    "--max_seq_length=64", *extra]))
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert config().length_buckets(strategy, jit_compile=False) == tuple(range(8, 65, 8))
+    assert config().length_buckets(strategy, jit_compile=True) == (16, 32, 48, 64)
+    assert config("--nolength_bucketing").length_buckets(strategy, jit_compile=False) is None
+    assert data_lib.bucket_lengths(128, compiled=False) == tuple(range(8, 129, 8))
+    assert data_lib.bucket_lengths(384, compiled=False) == tuple(range(24, 385, 24))
+    # Rows of 3..8 tokens all go to the 8-wide bucket: half the compiled bucket's width.
+    features = _features(n=32, seed=4)
+    short = features["input_mask"].sum(1) <= 8
+    widths = {x["input_mask"].shape[1] for x, _ in data_lib.array_dataset(
+        {k: v[short] for k, v in features.items()}, ["label_ids"], 4, True, seed=1,
+        length_buckets=data_lib.bucket_lengths(SEQ, compiled=False)).take(6)}
+    assert widths == {8}

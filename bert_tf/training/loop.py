@@ -114,6 +114,19 @@ def _relax_batch_dimension(*element):
     return tf.nest.map_structure(relax, element)
 
 
+def _any_length(spec):
+    """`spec` (a dataset's element_spec) with the sequence axis (the last axis of rank
+    >= 2 tensors, where `predict` cuts bucketed rows) unknown, so one trace serves every
+    bucket length; unchanged when it holds per-replica (composite) specs, which keep one
+    trace per length."""
+    leaves = tf.nest.flatten(spec)
+    if not all(type(s) is tf.TensorSpec for s in leaves):
+        return spec
+    return tf.nest.map_structure(
+        lambda s: tf.TensorSpec(s.shape[:-1].concatenate([None]), s.dtype, s.name)
+        if s.shape.rank >= 2 else s, spec)
+
+
 def _split(tree, parts: int):
     """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...]."""
     def reshape(t):
@@ -242,7 +255,11 @@ class InferenceLoop:
                 return outputs, batch_rows
             return step
 
-        step = self._step("predict", dataset.element_spec, build)
+        # Length-bucketed rows: one trace for all lengths (but TPUs need static shapes).
+        spec = dataset.element_spec
+        if not isinstance(strategy, tf.distribute.TPUStrategy):
+            spec = _any_length(spec)
+        step = self._step("predict", spec, build)
 
         def local(value):
             if gather:
