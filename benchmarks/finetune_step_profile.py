@@ -53,18 +53,15 @@ def batch_arrays(vocab_size, batch, seq, seed=0):
             "labels": rng.integers(0, 2, batch).astype(np.int32)}
 
 
-def make_ours(hf_config, arrays, steps, jit):
+def make_ours(config, arrays, steps, jit):
     """A function running one more `steps`-step loop of `Trainer.train`; returns ex/s."""
     import tensorflow as tf
 
     from bert_tf import tasks
-    from bert_tf.config import BertConfig
     from bert_tf.encoder import BertEncoder
     from bert_tf.training import optimization
     from bert_tf.training.loop import Trainer
 
-    fields = BertConfig.__dataclass_fields__
-    config = BertConfig(**{k: v for k, v in hf_config.items() if k in fields})
     task = tasks.make_task("SST-2", data_dir=None)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
@@ -177,18 +174,19 @@ def worker(args):
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
+    from bert_tf.config import BertConfig
+
     path = finetune_quality.minilm_dir()
-    with open(os.path.join(path, "config.json")) as f:
-        hf_config = json.load(f)
+    config = BertConfig.from_file(path)  # the HF config.json, read as every command reads it
     profile_dir = args.profile_dir or tempfile.mkdtemp(prefix="ft_step_profile_")
     name = args.worker
     results = {}
     for seq in [int(s) for s in args.seq_lengths.split(",")]:
-        arrays = batch_arrays(hf_config["vocab_size"], args.batch_size, seq)
+        arrays = batch_arrays(config.vocab_size, args.batch_size, seq)
         if name == "transformers":
             run = make_reference(path, arrays, args.steps)
         else:
-            run = make_ours(hf_config, arrays, args.steps, jit=name == "ours_xla")
+            run = make_ours(config, arrays, args.steps, jit=name == "ours_xla")
         run()  # warm-up: tracing, compilation, allocator
         results[seq] = max(run() for _ in range(args.repeats))
         if args.profile and name == "transformers":
