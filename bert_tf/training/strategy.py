@@ -194,10 +194,11 @@ def default_jit_compile(strategy: tf.distribute.Strategy,
     """Whether the training step is XLA-compiled when `--jit_compile` is not given: on
     CPU replicas of an x86 CPU without AVX-512. On such a CPU (2 cores, AVX2) XLA made
     the fine-tuning step 1.24x and the pretraining step 1.25x faster than oneDNN's
-    (issue 15), and on short runs under an emulated AVX2 cap 1.2-1.3x
-    (benchmarks/README.md, finetune_quality.py --isa_cap=avx2). With AVX-512 oneDNN's
-    step is as fast without compiling once per bucket length, and GPUs/TPUs keep their
-    own paths.
+    (issue 15, padded batches). An emulated AVX2 cap on an AVX-512 CPU only brackets it
+    (benchmarks/README.md, finetune_quality.py --isa_cap=avx2): XLA's dots at their
+    lower bound trail oneDNN with its finer length buckets, at their upper bound they
+    lead; a run on a real AVX2-only CPU decides. With AVX-512 oneDNN's step is as fast
+    without compiling once per bucket length, and GPUs/TPUs keep their own paths.
 
     >>> default_jit_compile(get_strategy("one_device"), has_avx512=False)  # a CPU
     True
