@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -40,6 +39,7 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
+from bert_tf import output_guard
 from bert_tf.file_io import is_remote
 from data_prep import corpus
 from data_prep import create_pretraining_data as cpd
@@ -290,7 +290,16 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
                                      corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))
-    work_dir = cpd.work_dir_path(cfg)
+    shards = cpd.output_paths(cfg.output_file, cfg.num_output_shards)
+    summary_file = cfg.summary_file or (None if is_remote(cfg.output_file)
+                                        else cpd.default_summary_path(cfg.output_file))
+    inputs = list(paths) + [cfg.vocab_file]
+    for out in shards + ([summary_file] if summary_file else []):
+        output_guard.check_apart(out, inputs, flag="--output_file")
+    # The work dir is the job's own (a marked folder, or a marked subfolder of a folder of
+    # the user's): only it is removed at the end (DESIGN 2.6).
+    work_dir = output_guard.claim_work_dir(cpd.work_dir_path(cfg), "beam_pipeline",
+                                           inputs=inputs, outputs=shards)
 
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     build_pipeline(pipeline, cfg, units, work_dir)
@@ -298,12 +307,7 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     if not wait:
         return None
     result.wait_until_finish()
-    if is_remote(work_dir):
-        from apache_beam.io.filesystems import FileSystems
-
-        FileSystems.delete([work_dir])
-    else:
-        shutil.rmtree(work_dir, ignore_errors=True)
+    output_guard.release_work_dir(work_dir, "beam_pipeline")
     counts = {}
     try:
         for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
@@ -319,11 +323,8 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
                    random_next_fraction=counts.get("random_next", 0) / max(1, n),
                    config={k: v for k, v in dataclasses.asdict(cfg).items()
                            if k not in ("progress", "num_workers")})
-    summary_file = cfg.summary_file or (None if is_remote(cfg.output_file)
-                                        else cpd.default_summary_path(cfg.output_file))
     if summary_file and not is_remote(summary_file):
-        with open(summary_file, "w") as f:
-            json.dump(summary, f, indent=1, sort_keys=True)
+        output_guard.write_json(summary_file, summary, indent=1)
         summary["summary_file"] = summary_file
     return summary
 

@@ -57,13 +57,12 @@ import logging
 import multiprocessing
 import os
 import random
-import shutil
 import struct
 import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from bert_tf import file_io, text_rules
+from bert_tf import file_io, output_guard, text_rules
 from bert_tf.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
 from data_prep import corpus
 from data_prep import document_store
@@ -100,6 +99,7 @@ class JobConfig:
     progress: bool = True
     summary_file: str = ""  # default: beside the output directory (default_summary_path)
     work_dir: str = ""  # default: beside the output directory (default_work_dir)
+    overwrite: bool = False  # replace an earlier run's records made with other settings
     unit_bytes: int = 0  # text per work unit; 0: auto_unit_bytes (grain of work and resume)
     shuffle_bucket_bytes: int = 32 << 20  # records one shuffle bucket holds in memory
 
@@ -414,6 +414,12 @@ def _unit_file(work: str, u: int) -> str:
     return os.path.join(work, f"unit-{u:06d}.tfrecords")
 
 
+def _shard_done(work: str, s: int) -> str:
+    """Written once shard `s` is complete in this job (a file of the shard's name from an
+    earlier run with other settings is replaced, not taken as done)."""
+    return os.path.join(work, f"shard-{s:06d}.done")
+
+
 def _frames(data) -> List[memoryview]:
     # Splits TFRecord file bytes into whole framed records (length, CRCs and all).
     view, out, at = memoryview(data), [], 0
@@ -550,7 +556,7 @@ def fingerprint(cfg: JobConfig, paths: Sequence[str]) -> str:
     """Hash of everything that decides the output, so a rerun never mixes two configurations."""
     fields = dataclasses.asdict(cfg)
     for k in ("num_workers", "progress", "input_file", "strict", "tokenizer", "summary_file",
-              "work_dir"):
+              "work_dir", "overwrite"):
         fields.pop(k)
     fields["inputs"] = [(os.path.abspath(p), os.path.getsize(p), int(os.path.getmtime(p)))
                         for p in paths]
@@ -567,10 +573,7 @@ def _read_json(path):
 
 
 def _write_json(path, obj):
-    with tfrecord_writer.atomic_output(path) as tmp:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1, sort_keys=True)
-            f.write("\n")
+    output_guard.write_json(path, obj, indent=1)
 
 
 def _merge(total: Dict, part: Dict):
@@ -677,27 +680,53 @@ def run(cfg: JobConfig) -> Dict:
     shards = output_paths(cfg.output_file, cfg.num_output_shards)
     fp = fingerprint(cfg, paths)
     summary_file = summary_path(cfg)
-    work = work_dir_path(cfg)
+    inputs = list(paths) + [cfg.vocab_file]
+    for flag, out in [("--output_file", s) for s in shards] + [("--summary_file", summary_file)]:
+        output_guard.check_apart(out, inputs, flag=flag)
     previous = _read_json(summary_file)
+    replaced: List[str] = []  # an earlier run's shards this one replaces (--overwrite)
     if previous is not None:
         if previous.get("fingerprint") != fp:
-            raise CorpusError(f"{summary_file} exists from a run with other inputs or settings: "
-                              f"delete it and its shards, or choose another --output_file")
-        if all(os.path.exists(s) for s in shards):
+            if not cfg.overwrite:
+                raise CorpusError(
+                    f"{summary_file} exists from a run with other inputs or settings: choose "
+                    f"another --output_file, or pass --overwrite to replace that run's "
+                    f"records (only the files its summary lists)")
+            replaced = [p for p in previous.get("output_files", []) if isinstance(p, str)]
+        elif all(os.path.exists(s) for s in shards):
             log.info("%s: already complete, nothing to do", summary_file)
             return previous
-        # Some shards were deleted since: the others are kept, the missing ones redone.
-        os.remove(summary_file)
+    # Only the job's own files there are removed at the end (DESIGN 2.6): a --work_dir of
+    # the user's, or the output directory itself, gets a marked subfolder.
+    work = output_guard.claim_work_dir(work_dir_path(cfg), "create_pretraining_data",
+                                       inputs=inputs, outputs=shards + [summary_file])
     job_file = os.path.join(work, "job.json")
     job = _read_json(job_file)
     if job is not None and job.get("fingerprint") != fp:
-        raise CorpusError(f"{work} holds an unfinished run with other inputs or settings: "
-                          f"delete it to start over, or rerun with those settings to finish it")
-    ours = previous is not None or job is not None
+        if not cfg.overwrite:
+            raise CorpusError(f"{work} holds an unfinished run with other inputs or settings: "
+                              f"rerun with those settings to finish it, or pass --overwrite to "
+                              f"start over")
+        replaced += [p for p in job.get("replaced", []) + job.get("output_files", [])
+                     if p not in replaced]
+        output_guard.release_work_dir(work, "create_pretraining_data")
+        work = output_guard.claim_work_dir(work_dir_path(cfg), "create_pretraining_data",
+                                           inputs=inputs, outputs=shards + [summary_file])
+        job = None
+    elif job is not None:
+        replaced += [p for p in job.get("replaced", []) if p not in replaced]
+    if previous is not None and previous.get("fingerprint") == fp:
+        # Some shards were deleted since: the others are kept, the missing ones redone.
+        for s, shard in enumerate(shards):
+            if os.path.exists(shard):
+                output_guard.write_text(_shard_done(work, s), shard)
+    ours = set(replaced) | set((job or {}).get("output_files", []))
+    if previous is not None and previous.get("fingerprint") == fp:
+        ours |= set(previous.get("output_files", []))
     for shard in shards:
-        if os.path.exists(shard) and not ours:
-            raise CorpusError(f"{shard} exists but was not written by this job's "
-                              f"configuration: delete it or choose another --output_file")
+        if os.path.exists(shard) and shard not in ours:
+            raise CorpusError(f"{shard} exists but was not written by this job: choose "
+                              f"another --output_file (or move that file away)")
 
     # Workers start (spawn: a fresh interpreter each, safe whatever this process imported)
     # while this process plans the units.
@@ -710,7 +739,7 @@ def run(cfg: JobConfig) -> Dict:
     try:
         units, num_docs = plan_units(paths, cfg, len(shards))
         os.makedirs(work, exist_ok=True)
-        _write_json(job_file, dict(fingerprint=fp, output_files=shards))
+        _write_json(job_file, dict(fingerprint=fp, output_files=shards, replaced=replaced))
         summary = _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start)
     except BaseException:
         if pool is not None:
@@ -724,7 +753,10 @@ def run(cfg: JobConfig) -> Dict:
             pool.join()
     os.makedirs(os.path.dirname(os.path.abspath(summary_file)), exist_ok=True)
     _write_json(summary_file, summary)
-    shutil.rmtree(work, ignore_errors=True)
+    for path in set(replaced) - set(shards):  # the replaced run's surplus shards
+        if os.path.isfile(path):
+            os.remove(path)
+    output_guard.release_work_dir(work, "create_pretraining_data")
     return summary
 
 
@@ -758,7 +790,7 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
     total_docs = sum(doc_counts)
     text_tokens = sum(st["text_tokens"] for st in token_stats)
     if total_docs == 0 or text_tokens == 0:
-        shutil.rmtree(work, ignore_errors=True)
+        output_guard.release_work_dir(work, "create_pretraining_data")
         raise CorpusError(f"no instances from {', '.join(paths)}: no line gave any WordPiece "
                           f"token; is it a text corpus in the vocab's language?")
     manifest = os.path.join(work, "store.json")
@@ -808,7 +840,7 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
                            invalid_examples=token_stats[u]["invalid_examples"]))
     n = total["instances"]
     if n == 0:
-        shutil.rmtree(work, ignore_errors=True)
+        output_guard.release_work_dir(work, "create_pretraining_data")
         raise CorpusError("no instances: every document is too short")
 
     # Pass 3: the global shuffle, one bucket in memory at a time.
@@ -824,12 +856,13 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
                 os.remove(f)
 
     # Pass 4: the shards, each its share of every bucket, in bucket order.
-    todo = [s for s in range(S) if not os.path.exists(shards[s])]
+    todo = [s for s in range(S) if not os.path.exists(_shard_done(work, s))]
     if todo:
         os.makedirs(os.path.dirname(os.path.abspath(shards[0])), exist_ok=True)
     buckets = [bucket_file(b) for b in range(num_buckets)]
     with _Phase(cfg, "write", S, "shard", S - len(todo)) as bar:
-        for _ in _map(pool, _shard_task, [(s, buckets, shards[s]) for s in todo]):
+        for s in _map(pool, _shard_task, [(s, buckets, shards[s]) for s in todo]):
+            output_guard.write_text(_shard_done(work, s), shards[s])
             bar.update(1)
 
     summary = _finish_summary(total, cfg, shards, time.time() - start)
@@ -884,7 +917,13 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_string("work_dir", None, "Directory for the passes' temporary files (the "
                         "tokenized corpus, shuffle buckets: about 3x the output at peak) and "
                         "the state a rerun resumes from; removed when the job is done. "
-                        "Default: beside the output directory, records.x.tfrecord.work.", **fv)
+                        "Default: beside the output directory, records.x.tfrecord.work. An "
+                        "existing folder not made by this job keeps its files: the job works "
+                        "in a subfolder create_pretraining_data.work there.", **fv)
+    flags.DEFINE_bool("overwrite", False, "Replace the records of an earlier run into the same "
+                      "--output_file made with other inputs or settings (only the files its "
+                      "summary lists; the new ones are written before the old are removed).",
+                      **fv)
     flags.DEFINE_enum("tokenizer", "python", ["python", "tensorflow"], "WordPiece "
                       "implementation: 'python' (the original's rules with a word cache; fast, "
                       "no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
@@ -909,7 +948,7 @@ def main(argv):
         short_seq_prob=F.short_seq_prob, random_seed=F.random_seed,
         num_output_shards=F.num_output_shards, pool_size=F.pool_size, strict=F.strict,
         tokenizer=F.tokenizer, num_workers=F.num_workers, progress=True,
-        summary_file=F.summary_file or "", work_dir=F.work_dir or "")
+        summary_file=F.summary_file or "", work_dir=F.work_dir or "", overwrite=F.overwrite)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         summary = run(cfg)
