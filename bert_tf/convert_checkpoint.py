@@ -20,21 +20,21 @@ task's class (a `finetune` output: BertForSequenceClassification, -TokenClassifi
     python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=huggingface \\
         --input=models/bert_base --output_dir=exported/bert_base_hf
 
-`--target_format=tf1` also accepts a Hugging Face source, `huggingface` a TF1 one. The output is written to a
-temporary directory next to `--output_dir` and renamed at the end, so a failed run leaves
-nothing behind; an existing non-empty `--output_dir` is refused unless `--overwrite`.
+`--target_format=tf1` also accepts a Hugging Face source, `huggingface` a TF1 one. The output is
+built in a hidden directory next to `--output_dir` and swapped in when complete
+(`output_guard.new_output_dir`), so a failed run leaves nothing behind. An existing non-empty
+`--output_dir` is refused; `--overwrite` replaces it only when an earlier bert_tf command wrote
+it, and never when it is, holds or lies inside the input.
 """
 
 import dataclasses
 import os
-import shutil
-import tempfile
 from typing import Optional
 
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors, flags_common
+from bert_tf import errors, flags_common, output_guard
 
 SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface")
@@ -67,7 +67,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         "model dir.", **fv)
     flags.DEFINE_string("output_dir", None, "Directory to write (created; must be empty or "
                         "absent unless --overwrite).", **fv)
-    flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.", **fv)
+    flags.DEFINE_bool("overwrite", False, "Replace an earlier output of bert_tf at "
+                      "--output_dir once the new one is complete (never a folder of other "
+                      "files, nor one that is or holds the input).", **fv)
     flags.DEFINE_string("bert_config_file", None, "Config to use instead of the one next to "
                         "--input (tf1: bert_config.json; huggingface: config.json).", **fv)
     flags.DEFINE_string("vocab_file", None, "vocab.txt to use instead of the one next to "
@@ -80,36 +82,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 class UsageError(errors.UsageError):
     """Flag values that do not make a conversion."""
-
-
-def check_output_dir(output_dir: str, overwrite: bool) -> None:
-    """Refuses a non-empty output dir (unless overwriting) before any work is done.
-
-    >>> check_output_dir(tempfile.mkdtemp(), overwrite=False)  # empty: fine
-    """
-    if os.path.isfile(output_dir):
-        raise UsageError(f"--output_dir={output_dir} is a file; name a directory")
-    if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
-        raise UsageError(f"--output_dir={output_dir} exists and is not empty; pass "
-                         f"--overwrite to replace it or choose another directory")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _publish(tmp_dir: str, output_dir: str) -> None:
-    """Moves the finished tmp_dir to output_dir, replacing what was there last."""
-    old = None
-    if os.path.isdir(output_dir):
-        old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(output_dir))
-        os.rmdir(old)
-        os.rename(output_dir, old)
-    os.rename(tmp_dir, output_dir)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def convert(source_format: str, input_path: str, output_dir: str, *,
@@ -137,14 +109,23 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     if source_format == "bert_tf" and (bert_config_file or vocab_file or do_lower_case is not None):
         raise UsageError("--bert_config_file/--vocab_file/--do_lower_case apply to tf1 and "
                          "huggingface sources; a bert_tf model dir carries its own")
-    output_dir = os.path.abspath(output_dir)
-    if os.path.abspath(input_path).rstrip("/") == output_dir:
-        raise UsageError(f"--output_dir={output_dir} is the input itself; choose another one")
-    check_output_dir(output_dir, overwrite)
     if ("://" not in input_path and not os.path.exists(input_path)
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
+    inputs = [input_path, input_path + ".index", bert_config_file, vocab_file]
+    # Built beside --output_dir and swapped in when complete; --overwrite replaces only an
+    # earlier bert_tf output, never an input or a folder holding one (DESIGN 2.6).
+    with output_guard.new_output_dir(output_dir, "convert_checkpoint", overwrite=overwrite,
+                                     inputs=inputs) as tmp_dir:
+        prefix = _convert_into(source_format, target_format, input_path, tmp_dir,
+                               bert_config_file, vocab_file, do_lower_case)
+    prefix = os.path.join(output_dir, os.path.basename(prefix))
+    logging.info("wrote %s", prefix)
+    return prefix
 
+
+def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config_file,
+                  vocab_file, do_lower_case) -> str:
     # late: flag errors are reported without loading TF
     from bert_tf import model_dir
     from bert_tf.checkpoints import huggingface, tf1, weights as weights_lib
@@ -158,31 +139,18 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     logging.info("read %s (%d layers, hidden %d, heads: %s)", input_path,
                  weights.config.num_hidden_layers, weights.config.hidden_size,
                  ", ".join(weights.heads) or "none")
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
-    os.chmod(tmp_dir, 0o777 & ~_umask())  # mkdtemp makes it private; the output should not be
-    try:
-        if target_format != "huggingface" and weights.task_config is not None:
-            logging.warning("%s: the %s task head is not exported (%s has no place for "
-                            "it); only the encoder is", input_path,
-                            weights.task_config.get("task_name"), target_format)
-        if target_format == "tf1":
-            prefix = tf1.write_tf1_checkpoint(weights, tmp_dir)
-        elif target_format == "huggingface":
-            prefix = huggingface.write_huggingface(weights, tmp_dir)
-        else:
-            _, objects = weights_lib.build_model(weights)
-            prefix = model_dir.write_model_dir(
-                tmp_dir, weights.config, objects, vocab_file=weights.vocab_file,
-                do_lower_case=weights.do_lower_case, strip_accents=weights.strip_accents)
-        _publish(tmp_dir, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
-    prefix = os.path.join(output_dir, os.path.basename(prefix))
-    logging.info("wrote %s", prefix)
-    return prefix
+    if target_format != "huggingface" and weights.task_config is not None:
+        logging.warning("%s: the %s task head is not exported (%s has no place for it); "
+                        "only the encoder is", input_path,
+                        weights.task_config.get("task_name"), target_format)
+    if target_format == "tf1":
+        return tf1.write_tf1_checkpoint(weights, tmp_dir)
+    if target_format == "huggingface":
+        return huggingface.write_huggingface(weights, tmp_dir)
+    _, objects = weights_lib.build_model(weights)
+    return model_dir.write_model_dir(
+        tmp_dir, weights.config, objects, vocab_file=weights.vocab_file,
+        do_lower_case=weights.do_lower_case, strip_accents=weights.strip_accents)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from bert_tf.checkpoints import names, tf1, weights as weights_lib
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.convert_checkpoint import UsageError, convert
 from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.output_guard import OutputGuardError
 from bert_tf.models import BertPretrainer
 
 V, H, L, A, I, P = 30, 8, 2, 2, 16, 16
@@ -213,6 +214,7 @@ def test_tf1_round_trip_is_identical(tmp_path):
     exported = tmp_path / "tf1"
     prefix = convert("bert_tf", str(src), str(exported), target_format="tf1")
     assert sorted(os.listdir(exported)) == [
+        ".bert_tf_output.json",  # output_guard's marker: --overwrite may replace it
         "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
         "checkpoint", "vocab.txt"]
     config = json.loads((exported / "bert_config.json").read_text())
@@ -344,13 +346,19 @@ def test_non_empty_output_dir_refused_unless_overwrite(tf1_source, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    with pytest.raises(UsageError, match="not empty.*--overwrite"):
+    with pytest.raises(OutputGuardError, match="not empty.*--overwrite"):
         convert("tf1", prefix, str(out))
-    assert (out / "keep.txt").exists()
-    convert("tf1", prefix, str(out), overwrite=True)
-    assert not (out / "keep.txt").exists()
-    model_dir.load_encoder(str(out))
-    assert sorted(os.listdir(tmp_path)) == ["out"]  # no temp or old dirs left behind
+    # --overwrite replaces only an earlier bert_tf output, never a folder of other files.
+    with pytest.raises(OutputGuardError, match="no bert_tf command wrote"):
+        convert("tf1", prefix, str(out), overwrite=True)
+    assert os.listdir(out) == ["keep.txt"] and (out / "keep.txt").read_text() == "x"
+    ours = tmp_path / "ours"
+    convert("tf1", prefix, str(ours))
+    first = (ours / "bert_config.json").read_bytes()
+    convert("tf1", prefix, str(ours), overwrite=True)
+    assert (ours / "bert_config.json").read_bytes() == first
+    model_dir.load_encoder(str(ours))
+    assert sorted(os.listdir(tmp_path)) == ["ours", "out"]  # no temp or old dirs left behind
 
 
 def test_bad_argument_combinations(tmp_path):
@@ -362,8 +370,14 @@ def test_bad_argument_combinations(tmp_path):
         convert("tf1", "x", str(tmp_path / "o"), target_format="savedmodel")
     with pytest.raises(UsageError, match="carries its own"):
         convert("bert_tf", "x", str(tmp_path / "o"), target_format="tf1", vocab_file="v")
-    with pytest.raises(UsageError, match="is the input itself"):
+    with pytest.raises(OutputGuardError, match="is the input"):
         convert("bert_tf", str(tmp_path), str(tmp_path), target_format="tf1", overwrite=True)
+    # A parent of the input is refused too: replacing it would delete the input.
+    (tmp_path / "model").mkdir()
+    with pytest.raises(OutputGuardError, match="contains the input"):
+        convert("bert_tf", str(tmp_path / "model"), str(tmp_path), target_format="tf1",
+                overwrite=True)
+    assert os.listdir(tmp_path) == ["model"]
 
 
 def test_bert_tf_source_without_config_refused(tmp_path):

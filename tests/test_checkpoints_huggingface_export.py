@@ -253,7 +253,14 @@ def test_cli_exports_to_huggingface_and_refuses_a_full_output_dir(pretrained, tm
     assert refused.returncode != 0 and "--overwrite" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert (target / "keep.txt").read_text() == "mine"
+    # --overwrite replaces only an earlier bert_tf output: a folder of the user's is refused.
+    refused = run_command(*command, "--overwrite")
+    assert refused.returncode == 1 and "no bert_tf command wrote" in refused.stderr
+    assert "Traceback" not in refused.stderr and os.listdir(target) == ["keep.txt"]
+    target = tmp_path / "hf2"
+    command[-1] = f"--output_dir={target}"
+    run_command(*command, check=True)
     run_command(*command, "--overwrite", check=True)
-    assert sorted(os.listdir(target)) == ["config.json", "model.safetensors",
+    assert sorted(os.listdir(target)) == [".bert_tf_output.json", "config.json", "model.safetensors",
                                           "special_tokens_map.json", "tokenizer_config.json",
                                           "vocab.txt"]
