@@ -35,7 +35,7 @@ import numpy as np
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import text_flags
+from bert_tf import output_guard, text_flags
 from bert_tf.errors import BertTfError
 
 FLAGS = flags.FLAGS
@@ -128,18 +128,36 @@ def initial_rows(old: np.ndarray, spellings: Sequence[List[int]]) -> Tuple[np.nd
 def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
                      num_new_tokens: int, do_lower_case: Optional[bool] = None,
                      strip_accents: Optional[bool] = None, pre_tokenizer: Optional[str] = None,
-                     min_frequency: int = 2, max_input_lines: int = 0) -> dict:
-    """Does the whole job (module docstring); returns a summary dict."""
-    import tensorflow as tf
+                     min_frequency: int = 2, max_input_lines: int = 0,
+                     overwrite: bool = False) -> dict:
+    """Does the whole job (module docstring); returns a summary dict.
 
-    from bert_tf import model_dir as md
-    from bert_tf.models import BertPretrainer
-    from bert_tf.text_rules import WordPieceTokenizer, load_vocab
-    from data_prep import build_vocab as bv
+    The new model dir is built beside `output_dir` and swapped in when complete
+    (`output_guard.new_output_dir`): an `output_dir` that is, holds or lies inside
+    `init_checkpoint` or the corpus is refused, even with `overwrite`."""
     from data_prep import corpus
 
     if num_new_tokens < 1:
         raise ExtendVocabError(f"--num_new_tokens={num_new_tokens}: must be >= 1")
+    paths = corpus.expand_input_globs(input_file)
+    inputs = [init_checkpoint, *paths]
+    with output_guard.new_output_dir(output_dir, "extend_vocab", overwrite=overwrite,
+                                     inputs=inputs) as tmp:
+        return _extend_into(init_checkpoint, paths, tmp, num_new_tokens=num_new_tokens,
+                            do_lower_case=do_lower_case, strip_accents=strip_accents,
+                            pre_tokenizer=pre_tokenizer, min_frequency=min_frequency,
+                            max_input_lines=max_input_lines)
+
+
+def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
+                 num_new_tokens: int, do_lower_case: Optional[bool],
+                 strip_accents: Optional[bool], pre_tokenizer: Optional[str],
+                 min_frequency: int, max_input_lines: int) -> dict:
+    from bert_tf import model_dir as md
+    from bert_tf.models import BertPretrainer
+    from bert_tf.text_rules import WordPieceTokenizer, load_vocab
+    from data_prep import build_vocab as bv
+
     # The model as it is, and the text settings the new corpus is read with (the flags,
     # else the model's).
     old = md.resolve(init_checkpoint).require(config=True, vocab=True)
@@ -150,7 +168,6 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
 
     # 1. Learn (build_vocab's reader, pretokenizer and learner).
     stats = bv.CorpusStats()
-    paths = corpus.expand_input_globs(input_file)
     pretokenize = bv.bert_pretokenizer(new_text.do_lower_case, new_text.strip_accents,
                                        new_text.pre_tokenizer)
     counts = bv.count_words(bv.read_corpus_lines(paths, stats, max_input_lines=max_input_lines),
@@ -188,7 +205,6 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
         new_var.assign(value)
 
     # 3. Write the model directory.
-    tf.io.gfile.makedirs(output_dir)
     new_vocab_file = os.path.join(output_dir, md.VOCAB_FILE)
     bv.write_vocab(ext.vocab, new_vocab_file)
     md.write_model_dir(output_dir, new_config,
@@ -233,7 +249,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     text_flags.define_text_flags(flag_values, pre_tokenizer=True)
     flags.DEFINE_integer("min_frequency", 2, "A merged piece must occur this often.", **fv)
     flags.DEFINE_integer("max_input_lines", 0, "Read at most this many lines (0: all).", **fv)
-    flags.DEFINE_bool("overwrite", False, "Replace a non-empty --output_dir.", **fv)
+    flags.DEFINE_bool("overwrite", False, "Replace an earlier bert_tf output at --output_dir "
+                      "once the new one is complete (never the --init_checkpoint itself).",
+                      **fv)
     flags.mark_flags_as_required(["init_checkpoint", "input_file", "output_dir"], **fv)
 
 
@@ -241,20 +259,13 @@ def main(argv):
     del argv  # cli.run_main refuses positional arguments
     import json
 
-    import tensorflow as tf
-
-    if tf.io.gfile.exists(FLAGS.output_dir) and tf.io.gfile.listdir(FLAGS.output_dir) \
-            and not FLAGS.overwrite:
-        raise ExtendVocabError(f"--output_dir={FLAGS.output_dir} is not empty; pass "
-                               f"--overwrite to replace it")
-    if FLAGS.overwrite and tf.io.gfile.exists(FLAGS.output_dir):
-        tf.io.gfile.rmtree(FLAGS.output_dir)
     # Errors derived from BertTfError (and missing files): one line from cli.run_main.
     summary = extend_model_dir(
         FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_dir,
         num_new_tokens=FLAGS.num_new_tokens, do_lower_case=FLAGS.do_lower_case,
         strip_accents=FLAGS.strip_accents, pre_tokenizer=FLAGS.pre_tokenizer,
-        min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines)
+        min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines,
+        overwrite=FLAGS.overwrite)
     logging.info("extended %s -> %s: %s", FLAGS.init_checkpoint, FLAGS.output_dir, summary)
     print(json.dumps(summary))
 
