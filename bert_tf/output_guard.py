@@ -372,20 +372,31 @@ def _publish_replacing(tmp: str, target: str, last: Sequence[str]) -> None:
     _publish(tmp, target, last)
 
 
-def fresh_dir_or_ours(directory: str, command: str, *, flag: str) -> None:
-    """Makes sure `directory` is new, empty, or an earlier output of `command` before a
-    command writes into it in place (files it adds are named by the command); creates and
-    marks it when new."""
+def claim_output_dir(directory: str, command: str, *, flag: str,
+                     inputs: Sequence[Optional[str]] = (), clear: bool = False) -> None:
+    """Makes `directory` the output of `command` before the command writes into it in
+    place (each file it adds written whole): it must be new, empty, or an earlier output
+    of `command` (`clear` then empties it first); created and marked when new. Refuses a
+    directory that is, contains or lies inside an input, or holds others' files.
+
+    >>> import tempfile; d = os.path.join(tempfile.mkdtemp(), "run")
+    >>> claim_output_dir(d, "demo", flag="--output_dir"); is_ours(d, "demo")
+    True
+    """
+    check_apart(directory, inputs, flag=flag)
     if _exists(directory):
         if not _isdir(directory):
             raise OutputGuardError(f"{flag}={directory} is a file; name a directory")
-        if is_ours(directory, command) or _is_empty_dir(directory):
-            if not is_ours(directory, command):
+        if is_ours(directory, command):
+            if clear:
+                _rmtree(directory)
+                _makedirs(directory)
                 mark(directory, command)
             return
-        other = owner(directory)
-        made_by = f"made by {other['command']}" if other else "not made by bert_tf"
-        raise OutputGuardError(f"{flag}={directory} exists and is {made_by}; choose a new "
-                               f"or empty directory")
+        if not _is_empty_dir(directory):
+            other = owner(directory)
+            made_by = f"the output of {other['command']}" if other else "not made by bert_tf"
+            raise OutputGuardError(f"{flag}={directory} exists, is not empty and is "
+                                   f"{made_by}; choose a new or empty directory")
     _makedirs(directory)
     mark(directory, command)

@@ -37,6 +37,9 @@ import textwrap
 import time
 import unicodedata
 
+from bert_tf import output_guard
+from bert_tf.errors import BertTfError
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO_ROOT, "demo", "data")
 HELDOUT_DOCUMENTS = 20  # the corpus's last documents: pretraining never trains on them
@@ -187,9 +190,10 @@ def main(argv=None):
                              "smoke run; its classifications are not expected to be right)")
     args = parser.parse_args(argv)
     out = os.path.abspath(args.output_dir)
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
+    # A rerun replaces the demo's own earlier output only: never a folder of the user's,
+    # nor one holding the demo's inputs (`--output_dir=.` in the checkout) (DESIGN 2.6).
+    output_guard.claim_output_dir(out, "run_demo", flag="--output_dir", inputs=[DATA],
+                                  clear=True)
     py = sys.executable
     env = _env()
     steps = Step(total=9)
@@ -371,4 +375,8 @@ if __name__ == "__main__":
     from bert_tf import cli
 
     cli.configure_environment()
-    main()
+    try:
+        main()
+    except BertTfError as e:  # a refused --output_dir: one line, nothing touched
+        print(f"run_demo: error: {e}", file=sys.stderr)
+        sys.exit(1)
