@@ -46,19 +46,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import uuid
 from typing import Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.constants import length_delimited as _field
+from bert_tf import output_guard
 from bert_tf.errors import BertTfError
 from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
                              attention_fused_for_inference, scratch_dir)
 
 WARMUP_FILE = "tf_serving_warmup_requests"
+SAVED_MODEL_FILE = "saved_model.pb"  # copied last to an object store: TF Serving's trigger
 
 
 class ExportError(BertTfError, ValueError):
@@ -143,9 +144,12 @@ def new_version_dir(export_dir: str, version: Optional[int] = None) -> str:
 
 @contextlib.contextmanager
 def written_atomically(target: str):
-    """Yields a new hidden directory beside `target` to fill; it is renamed to `target`
-    when the block ends without error and removed when it raises, so a watcher of the
-    parent (TF Serving watches integer names only) never sees a partial export.
+    """Yields a new hidden directory beside `target` to fill; it becomes `target` when the
+    block ends without error and is removed when it raises, so a watcher of the parent
+    (TF Serving watches integer names only) never sees a partial export. On an object
+    store (gs://), where a rename is a copy per object, `saved_model.pb` is copied after
+    the variables and assets (`output_guard.new_output_dir`): TF Serving cannot load a
+    version before its last file is there.
 
     >>> import tempfile; target = os.path.join(tempfile.mkdtemp(), "3")
     >>> with written_atomically(target) as tmp:
@@ -153,16 +157,9 @@ def written_atomically(target: str):
     >>> os.listdir(target)
     ['a.txt']
     """
-    parent, name = os.path.split(target)
-    tf.io.gfile.makedirs(parent)
-    tmp = os.path.join(parent, f".tmp-{name}-{uuid.uuid4().hex[:8]}")
-    tf.io.gfile.makedirs(tmp)
-    try:
+    with output_guard.new_output_dir(target, "export_model", allow_existing_empty=False,
+                                     last=(SAVED_MODEL_FILE,), marked=False) as tmp:
         yield tmp
-        tf.io.gfile.rename(tmp, target)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
 
 
 def _track_captured_variables(module: tf.Module, signatures: Mapping[str, Callable]) -> None:

@@ -314,11 +314,12 @@ def _publish(tmp: str, target: str, last: Sequence[str]) -> None:
 def new_output_dir(output_dir: str, command: str, *, overwrite: bool = False,
                    inputs: Sequence[Optional[str]] = (), flag: str = "--output_dir",
                    last: Sequence[str] = ("saved_model.pb", "checkpoint"),
-                   allow_existing_empty: bool = True) -> Iterator[str]:
+                   allow_existing_empty: bool = True, marked: bool = True) -> Iterator[str]:
     """Yields a hidden directory beside `output_dir` to build the output in; when the
     block ends without error it becomes `output_dir` (marked as `command`'s), replacing
     an earlier output only with `overwrite` and only when that one bears a bert_tf marker;
-    on error it is removed and `output_dir` is untouched.
+    on error it is removed and `output_dir` is untouched. `marked=False` leaves out the
+    marker (outputs that are never replaced, such as SavedModel versions).
 
     Refused (OutputGuardError, nothing written): `output_dir` is, contains or lies inside
     an input; it exists, is not empty, and `overwrite` is off; with `overwrite`, it holds
@@ -348,7 +349,8 @@ def new_output_dir(output_dir: str, command: str, *, overwrite: bool = False,
     _makedirs(tmp)
     try:
         yield tmp
-        mark(tmp, command)
+        if marked:
+            mark(tmp, command)
         if replace:
             old = os.path.join(parent,
                                f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.old")
