@@ -422,8 +422,10 @@ class Trainer:
         latest = tf.train.latest_checkpoint(self.output_dir)
         if not latest:
             return None
-        status = self.checkpoint.read(latest)
-        status.assert_existing_objects_matched()
+        # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
+        # variable of another shape), without the unrestored-values warning flood.
+        model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
+                                       "step": self.step}, require_all=True)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
