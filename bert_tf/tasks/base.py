@@ -73,7 +73,6 @@ True
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -221,19 +220,10 @@ class Task:
         return "".join(c if c.isalnum() else "_" for c in self.name.lower())
 
 
-def write_json(path: str, obj) -> str:
-    import tensorflow as tf  # gfile: output dirs may be gs://
-
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    return path
-
-
 def write_tsv_lines(path: str, lines: Sequence[str]) -> str:
-    import tensorflow as tf
+    from bert_tf import output_guard  # whole or not at all (DESIGN 2.6)
 
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    output_guard.write_text(path, "\n".join(lines) + "\n")
     return path
 
 
