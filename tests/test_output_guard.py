@@ -301,3 +301,41 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert setting in result.stderr and "--overwrite" in result.stderr
         assert_kept(before, finetuned / "out")
+
+
+# ------------------------------------------------------------------ untrusted model dirs
+
+
+def test_safetensors_index_may_not_name_files_outside_its_directory(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from bert_tf.checkpoints import huggingface
+    from bert_tf.checkpoints.weights import CheckpointFormatError
+
+    outside = tmp_path / "secret.safetensors"
+    save_file({"x": np.zeros(2, np.float32)}, str(outside))
+    model = tmp_path / "model"
+    model.mkdir()
+    for shard in ["../secret.safetensors", str(outside), "sub/../../secret.safetensors", 7]:
+        index = model / "model.safetensors.index.json"
+        index.write_text(json.dumps({"weight_map": {"x": shard}}))
+        with pytest.raises(CheckpointFormatError, match="plain file names"):
+            huggingface.load_huggingface_tensors(str(index))
+    save_file({"x": np.ones(2, np.float32)}, str(model / "part-1.safetensors"))
+    index.write_text(json.dumps({"weight_map": {"x": "part-1.safetensors"}}))
+    assert huggingface.load_huggingface_tensors(str(index))["x"].tolist() == [1.0, 1.0]
+
+
+def test_pytorch_bin_is_refused_with_a_torch_whose_weights_only_load_is_unsafe(
+        tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from bert_tf.checkpoints import huggingface
+    from bert_tf.checkpoints.weights import CheckpointFormatError
+
+    path = tmp_path / "pytorch_model.bin"
+    torch.save({"x": torch.ones(2)}, str(path))
+    assert huggingface.load_huggingface_tensors(str(path))["x"].tolist() == [1.0, 1.0]
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(CheckpointFormatError, match="cannot read pytorch_model.bin safely"):
+        huggingface.load_huggingface_tensors(str(path))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -89,12 +90,24 @@ def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
         return {key: f.get_tensor(key).float().numpy() for key in f.keys()}
 
 
+_SAFE_TORCH = (2, 6)  # the first torch whose weights_only=True load is safe
+
+
 def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
     try:
         import torch
     except ImportError:
         raise CheckpointFormatError(f"{path}: reading pytorch_model.bin needs torch (pip "
                                     f"install torch), or convert from model.safetensors") from None
+    # weights_only=True unpickles only tensors and plain containers; before torch 2.6 that
+    # loader could still run code from a crafted file (CVE-2025-32434).
+    version = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
+    if version < _SAFE_TORCH:
+        raise CheckpointFormatError(
+            f"{path}: torch {torch.__version__} cannot read pytorch_model.bin safely (its "
+            f"weights_only loader runs code from crafted files before torch "
+            f"{'.'.join(map(str, _SAFE_TORCH))}); upgrade torch, or convert from "
+            f"model.safetensors")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, ValueError) as e:  # e.g. a cut-short zip
@@ -111,7 +124,18 @@ def load_huggingface_tensors(weights_file: str) -> Dict[str, np.ndarray]:
     """All tensors of a safetensors / sharded-safetensors index / pytorch_model.bin file."""
     if weights_file.endswith(".index.json"):
         with tf.io.gfile.GFile(weights_file) as f:
-            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
+            try:
+                weight_map = json.load(f).get("weight_map", {})
+            except (ValueError, AttributeError) as e:
+                raise CheckpointFormatError(f"{weights_file}: not a safetensors index "
+                                            f"({e})") from None
+        shards = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else [None]
+        for shard in shards:  # an untrusted index may not point outside its directory
+            if (not isinstance(shard, str) or shard in ("", ".", "..")
+                    or os.path.basename(shard) != shard or "\\" in shard):
+                raise CheckpointFormatError(
+                    f"{weights_file}: weight_map names {shard!r}; shards must be plain file "
+                    f"names in the index's own directory")
         result = {}
         for shard in shards:
             shard_path = require_file(os.path.join(os.path.dirname(weights_file), shard),
