@@ -339,3 +339,75 @@ def test_pytorch_bin_is_refused_with_a_torch_whose_weights_only_load_is_unsafe(
     monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
     with pytest.raises(CheckpointFormatError, match="cannot read pytorch_model.bin safely"):
         huggingface.load_huggingface_tensors(str(path))
+
+
+# ------------------------------------------------------------------ the other commands
+
+
+def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
+    from bert_tf import export_model, extract_features
+    from bert_tf.flags_common import parse_args
+    from data_prep import build_vocab
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+    model = make_model_dir(tmp_path / "model", tokens, tiny_config(vocab_size=len(tokens)))
+    corpus = _corpus(tmp_path / "corpus.txt", docs=2)
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputGuardError, match="is inside the input"):
+        export_model.run(export_model.ExportConfig.from_flags(parse_args(
+            export_model.define_flags,
+            [f"--init_checkpoint={model}", f"--export_dir={model}/export"])))
+    with pytest.raises(OutputGuardError, match="contains the input"):
+        export_model.run(export_model.ExportConfig.from_flags(parse_args(
+            export_model.define_flags,
+            [f"--init_checkpoint={model}", f"--export_dir={tmp_path}"])))
+    with pytest.raises(OutputGuardError, match="is the input"):
+        build_vocab.build_vocab(corpus, corpus, 50, do_lower_case=True)
+    with pytest.raises(OutputGuardError, match="is the input"):
+        extract_features.run(extract_features.ExtractConfig.from_flags(parse_args(
+            extract_features.define_flags,
+            [f"--init_checkpoint={model}", f"--input_file={corpus}",
+             f"--output_file={corpus}"])))
+    assert_kept(before, tmp_path)
+    assert set(snapshot(tmp_path)) == set(before)
+
+
+def test_create_finetuning_data_writes_nothing_on_bad_input_and_keeps_others_files(tmp_path):
+    from bert_tf.flags_common import parse_args
+    from data_prep import create_finetuning_data as cfd
+
+    words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
+    model = make_model_dir(tmp_path / "model", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                *words], tiny_config(vocab_size=5 + len(words)))
+    data = write_sst2_dir(tmp_path / "sst2", train_repeats=1)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "results.tsv").write_text("keep")
+
+    def run(data_dir, output_dir, shards):
+        return cfd.run(cfd.FinetuningDataConfig.from_flags(parse_args(cfd.define_flags, [
+            "--task_name=SST-2", f"--data_dir={data_dir}", f"--init_checkpoint={model}",
+            "--max_seq_length=16", f"--output_dir={output_dir}",
+            f"--num_output_shards={shards}"])))
+
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputGuardError, match="not made by bert_tf"):
+        run(data, theirs, 1)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(Exception):  # no train.tsv: the task's one-line error
+        run(empty, tmp_path / "records", 1)
+    assert_kept(before, tmp_path)
+    assert not (tmp_path / "records").exists()
+    run(data, tmp_path / "records", 3)
+    run(data, tmp_path / "records", 2)  # a rerun with fewer shards removes its surplus
+    assert sorted(n for n in os.listdir(tmp_path / "records") if n.startswith("train")) == [
+        "train-00000-of-00002.tf_record", "train-00001-of-00002.tf_record", "train.meta.json"]
+
+
+def test_sweep_refuses_finetune_flags_that_set_the_output_dir(tmp_path):
+    result = run_command("bert_tf.sweep", "--task_name=SST-2", f"--output_dir={tmp_path}/s",
+                         f"--finetune_flags=--output_dir={tmp_path}/elsewhere")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "--finetune_flags sets --output_dir" in result.stderr
+    assert os.listdir(tmp_path) == []
