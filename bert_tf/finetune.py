@@ -139,7 +139,8 @@ def run(config: FinetuneConfig) -> Dict:
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     record = md.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
-                          config.optimizer, config.max_seq_length, task.task_config())
+                          config.optimizer if config.do_train else None,
+                          config.max_seq_length, task.task_config())
     replace = _check_output_dir(config, record)
     with strategy.scope():
         from bert_tf.encoder import BertEncoder

@@ -500,12 +500,13 @@ class RunRecord:
     config: BertConfig
     vocab_file: Optional[str]
     text: TextSettings
-    optimizer: str
+    optimizer: Optional[str]  # None: a run that does not train (evaluate, predict)
     max_seq_length: int
     task_config: Optional[dict] = None
 
     def marker_fields(self) -> dict:
-        return {"optimizer": self.optimizer, "max_seq_length": self.max_seq_length}
+        fields = {"optimizer": self.optimizer, "max_seq_length": self.max_seq_length}
+        return {k: v for k, v in fields.items() if v is not None}
 
 
 def _file_digest(path: str) -> str:
@@ -580,7 +581,8 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
         elif old_task.get("label_list") != new_task.get("label_list"):
             differences.append(("labels", old_task.get("label_list"),
                                 new_task.get("label_list")))
-    if "optimizer" in marker and marker["optimizer"] != record.optimizer:
+    if (record.optimizer is not None and "optimizer" in marker
+            and marker["optimizer"] != record.optimizer):
         differences.append(("optimizer", marker["optimizer"], record.optimizer))
     note = None
     old_length = marker.get("max_seq_length",
@@ -614,4 +616,6 @@ def write_run_record(output_dir: str, record: RunRecord) -> None:
     if record.task_config is not None:
         output_guard.write_json(os.path.join(output_dir, TASK_CONFIG_FILE),
                                 record.task_config, sort_keys=False)
-    output_guard.mark(output_dir, record.command, **record.marker_fields())
+    previous = output_guard.owner(output_dir) or {}
+    previous.pop("command", None)
+    output_guard.mark(output_dir, record.command, **{**previous, **record.marker_fields()})

@@ -113,7 +113,9 @@ def run(config: PretrainConfig) -> None:
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
     record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,
-                                 resolved.text, config.optimizer, config.max_seq_length)
+                                 resolved.text,
+                                 config.optimizer if config.do_train else None,
+                                 config.max_seq_length)
     replace, note = _check_output_dir(config, record)
     records = RecordFiles(config.input_file, config.skip_corrupt_records) \
         if config.do_train else None
