@@ -353,10 +353,10 @@ def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
     model = make_model_dir(tmp_path / "model", tokens, tiny_config(vocab_size=len(tokens)))
     corpus = _corpus(tmp_path / "corpus.txt", docs=2)
     before = snapshot(tmp_path)
-    with pytest.raises(OutputGuardError, match="is inside the input"):
+    with pytest.raises(OutputGuardError, match="is the input"):
         export_model.run(export_model.ExportConfig.from_flags(parse_args(
             export_model.define_flags,
-            [f"--init_checkpoint={model}", f"--export_dir={model}/export"])))
+            [f"--init_checkpoint={model}", f"--export_dir={model}"])))
     with pytest.raises(OutputGuardError, match="contains the input"):
         export_model.run(export_model.ExportConfig.from_flags(parse_args(
             export_model.define_flags,
