@@ -124,8 +124,10 @@ def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
 def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, object], *,
                     vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
                     checkpoint_number: int = 0, strip_accents: Optional[bool] = None,
-                    pre_tokenizer: Optional[str] = None) -> str:
-    """Writes config, vocab, tokenizer settings and a checkpoint of `objects`.
+                    pre_tokenizer: Optional[str] = None,
+                    task_config: Optional[dict] = None) -> str:
+    """Writes config, vocab, tokenizer settings, the task config (a fine-tuned model, whose
+    `objects` then include `task_head`) and a checkpoint of `objects`.
 
     Returns the checkpoint prefix. Existing checkpoints in `output_dir` are kept (the
     new one becomes the latest).
@@ -133,6 +135,9 @@ def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, o
     tf.io.gfile.makedirs(output_dir)
     write_metadata(output_dir, config, vocab_file=vocab_file, do_lower_case=do_lower_case,
                    strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
+    if task_config is not None:
+        with tf.io.gfile.GFile(os.path.join(output_dir, TASK_CONFIG_FILE), "w") as f:
+            json.dump(task_config, f, indent=2)
     checkpoint = tf.train.Checkpoint(**objects)
     manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=5)
     return manager.save(checkpoint_number=checkpoint_number)
