@@ -175,6 +175,33 @@ def _huggingface_text_settings(directory: str) -> Tuple[Optional[bool], Optional
     return lower, None if strip is None else bool(strip)
 
 
+def vocab_from_tokenizer_json(directory: str) -> Optional[str]:
+    """The WordPiece vocab of `directory`/tokenizer.json as a vocab.txt (in a scratch
+    directory; None when there is no WordPiece tokenizer.json): transformers 5 saves fast
+    tokenizers with tokenizer.json only."""
+    path = os.path.join(directory, "tokenizer.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            model = (json.load(f) or {}).get("model") or {}
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: cannot parse: {e}") from None
+    vocab = model.get("vocab")
+    if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        return None
+    tokens = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in tokens] != list(range(len(tokens))):
+        raise CheckpointFormatError(f"{path}: the WordPiece vocab's ids are not 0..{len(tokens) - 1}")
+    import tempfile
+
+    out = os.path.join(tempfile.mkdtemp(prefix="bert_tf_vocab_"), model_dir.VOCAB_FILE)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in tokens))
+    logging.info("%s: vocab.txt taken from tokenizer.json's WordPiece vocab", directory)
+    return out
+
+
 def read_huggingface(path: str, config_file: Optional[str] = None,
                      vocab_file: Optional[str] = None,
                      do_lower_case: Optional[bool] = None,
@@ -194,6 +221,9 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     config_file = config_file or os.path.join(directory, "config.json")
     raw_config = _raw_config(config_file)
     config = huggingface_config(config_file, raw_config)
+    if vocab_file is None and not tf.io.gfile.exists(os.path.join(directory,
+                                                                  model_dir.VOCAB_FILE)):
+        vocab_file = vocab_from_tokenizer_json(directory)
     vocab_file = checked_vocab(vocab_file, directory, config, config_file)
     tensors = load_huggingface_tensors(weights_file)
     if "bert.embeddings.word_embeddings.weight" in tensors:
