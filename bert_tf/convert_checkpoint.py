@@ -20,7 +20,24 @@ task's class (a `finetune` output: BertForSequenceClassification, -TokenClassifi
     python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=huggingface \\
         --input=models/bert_base --output_dir=exported/bert_base_hf
 
-`--target_format=tf1` also accepts a Hugging Face source, `huggingface` a TF1 one. The output is written to a
+A fine-tuned Hugging Face model (BertForSequenceClassification, -TokenClassification,
+-QuestionAnswering, -MultipleChoice) comes in with its head: the output is a fine-tuned
+model dir (task_config.json, labels from id2label) that export_model serves on raw text;
+`--task_name` says which task when config.json does not (a classifier's GLUE task):
+
+    python -m bert_tf.convert_checkpoint --source_format=huggingface \
+        --input=my_hf_sentiment_model --output_dir=models/sentiment --task_name=sst-2
+
+keras-hub presets (`save_to_preset` directories: BertBackbone, BertTextClassifier with
+its head) both ways, through keras-hub itself:
+
+    python -m bert_tf.convert_checkpoint --source_format=keras_hub \
+        --input=my_preset --output_dir=models/from_keras_hub
+    python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=keras_hub \
+        --input=models/bert_base --output_dir=exported/bert_base_keras_hub
+
+Any source format converts to any other (`--target_format=tf1` from a Hugging Face
+source, `keras_hub` from a TF1 one, ...). The output is written to a
 temporary directory next to `--output_dir` and renamed at the end, so a failed run leaves
 nothing behind; an existing non-empty `--output_dir` is refused unless `--overwrite`.
 """
