@@ -198,7 +198,8 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
                                       **extra)
     logging.info("read %s (%d layers, hidden %d, heads: %s)", input_path,
                  weights.config.num_hidden_layers, weights.config.hidden_size,
-                 ", ".join(weights.heads) or "none")
+                 ", ".join(weights.heads + ((f"{weights.task_config['task_name']} task head",)
+                                            if weights.task_config else ())) or "none")
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
     tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
