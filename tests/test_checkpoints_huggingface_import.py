@@ -296,3 +296,7 @@ def test_task_name_on_a_model_without_a_head_is_refused(minilm_dir, tmp_path):
 
     with pytest.raises(CheckpointFormatError, match="no task head"):
         convert("huggingface", str(minilm_dir), str(tmp_path / "out"), task_name="sst-2")
+    with pytest.raises(UsageError, match="--task_name applies to"):
+        convert("tf1", str(tmp_path / "no_such_ckpt"), str(tmp_path / "out"), task_name="sst-2")
+    with pytest.raises(UsageError, match="unknown task 'sst-7'"):
+        convert("huggingface", str(minilm_dir), str(tmp_path / "out"), task_name="sst-7")
