@@ -5,6 +5,7 @@ vocab, casing); every writer takes one, so a conversion is `reader -> writer`:
 
     checkpoints.tf1.read_tf1_checkpoint / write_tf1_checkpoint   original google-research/bert
     checkpoints.huggingface.read_huggingface / write_huggingface  transformers' BertModel / BertFor*
+    checkpoints.keras_hub.read_keras_hub / write_keras_hub        keras-hub presets
     read_model_dir (here)                                          a bert_tf model dir
 
 A bert_tf model dir is written by `bert_tf.model_dir.write_model_dir` from the checkpoint
