@@ -98,7 +98,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       **fv)
     flags.DEFINE_string("task_name", None, "A fine-tuned source (huggingface, keras_hub): "
                         "the task its head serves (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
-                        "rte, wnli, conll2003, squad, swag), when its config does not say; "
+                        "rte, wnli, conll2003, squad, squad_v2, swag), when its config does not "
+                        "say (squad_v2: a SQuAD 2.0 model, which may answer nothing); "
                         "the output is then a fine-tuned model dir that export_model serves.",
                         **fv)
     flags.mark_flags_as_required(["source_format", "input", "output_dir"], **fv)
@@ -172,9 +173,11 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
         raise UsageError(f"--task_name applies to fine-tuned {' and '.join(_TASK_SOURCES)} "
                          f"sources; a {source_format} source's task (if any) is its own")
     if task_name:
+        from bert_tf.checkpoints.huggingface import split_task_name
         from bert_tf.tasks import canonical_task_name
 
-        canonical_task_name(task_name)  # an unknown name is a usage error, before any work
+        # an unknown name is a usage error, before any work
+        canonical_task_name(split_task_name(task_name)[0])
     output_dir = os.path.abspath(output_dir)
     if os.path.abspath(input_path).rstrip("/") == output_dir:
         raise UsageError(f"--output_dir={output_dir} is the input itself; choose another one")

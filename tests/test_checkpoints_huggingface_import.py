@@ -241,6 +241,11 @@ def test_qa_answers_equal_transformers_run_qa_postprocessing(minilm_dir, tmp_pat
     assert got["end_char"].numpy().tolist() == [w[2] for w in want]
     np.testing.assert_allclose(got["score"].numpy(), [w[3] for w in want], atol=1e-4)
     assert sum(w[0] == a for w, a in zip(want, answers)) >= 2  # it learned
+    # a SQuAD 2.0 model: --task_name=squad_v2 serves "no answer" when [CLS] wins
+    convert("huggingface", str(hf_dir), str(tmp_path / "v2"), task_name="squad_v2")
+    task = model_dir.read_task_config(str(tmp_path / "v2"))
+    assert task["task_name"] == "squad" and task["version_2_with_negative"] is True
+    assert task["max_seq_length"] == 384 and task["doc_stride"] == 128
 
 
 def _run_qa_answers(model, tokenizer, questions, contexts, n_best=20, max_answer=30):

@@ -278,7 +278,7 @@ _CLASS_TASKS = {"BertForSequenceClassification": "a GLUE task (cola, sst-2 take 
                                                   "mrpc, qqp, mnli, qnli, rte, wnli a pair; "
                                                   "sts-b is the regression)",
                 "BertForTokenClassification": "conll2003",
-                "BertForQuestionAnswering": "squad",
+                "BertForQuestionAnswering": "squad (v1.1) or squad_v2",
                 "BertForMultipleChoice": "swag"}
 
 
@@ -297,10 +297,26 @@ def _task_architecture(raw: dict, tensors, task_name: Optional[str],
     if named and named[0] in has_head:
         return named[0]
     if task_name:
-        return huggingface_task_class({"task_name": task_name})
+        return huggingface_task_class({"task_name": split_task_name(task_name)[0]})
     raise CheckpointFormatError(
         f"{source}: the weights hold a `classifier` head but config.json names no BertFor* "
         f"architecture; pass --task_name (a GLUE task, conll2003 or swag) to say which")
+
+
+# --task_name spellings that name a task and its options (a QA model trained on SQuAD 2.0
+# answers "no answer" when the [CLS] score wins: our SQuAD task's v2.0 mode).
+_TASK_VARIANTS = {"squad_v2": ("squad", {"version_2_with_negative": True}),
+                  "squad2": ("squad", {"version_2_with_negative": True})}
+
+
+def split_task_name(name: str):
+    """`--task_name` -> (our task name, its options); `squad_v2` is SQuAD in v2.0 mode.
+
+    >>> split_task_name("squad_v2"), split_task_name("sst2")
+    (('squad', {'version_2_with_negative': True}), ('sst2', {}))
+    """
+    name, options = _TASK_VARIANTS.get(name.strip().lower().replace("-", "_"), (name, {}))
+    return name, dict(options)
 
 
 def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
@@ -321,7 +337,7 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
     from bert_tf.errors import UsageError
 
     family = _CLASS_TASKS[architecture]
-    name = task_name
+    name, options = split_task_name(task_name) if task_name else (None, {})
     if name is None:
         fixed = {"BertForTokenClassification": "conll2003",
                  "BertForQuestionAnswering": "squad", "BertForMultipleChoice": "swag"}
@@ -347,7 +363,6 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
                                     f"sigmoid per label) has no bert_tf task; only "
                                     f"single-label classification and regression import")
     cls = tasks.get_task_class(name)
-    options = {}
     if architecture in ("BertForSequenceClassification", "BertForTokenClassification"):
         regression = cls(tokenizer=None).label_list is None
         if regression != (num_outputs == 1) or (

@@ -176,14 +176,15 @@ def _classifier_task_config(path: str, num_classes: int, task_name: Optional[str
                             config: BertConfig) -> dict:
     """The task of a preset's BertTextClassifier head (keras-hub records no labels)."""
     from bert_tf import tasks
-    from bert_tf.checkpoints.huggingface import huggingface_task_config
+    from bert_tf.checkpoints.huggingface import huggingface_task_config, split_task_name
 
     recorded = model_dir.read_task_config(path)  # written by write_keras_hub
     if recorded is not None and not task_name:
         task_name = recorded.get("task_name")
     raw = {"problem_type": "regression" if num_classes == 1 else "single_label_classification"}
     if task_name:
-        default = tasks.get_task_class(task_name)(tokenizer=None).label_list
+        default = tasks.get_task_class(split_task_name(task_name)[0])(
+            tokenizer=None).label_list
         labels = (recorded or {}).get("label_list") or (
             default if default and len(default) == num_classes
             else [str(i) for i in range(num_classes)])
