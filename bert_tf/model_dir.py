@@ -124,15 +124,18 @@ def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
 def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, object], *,
                     vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
                     checkpoint_number: int = 0, strip_accents: Optional[bool] = None,
-                    pre_tokenizer: Optional[str] = None) -> str:
-    """Writes config, vocab, tokenizer settings and a checkpoint of `objects`.
+                    pre_tokenizer: Optional[str] = None,
+                    task_config: Optional[dict] = None) -> str:
+    """Writes config, vocab, tokenizer settings, the task config (a fine-tuned model, whose
+    `objects` then include `task_head`) and a checkpoint of `objects`.
 
     Returns the checkpoint prefix. Existing checkpoints in `output_dir` are kept (the
     new one becomes the latest).
     """
     tf.io.gfile.makedirs(output_dir)
     write_metadata(output_dir, config, vocab_file=vocab_file, do_lower_case=do_lower_case,
-                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
+                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
+                   task_config=task_config)
     checkpoint = tf.train.Checkpoint(**objects)
     manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=5)
     return manager.save(checkpoint_number=checkpoint_number)
@@ -140,8 +143,9 @@ def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, o
 
 def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[str] = None,
                    do_lower_case: Optional[bool] = None, strip_accents: Optional[bool] = None,
-                   pre_tokenizer: Optional[str] = None) -> None:
-    """Writes everything of a model dir but the checkpoint.
+                   pre_tokenizer: Optional[str] = None,
+                   task_config: Optional[dict] = None) -> None:
+    """Writes everything of a model dir but the checkpoint, each file whole.
 
     The tokenizer settings are written when `do_lower_case` is known (`strip_accents`
     None means "follows do_lower_case", as in Hugging Face's tokenizer_config.json).
@@ -158,6 +162,9 @@ def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[
         settings = TextSettings(bool(do_lower_case), strip_accents, pre_tokenizer)
         output_guard.write_text(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
                                 json.dumps(settings.to_json()))
+    if task_config is not None:
+        output_guard.write_json(os.path.join(output_dir, TASK_CONFIG_FILE), task_config,
+                                sort_keys=False)
 
 
 def model_dir_of(path: str) -> str:
@@ -612,10 +619,7 @@ def write_run_record(output_dir: str, record: RunRecord) -> None:
     write_metadata(output_dir, record.config, vocab_file=record.vocab_file,
                    do_lower_case=record.text.do_lower_case,
                    strip_accents=record.text.strip_accents,
-                   pre_tokenizer=record.text.pre_tokenizer)
-    if record.task_config is not None:
-        output_guard.write_json(os.path.join(output_dir, TASK_CONFIG_FILE),
-                                record.task_config, sort_keys=False)
+                   pre_tokenizer=record.text.pre_tokenizer, task_config=record.task_config)
     previous = output_guard.owner(output_dir) or {}
     previous.pop("command", None)
     output_guard.mark(output_dir, record.command, **{**previous, **record.marker_fields()})

@@ -23,8 +23,8 @@ Contract of each piece:
 * `__init__(tokenizer, max_seq_length=128, data_dir=None, files=None, **options)`:
   no flags here. `files` maps a split to a file and overrides the file `data_dir` would
   give (SQuAD's `--train_file` / `--predict_file`). `options` are the task's own settings,
-  named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...);
-  the CLI passes exactly those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
+  named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
+  GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
   (may be None for tasks used only to read examples or compute metrics).
 * `get_examples(split)`: split is "train", "dev" or "test". Pure: same file, same list.
   Bad input raises `TaskDataError` naming file, line and what to do.
