@@ -733,3 +733,25 @@ def test_cr_and_crlf_line_endings_read_as_lf(tmp_path, vocab_file, enwiki_lines,
     assert a["documents"] == b["documents"] == 12 and a["work_units"] > 1
     for pa, pb in zip(a["output_files"], b["output_files"]):
         assert open(pa, "rb").read() == open(pb, "rb").read()
+
+
+def test_an_edited_vocab_of_the_same_size_is_not_already_complete(tmp_path, vocab_file):
+    # The fingerprint covered the vocab by path and size: a token renamed in place left
+    # both unchanged and the rerun said "already complete" over records of the old ids.
+    lines = [f"sentence number {k} of document {d}." for d in range(12) for k in range(3)]
+    src = write_corpus(tmp_path / "c.txt", lines)
+    vocab = tmp_path / "vocab.txt"
+    tokens = open(vocab_file, encoding="utf-8").read().split("\n")
+    vocab.write_text("\n".join(tokens), encoding="utf-8")
+    cfg = job(tmp_path, src, str(vocab), max_seq_length=32)
+    cpd.run(cfg)
+    i, j = tokens.index("sentence"), tokens.index("document")
+    tokens[i], tokens[j] = tokens[j], tokens[i]  # same size, other ids
+    vocab.write_text("\n".join(tokens), encoding="utf-8")
+    with pytest.raises(CorpusError, match="other inputs or settings"):
+        cpd.run(cfg)
+    # Copied to another path, the same content: still the same job.
+    moved = tmp_path / "elsewhere.txt"
+    moved.write_text("\n".join(tokens), encoding="utf-8")
+    assert cpd.fingerprint(cfg, [src]) == cpd.fingerprint(
+        dataclasses_replace(cfg, vocab_file=str(moved)), [src])
