@@ -34,7 +34,7 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors, flags_common
+from bert_tf import errors, file_io, flags_common
 
 SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface")
@@ -137,6 +137,10 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     if source_format == "bert_tf" and (bert_config_file or vocab_file or do_lower_case is not None):
         raise UsageError("--bert_config_file/--vocab_file/--do_lower_case apply to tf1 and "
                          "huggingface sources; a bert_tf model dir carries its own")
+    if file_io.is_remote(output_dir):  # os.path would make it ./gs:/...
+        raise UsageError(f"--output_dir={output_dir}: convert_checkpoint writes a local "
+                         f"directory (built beside it, renamed when complete); write it "
+                         f"locally, then copy it: gsutil -m cp -r DIR {output_dir}")
     output_dir = os.path.abspath(output_dir)
     if os.path.abspath(input_path).rstrip("/") == output_dir:
         raise UsageError(f"--output_dir={output_dir} is the input itself; choose another one")

@@ -486,7 +486,7 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary (one token a line).",
                         **fv)
     flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.",
-                         **fv)
+                         lower_bound=1, **fv)
     flags.DEFINE_bool("do_lower_case", True,
                       "Lower-case (and strip accents, unless --nostrip_accents) before "
                       "learning (an uncased model); --nodo_lower_case for cased models. For "
@@ -498,15 +498,17 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("num_unused", DEFAULT_NUM_UNUSED,
                          "Number of [unusedN] slots after [PAD] for tokens added later. The "
                          "default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in "
-                         "Google's vocabularies.", **fv)
+                         "Google's vocabularies.", lower_bound=0, **fv)
     flags.DEFINE_integer("min_frequency", 2,
                          "A pair is merged into a new piece only if it occurs this often; "
-                         "a small corpus may then give fewer than --vocab_size tokens.", **fv)
+                         "a small corpus may then give fewer than --vocab_size tokens.",
+                         lower_bound=1, **fv)
     flags.DEFINE_integer("max_input_lines", 0,
-                         "Read at most this many sentences (0 = the whole corpus).", **fv)
+                         "Read at most this many sentences (0 = the whole corpus).",
+                         lower_bound=0, **fv)
     flags.DEFINE_integer("max_distinct_words", 500_000,
                          "Bound on the word-count table (memory): when it doubles this it "
-                         "is cut back to the most frequent words.", **fv)
+                         "is cut back to the most frequent words.", lower_bound=1, **fv)
     flags.DEFINE_bool("strict", False,
                       "Stop at the first line that is not UTF-8 instead of skipping it.", **fv)
     flags.DEFINE_bool("progress", True, "Show progress bars on stderr.", **fv)

@@ -971,23 +971,26 @@ def define_flags(flag_values=None) -> None:
     text_flags.define_text_flags(flag_values, pre_tokenizer=True)
     flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together "
                       "(80/10/10 still drawn per piece, as the original).", **fv)
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", **fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", lower_bound=5, **fv)
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per "
-                         "sequence.", **fv)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.", **fv)
-    flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with fresh masks.", **fv)
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.", **fv)
+                         "sequence.", lower_bound=1, **fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.",
+                       lower_bound=0.0, upper_bound=1.0, **fv)
+    flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with fresh masks.",
+                         lower_bound=1, **fv)
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.",
+                       lower_bound=0.0, upper_bound=1.0, **fv)
     flags.DEFINE_integer("random_seed", 12345, "Random seed.", **fv)
     flags.DEFINE_integer("num_workers", max(1, (os.cpu_count() or 1)), "Worker processes; never "
-                         "changes the output.", **fv)
-    flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).", **fv)
+                         "changes the output.", lower_bound=0, **fv)
+    flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).", lower_bound=1, **fv)
     flags.DEFINE_integer("pool_size", 0, "At most this many documents per work unit (0: no "
                          "limit; units stop at 1 MB of text, more on corpora over 2 GB so that "
                          "there are at most ~2,048). Units are the grain of parallel work and "
                          "of resuming; the statistics do not depend on them (random-next "
                          "documents come from the whole corpus, instances are shuffled over "
                          "all shards). A corpus that is one unit gives exactly the original "
-                         "tool's records.", **fv)
+                         "tool's records.", lower_bound=0, **fv)
     flags.DEFINE_string("summary_file", None, "JSON summary (counts, masking fractions). "
                         "Default: beside the output directory, records/x.tfrecord -> "
                         "records.x.tfrecord.summary.json.", **fv)

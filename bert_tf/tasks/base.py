@@ -153,6 +153,12 @@ class Task:
         self.files = dict(files or {})
         self.options = options
 
+    @classmethod
+    def check_options(cls, max_seq_length: int, **options) -> None:
+        """Raises `errors.UsageError` naming the flags when `max_seq_length` and the task's
+        options (flag values) cannot work together; called before any data is read
+        (`tasks.TaskSpec.make`). Per-flag ranges are declared with the flags."""
+
     # ------------------------------------------------------------------ data
     @property
     def label_list(self) -> Optional[List[str]]:

@@ -16,6 +16,7 @@ from typing import Dict, List, Sequence
 import keras
 import numpy as np
 
+from bert_tf.errors import UsageError
 from bert_tf.tasks.base import Task, TaskDataError, sparse_ce
 from bert_tf.tasks.squad_data import (SquadExample, convert_examples_to_features,
                                       read_squad_examples, tokenizer_basic_fn,
@@ -105,6 +106,16 @@ class SquadTask(Task):
         self.max_answer_length = int(max_answer_length)
         self.version_2_with_negative = bool(version_2_with_negative)
         self.null_score_diff_threshold = float(null_score_diff_threshold)
+
+    @classmethod
+    def check_options(cls, max_seq_length: int, **options) -> None:
+        # A window is [CLS] question [SEP] context [SEP], the question up to
+        # max_query_length: without room for context no feature can be made.
+        query = int(options.get("max_query_length", 64))
+        if max_seq_length <= query + 3:
+            raise UsageError(f"--max_seq_length={max_seq_length}: SQuAD needs more than "
+                             f"--max_query_length + 3 = {query + 3} (the question, [CLS] "
+                             f"and 2 [SEP], then the context)")
 
     # ------------------------------------------------------------------ data
     def default_file(self, split: str) -> str:
