@@ -368,10 +368,12 @@ class UnitProcessor:
         counts["order"] = pi.shuffled_order(n, rng) if whole else range(n)
         return counts
 
-    # Records of one unit held at once (their offsets and buckets, ~40 bytes each): a unit
-    # with more (a document longer than a unit makes all its instances in the unit where it
-    # starts) writes them as several chunk files, each grouped by bucket.
+    # Records of one unit held at once: their offsets and buckets (~40 bytes each) in
+    # memory, their bytes in a spill file read back through a mapping (resident while it is
+    # read). A unit with more (a document longer than a unit makes all its instances in the
+    # unit where it starts) writes them as several chunk files, each grouped by bucket.
     CHUNK_RECORDS = 1 << 20
+    CHUNK_BYTES = 32 << 20
 
     def write_unit_instances(self, unit_index: int, corpus_docs: document_store.DocumentStore,
                              corpus_start: int, num_units: int, no_special_ids: bool,
@@ -414,6 +416,7 @@ class UnitProcessor:
 
         docs = corpus_docs.part_documents(unit_index)
         spills = _ChunkedSpill(directory, None if exact else self.CHUNK_RECORDS,
+                               self.CHUNK_BYTES,
                                lambda spill: write_chunk(spill, range(len(spill))))
         try:
             counts = self.encode_unit(unit_index, docs, corpus_docs, corpus_start, num_units,
@@ -431,16 +434,18 @@ class UnitProcessor:
 
 
 class _ChunkedSpill:
-    """A `RecordSpill` that, once it holds `limit` records (None: no limit), is handed to
-    `full(spill)` and replaced by a new one."""
+    """A `RecordSpill` that, once it holds `limit` records or `limit_bytes` (limit None: no
+    limit), is handed to `full(spill)` and replaced by a new one."""
 
-    def __init__(self, directory: str, limit: Optional[int], full):
-        self.directory, self.limit, self.full = directory, limit, full
+    def __init__(self, directory: str, limit: Optional[int], limit_bytes: int, full):
+        self.directory, self.limit, self.limit_bytes = directory, limit, limit_bytes
+        self.full = full
         self.spill = tfrecord_writer.RecordSpill(directory)
 
     def extend(self, buffer, offsets):
         self.spill.extend(buffer, offsets)
-        if self.limit is not None and len(self.spill) >= self.limit:
+        if self.limit is not None and (len(self.spill) >= self.limit
+                                       or self.spill.size() >= self.limit_bytes):
             self.full(self.spill)
             self.spill.close()
             self.spill = tfrecord_writer.RecordSpill(self.directory)

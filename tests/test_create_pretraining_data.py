@@ -713,11 +713,13 @@ def test_a_corpus_without_blank_lines_runs_in_chunks_and_warns(tmp_path, vocab_f
     assert a["documents"] == 1 and a["work_units"] > 10 and a["instances"] > 100
     assert "blank lines" in a["warnings"][0]
     # The unit holding the document's start makes all its instances; past CHUNK_RECORDS
-    # they go to several files: the records do not change.
-    monkeypatch.setattr(cpd.UnitProcessor, "CHUNK_RECORDS", 37)
-    b = cpd.run(job(tmp_path, src, vocab_file, "b/p", **kw))
-    for pa, pb in zip(a["output_files"], b["output_files"]):
-        assert open(pa, "rb").read() == open(pb, "rb").read()
+    # records or CHUNK_BYTES they go to several files: the records do not change.
+    for name, value in (("CHUNK_RECORDS", 37), ("CHUNK_BYTES", 9000)):  # ~40 records
+        with monkeypatch.context() as m:
+            m.setattr(cpd.UnitProcessor, name, value)
+            b = cpd.run(job(tmp_path, src, vocab_file, f"{name}/p", **kw))
+        for pa, pb in zip(a["output_files"], b["output_files"]):
+            assert open(pa, "rb").read() == open(pb, "rb").read()
     assert a["instances"] == len(read_records(a["output_files"]))
 
 
