@@ -757,3 +757,33 @@ def test_an_edited_vocab_of_the_same_size_is_not_already_complete(tmp_path, voca
     moved.write_text("\n".join(tokens), encoding="utf-8")
     assert cpd.fingerprint(cfg, [src]) == cpd.fingerprint(
         dataclasses_replace(cfg, vocab_file=str(moved)), [src])
+
+
+def test_one_document_cut_over_many_units_gives_the_original_instances(
+        tmp_path, vocab_file, enwiki_lines):
+    """A corpus without blank lines is one document; cut over many units and streamed
+    through the store, it goes through the original algorithm whole and in order: with one
+    document the unit's generator draws what the original's does, so the records are the
+    original tool's instances (in another order: the global shuffle)."""
+    lines = [t for t in first_docs(enwiki_lines, 3) if t.strip()]
+    src = write_corpus(tmp_path / "c.txt", lines)
+    summary = cpd.run(job(tmp_path, src, vocab_file, random_seed=7, unit_bytes=3000))
+    assert summary["work_units"] > 10 and summary["documents"] == 1
+
+    tok = text_rules.WordPieceTokenizer.from_vocab_file(vocab_file)
+    vocab = [line.strip() for line in open(vocab_file, encoding="utf-8")]
+    doc = [[vocab[i] for i in tok.tokenize_line(line)] for line in lines]
+    expected = oracle_create_training_instances([[s for s in doc if s]], vocab,
+                                                random.Random(7), 128, 2, 0.1, 0.15, 20, False)
+
+    def key(tokens, seg, rnext, positions, labels):
+        return (tuple(tokens), tuple(seg), int(rnext), tuple(positions), tuple(labels))
+
+    got = []
+    for rec in map(parse, read_records(summary["output_files"])):
+        n, k = int(rec["input_mask"].sum()), int(rec["masked_lm_weights"].sum())
+        got.append(key([vocab[i] for i in rec["input_ids"][:n]], list(rec["segment_ids"][:n]),
+                       rec["next_sentence_labels"][0], list(rec["masked_lm_positions"][:k]),
+                       [vocab[i] for i in rec["masked_lm_ids"][:k]]))
+    assert len(got) == len(expected) > 100
+    assert sorted(got) == sorted(key(*e) for e in expected)
