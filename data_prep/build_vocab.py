@@ -98,9 +98,9 @@ def read_corpus_lines(paths: Sequence[str], stats: CorpusStats, *, max_input_lin
     """
     for path in paths:
         stats.files += 1
-        corpus.sniff_text_file(path, file_io.open_file)
+        newline = corpus.sniff_text_file(path, file_io.open_file)  # CR-only files too
         with file_io.open_file(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
+            for number, raw in enumerate(corpus.iter_raw_lines(f, newline), start=1):
                 if on_bytes is not None:
                     on_bytes(len(raw))
                 if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -425,15 +425,19 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
         pretokenize = (bert_pretokenizer(do_lower_case, strip_accents, pre_tokenizer)
                        if pre_tokenizer else probe)
     stats = CorpusStats()
+    for path in paths:  # a file that is no text corpus: refused before any progress bar
+        corpus.sniff_text_file(path, file_io.open_file)
     total_bytes = sum(file_io.file_size(p) for p in paths)
     bar = _progress(show_progress, total=total_bytes, unit="B", unit_scale=True,
                     desc="counting words")
-    lines = read_corpus_lines(paths, stats, max_input_lines=max_input_lines, strict=strict,
-                              on_bytes=bar.update if bar else None)
-    word_counts = count_words(lines, pretokenize, stats,
-                              max_distinct_words=max_distinct_words)
-    if bar:
-        bar.close()
+    try:
+        lines = read_corpus_lines(paths, stats, max_input_lines=max_input_lines,
+                                  strict=strict, on_bytes=bar.update if bar else None)
+        word_counts = count_words(lines, pretokenize, stats,
+                                  max_distinct_words=max_distinct_words)
+    finally:  # an error (--strict) starts on a line of its own
+        if bar:
+            bar.close()
     for where in stats.invalid_lines[:20]:
         log(f"{where}: not valid UTF-8, line skipped")
     if len(stats.invalid_lines) > 20:

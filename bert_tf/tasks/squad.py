@@ -17,7 +17,7 @@ import keras
 import numpy as np
 
 from bert_tf.errors import UsageError
-from bert_tf.tasks.base import Task, TaskDataError, sparse_ce
+from bert_tf.tasks.base import Task, TaskDataError, require_examples, sparse_ce
 from bert_tf.tasks.squad_data import (SquadExample, convert_examples_to_features,
                                       read_squad_examples, tokenizer_basic_fn,
                                       tokenizer_id_to_token, tokenizer_ids_fn)
@@ -130,8 +130,11 @@ class SquadTask(Task):
             raise TaskDataError(f"{path}: no such file; pass --train_file / --predict_file "
                                 f"(official SQuAD json) or a --data_dir holding "
                                 f"{self.default_file(split)}")
-        return read_squad_examples(path, is_training=(split == "train"),
-                                   version_2_with_negative=self.version_2_with_negative)
+        return require_examples(
+            read_squad_examples(path, is_training=(split == "train"),
+                                version_2_with_negative=self.version_2_with_negative),
+            path, split, "questions in the official SQuAD layout (a training question's "
+                         "answer must occur in its context at answer_start)")
 
     def _require_tokenizer(self):
         if self.tokenizer is None:
