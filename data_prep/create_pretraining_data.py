@@ -27,7 +27,11 @@ processes.
    and renamed when complete.
 
 A worker holds one unit's documents (1-32 MB of text), its records' offsets, or one bucket:
-its memory does not grow with the corpus. Disk: the store (~4 bytes a token) and two copies
+its memory does not grow with the corpus. A document longer than a unit (a corpus without
+blank lines is one) is cut over several units; the unit where it starts walks it through
+the document store a window of segments at a time, and writes its many records in chunks
+(`UnitProcessor.CHUNK_RECORDS` / `CHUNK_BYTES`), so that shape is bounded too. A corpus of
+fewer than 10 documents gets a warning (next-sentence prediction needs other documents). Disk: the store (~4 bytes a token) and two copies
 of the records pass through the work directory, each deleted once the next pass is done.
 
 Output depends on the inputs, the seed and the settings, never on the number of workers. A
