@@ -41,7 +41,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         "Base directory; the model goes to EXPORT_DIR/<version>.", **fv)
     flags.DEFINE_integer("version", None,
                          "Version subdirectory (default: the next free integer).",
-                         lower_bound=1, **fv)
+                         lower_bound=0, **fv)
     flags.DEFINE_integer("max_seq_length", None,
                          "Raw-text signatures pack and truncate to this many tokens "
                          "(default: the fine-tuning max_seq_length; 128 for encoders).",
