@@ -135,14 +135,40 @@ def newline_of(head: bytes) -> bytes:
     return b"\r" if b"\n" not in head and b"\r" in head else b"\n"
 
 
-def iter_raw_lines(f, newline: bytes = b"\n", limit: Optional[int] = None) -> Iterator[bytes]:
+# A line longer than this is no sentence (a file without line breaks): refused, as holding
+# it would make memory grow with the file.
+MAX_LINE_BYTES = 16 << 20
+
+
+class LineTooLong(ValueError):
+    """A line of more than `max_line` bytes (`iter_raw_lines`)."""
+
+
+def iter_raw_lines(f, newline: bytes = b"\n", limit: Optional[int] = None,
+                   max_line: Optional[int] = None) -> Iterator[bytes]:
     """The lines of binary file `f` from its position, each with its terminator (the last
     may lack one), within `limit` bytes when given. Memory: one line (and 1 MB of a
-    CR-terminated file)."""
+    CR-terminated file); a line longer than `max_line` raises LineTooLong.
+
+        >>> import io
+        >>> list(iter_raw_lines(io.BytesIO(b"ab\\rc"), b"\\r"))
+        [b'ab\\r', b'c']
+        >>> list(iter_raw_lines(io.BytesIO(b"abcdef\\n"), max_line=4))
+        Traceback (most recent call last):
+        data_prep.corpus.LineTooLong: a line of more than 4 bytes
+    """
     if newline == b"\n":
-        if limit is None:
+        if limit is None and max_line is None:
             yield from f
             return
+        if limit is None:
+            while True:
+                raw = f.readline(max_line + 1)
+                if len(raw) > max_line:
+                    raise LineTooLong(f"a line of more than {max_line} bytes")
+                if not raw:
+                    return
+                yield raw
         while limit > 0:
             raw = f.readline(limit)
             if not raw:
@@ -163,7 +189,11 @@ def iter_raw_lines(f, newline: bytes = b"\n", limit: Optional[int] = None) -> It
         parts = (pending + block).split(newline)
         pending = parts.pop()
         for part in parts:
+            if max_line is not None and len(part) >= max_line:
+                raise LineTooLong(f"a line of more than {max_line} bytes")
             yield part + newline
+        if max_line is not None and len(pending) > max_line:
+            raise LineTooLong(f"a line of more than {max_line} bytes")
 
 
 def sniff_text_file(path: str, opener=open) -> bytes:
@@ -261,7 +291,8 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
         in_doc = False
         doc_bytes = 0  # of the current document, in the open unit
         with opener(path, "rb") as f:
-            for line in iter_raw_lines(f, newline):
+            lines = iter_raw_lines(f, newline, max_line=MAX_LINE_BYTES)
+            for line in _named_line_errors(lines, path, lambda: line_no):
                 line_no += 1
                 if _is_blank(line):
                     in_doc = False
@@ -301,6 +332,16 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
         closed.append(tail)
     units = [WorkUnit(i, tuple(sp), n, c, o) for i, (sp, n, _, c, o) in enumerate(closed)]
     return units, total
+
+
+def _named_line_errors(lines: Iterator[bytes], path: str, line_no: Callable[[], int]):
+    # LineTooLong as a CorpusError naming the file and line.
+    try:
+        yield from lines
+    except LineTooLong:
+        raise CorpusError(f"{path}:{line_no() + 1}: a line of more than "
+                          f"{MAX_LINE_BYTES:,} bytes; the input is one sentence per line, a "
+                          f"blank line between documents: split the text into lines") from None
 
 
 def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None,

@@ -787,3 +787,15 @@ def test_one_document_cut_over_many_units_gives_the_original_instances(
                        [vocab[i] for i in rec["masked_lm_ids"][:k]]))
     assert len(got) == len(expected) > 100
     assert sorted(got) == sorted(key(*e) for e in expected)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r"])
+def test_a_line_too_long_to_be_a_sentence_is_refused_naming_it(tmp_path, monkeypatch,
+                                                              newline):
+    # A file without line breaks would be one line held whole: refused before any work.
+    monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 1000)
+    src = tmp_path / "c.txt"
+    src.write_bytes(newline.join(["a sentence.", "another.", "x" * 5000, "end."]).encode())
+    with pytest.raises(CorpusError, match=r"c\.txt:3: a line of more than 1,000 bytes; the "
+                                          r"input is one sentence per line"):
+        corpus.plan_work_units([str(src)], 10)
