@@ -8,13 +8,19 @@ Runs both command lines (fresh processes, start-up included) on the same corpora
    reported as killed if it hits either;
 3. the data statistics (instances, masked fraction, 80/10/10, random-next fraction) of ours
    and of the original over `--seeds`, computed the same way from each tool's records, and
-   whether ours fall within the original's run-to-run range.
+   whether ours fall within the original's run-to-run range;
+4. corpora without blank lines (one document: sentences one per line, no document breaks,
+   a common shape), the 10 MB text and `--no_blank_mb` of it repeated: peak RSS of ours (2
+   workers; a document longer than a work unit is cut over many units and streamed through
+   the document store) and of the original on the 10 MB one. `--only_no_blank` runs just
+   this part.
 
 Prints instances/s, peak RSS of the largest single process (parent or worker; sampled from
 /proc every 50 ms) and of the whole process tree, CPU seconds, and the ratio to the original.
 
     python benchmarks/create_pretraining_data.py [--large_mb=300] [--dupe_factor=2] \
-        [--seeds=1,2,3] [--original_timeout=900] [--original_max_rss_gb=8]
+        [--seeds=1,2,3] [--original_timeout=900] [--original_max_rss_gb=8] \
+        [--no_blank_mb=300] [--only_no_blank]
 
 The original is run from ../shared/peers/google_bert (unchanged: it imports
 tensorflow.compat.v1 and runs under TF 2.x as is). The CPU is shared with whatever else runs:
@@ -219,6 +225,53 @@ def make_large_corpus(src, target_mb, directory):
     return path, copies
 
 
+def make_no_blank_corpus(src, target_mb, directory):
+    """`src` without its blank lines (one document), repeated to about `target_mb` MB (0:
+    once)."""
+    with open(src, "rb") as f:
+        text = b"".join(line for line in f if line.strip())
+    copies = max(1, -(-target_mb * 10**6 // len(text)))
+    path = os.path.join(directory, f"no_blank_{target_mb}mb.txt")
+    with open(path, "wb") as out:
+        for _ in range(copies):
+            out.write(text)
+    return path, copies
+
+
+def no_blank_section(args, tmp, ref_rate):
+    """Part 4: corpora without blank lines; returns (label, MB, run) rows for the summary."""
+    rows = []
+    small, _ = make_no_blank_corpus(args.input_file, 0, tmp)
+    small_mb = os.path.getsize(small) / 1e6
+    r = run_ours(small, args.vocab_file, 2, args.dupe_factor, 12345, tmp, tag="-noblank")
+    rows.append(("ours, 2 workers, no blank lines", small_mb, r))
+    _row(rows[-1][0], small_mb, r, ref_rate)
+    o = run_original(small, args.vocab_file, args.dupe_factor, 12345, tmp,
+                     args.original_timeout, args.original_max_rss_gb)
+    rows.append(("original, no blank lines", small_mb, o))
+    _row(rows[-1][0], small_mb, o)
+    for path in r["records"] + o["records"]:
+        if os.path.exists(path):
+            os.remove(path)
+    if args.no_blank_mb:
+        large, copies = make_no_blank_corpus(args.input_file, args.no_blank_mb, tmp)
+        large_mb = os.path.getsize(large) / 1e6
+        r = run_ours(large, args.vocab_file, 2, args.dupe_factor, 12345, tmp,
+                     tag="-noblank-large")
+        rows.append((f"ours, 2 workers, no blank lines ({copies}x)", large_mb, r))
+        _row(rows[-1][0], large_mb, r, ref_rate)
+        os.remove(r["records"][0])
+        os.remove(large)
+    for label, mb, run in rows:
+        s = run.get("summary") or {}
+        print(f"  {label}, {mb:.0f} MB: largest process RSS {run['proc_rss_mb']:.0f} MB, "
+              f"tree {run['tree_rss_mb']:.0f} MB"
+              + (f"; {s['documents']} document(s), {s['work_units']} work units, "
+                 f"{s['instances']} instances, warning: {bool(s.get('warnings'))}"
+                 if s else ""))
+    return rows
+
+
 def _row(label, corpus_mb, r, ref=None):
     inst = r["instances"]
     rate = inst / r["seconds"] if inst else None
@@ -251,6 +304,10 @@ def main():
     ap.add_argument("--original_timeout", type=float, default=900)
     ap.add_argument("--original_max_rss_gb", type=float, default=8)
     ap.add_argument("--work_dir", default=None, help="temporary files (default: a temp dir)")
+    ap.add_argument("--no_blank_mb", type=int, default=300,
+                    help="size of the large corpus without blank lines (0: only the 10 MB one)")
+    ap.add_argument("--only_no_blank", action="store_true",
+                    help="run only part 4 (corpora without blank lines)")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     small_mb = os.path.getsize(args.input_file) / 1e6
@@ -261,6 +318,9 @@ def main():
         print("\n| run | corpus MB | load | wall s | cpu s | instances | inst/s | vs orig | "
               "inst/cpu-s | vs orig | max proc RSS MB | tree RSS MB | note |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        if args.only_no_blank:
+            no_blank_section(args, tmp, None)
+            return
         originals = [run_original(args.input_file, args.vocab_file, args.dupe_factor, s, tmp,
                                   args.original_timeout, args.original_max_rss_gb)
                      for s in seeds]
@@ -295,6 +355,8 @@ def main():
                   f"against the original's rates on the {small_mb:.1f} MB corpus; inst/cpu-s "
                   f"counts every process's CPU, start-up included, so on a loaded machine it "
                   f"is the figure that compares)")
+        print("\nCorpora without blank lines (one document):")
+        no_blank_section(args, tmp, ref_rate)
 
         print("\nData statistics from the records (same computation for both tools):")
         print("| tool, seed | instances | masked fraction | [MASK] | random | kept | "

@@ -14,7 +14,9 @@ What it does, in one place for all commands:
   anything can configure it, importing this module (when the process runs a command)
   sets `TF_CPP_MIN_LOG_LEVEL=2` and routes the process's stderr through a small filter
   process that drops those lines and passes everything else through unchanged, as it
-  comes (progress bars included). `--verbosity=1` (or higher) turns all of this off and
+  comes (progress bars included), waiting on a non-blocking stderr rather than dropping
+  output; if the filter dies, the command gets its real stderr back (nothing lost, no
+  EPIPE). `--verbosity=1` (or higher) turns all of this off and
   shows everything; `TF_CPP_MIN_LOG_LEVEL` set by the caller is respected.
 * Usage errors reason first: `COMMAND: error: REASON` then where to find the flags, not
   the whole flag list before the reason.
@@ -35,6 +37,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from typing import Callable, List, Optional, Sequence
 
 from bert_tf.errors import BertTfError, Preempted, UsageError
@@ -54,43 +57,63 @@ NOISE = re.compile(
     r"|oneDNN supports DT_\w+ only on platforms with AVX-512|Could not find cuda drivers)"
     r")")
 
-# The filter process: reads the command's stderr from a pipe, drops NOISE lines, writes
-# the rest to the real stderr as soon as it arrives. Its own copy of the code keeps it
-# free of imports (python -I -S starts in ~20 ms). It ignores SIGINT/SIGTERM/SIGHUP and
-# exits when the command (and every child holding the pipe) has exited, so a crash
-# message written just before an abort still gets through.
+# The filter: reads the command's stderr from a pipe, drops NOISE lines, writes the rest
+# to the real stderr as soon as it arrives. It runs as its own process (its own copy of
+# the code keeps it free of imports: python -I -S starts in ~20 ms), which ignores
+# SIGINT/SIGTERM/SIGHUP and exits when the command (and every child holding the pipe) has
+# exited, so a crash message written just before an abort still gets through. The same
+# `pump` runs in the command itself if that process dies (see _install_stderr_filter).
+# Not a byte is lost: a non-blocking real stderr (EAGAIN, short writes) is waited on
+# until it takes the data; only a real stderr that is gone (EPIPE) drops it.
 _FILTER_CODE = r"""
-import os, re, signal, sys
-for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(s, signal.SIG_IGN)
-noise = re.compile(sys.argv[1].encode())
-out = sys.stdout.fileno()
-def write(data):
+import os, re, select
+
+def write_all(fd, data):
     while data:
-        data = data[os.write(out, data):]
-pending = b""
-while True:
-    try:
-        chunk = os.read(0, 65536)
-    except InterruptedError:
-        continue
-    if not chunk:
-        break
-    pending += chunk
-    parts = re.split(rb"(?<=[\n\r])", pending)
-    pending = parts.pop()
-    kept = b"".join(p for p in parts if not noise.match(p))
-    # A partial line that cannot become a noise line goes out now (progress bars).
-    if pending and (pending[:1] not in b"WIET0123456789" or len(pending) > 4096):
-        kept, pending = kept + pending, b""
-    if kept:
         try:
-            write(kept)
+            data = data[os.write(fd, data):]
+        except (BlockingIOError, InterruptedError):
+            select.select([], [fd], [])
+
+def pump(source, sink, pattern):
+    noise = re.compile(pattern)
+    pending = b""
+    def emit(data):
+        try:
+            write_all(sink, data)
         except OSError:
-            pass
-if pending and not noise.match(pending):
-    write(pending)
+            pass  # the real stderr is gone: keep reading so the command never blocks
+    while True:
+        try:
+            chunk = os.read(source, 65536)
+        except InterruptedError:
+            continue
+        except BlockingIOError:
+            select.select([source], [], [])
+            continue
+        if not chunk:
+            break
+        pending += chunk
+        parts = re.split(rb"(?<=[\n\r])", pending)
+        pending = parts.pop()
+        kept = b"".join(p for p in parts if not noise.match(p))
+        # A partial line that cannot become a noise line goes out now (progress bars).
+        if pending and (pending[:1] not in b"WIET0123456789" or len(pending) > 4096):
+            kept, pending = kept + pending, b""
+        if kept:
+            emit(kept)
+    if pending and not noise.match(pending):
+        emit(pending)
+
+if __name__ == "__main__":
+    import signal, sys
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    pump(0, 1, sys.argv[1].encode())
 """
+
+# The running filter process (tests look at it), or None.
+_filter_process: Optional[subprocess.Popen] = None
 
 _configured = False
 
@@ -124,7 +147,13 @@ def is_command_process() -> bool:
 
 
 def _install_stderr_filter() -> None:
-    """Points fd 2 at a pipe read by the filter process, which writes to the real stderr."""
+    """Points fd 2 at a pipe read by the filter process, which writes to the real stderr.
+
+    This process keeps the pipe's read end open and a thread waits on the filter: if the
+    filter dies before the command ends (killed, out of memory), fd 2 goes back to the real
+    stderr and the thread forwards what was left in the pipe (and what children still
+    holding the pipe write), so the command never gets EPIPE and nothing is lost."""
+    global _filter_process
     try:
         sys.stderr.flush()
         read_end, write_end = os.pipe()
@@ -132,11 +161,24 @@ def _install_stderr_filter() -> None:
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _FILTER_CODE, NOISE.pattern],
             stdin=read_end, stdout=real_stderr, stderr=real_stderr, close_fds=True)
-        os.close(read_end)
         os.dup2(write_end, 2)
         os.close(write_end)
     except OSError:
         return  # no filter: the output is noisier, never lost
+    _filter_process = process
+    code: dict = {"__name__": "bert_tf_stderr_filter"}
+    exec(_FILTER_CODE, code)  # noqa: S102 - our own constant: the filter's pump, in process
+
+    def take_over_if_the_filter_dies():
+        process.wait()
+        # Reached at the end too (the filter saw EOF): then fd 2 is the real stderr
+        # already and the pipe is at EOF, so this returns at once.
+        os.dup2(real_stderr, 2)
+        code["pump"](read_end, real_stderr, NOISE.pattern.encode())
+
+    watcher = threading.Thread(target=take_over_if_the_filter_dies, daemon=True,
+                               name="stderr-filter-watch")
+    watcher.start()
 
     def drain():
         # Everything written so far reaches the terminal before the shell prompt: give
@@ -149,7 +191,8 @@ def _install_stderr_filter() -> None:
         try:
             process.wait(timeout=5)  # longer only while a child still holds the pipe
         except subprocess.TimeoutExpired:
-            pass
+            return
+        watcher.join(timeout=5)
 
     atexit.register(drain)
 

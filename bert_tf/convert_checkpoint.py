@@ -51,7 +51,7 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors, flags_common, output_guard
+from bert_tf import errors, file_io, flags_common, output_guard
 
 SOURCE_FORMATS = ("tf1", "huggingface", "keras_hub", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
@@ -150,6 +150,10 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
 
         # an unknown name is a usage error, before any work
         canonical_task_name(split_task_name(task_name)[0])
+    if file_io.is_remote(output_dir):  # the writers write local files
+        raise UsageError(f"--output_dir={output_dir}: convert_checkpoint writes a local "
+                         f"directory (built beside it, renamed when complete); write it "
+                         f"locally, then copy it: gsutil -m cp -r DIR {output_dir}")
     if ("://" not in input_path and not os.path.exists(input_path)
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")

@@ -40,10 +40,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string("export_dir", None,
                         "Base directory; the model goes to EXPORT_DIR/<version>.", **fv)
     flags.DEFINE_integer("version", None,
-                         "Version subdirectory (default: the next free integer).", **fv)
+                         "Version subdirectory (default: the next free integer).",
+                         lower_bound=0, **fv)
     flags.DEFINE_integer("max_seq_length", None,
                          "Raw-text signatures pack and truncate to this many tokens "
-                         "(default: the fine-tuning max_seq_length; 128 for encoders).", **fv)
+                         "(default: the fine-tuning max_seq_length; 128 for encoders).",
+                         lower_bound=3, **fv)
     flags.DEFINE_string("bert_config_file", None,
                         "Config to use instead of the one in the model dir.", **fv)
     flags.DEFINE_string("vocab_file", None,

@@ -243,12 +243,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         "pretraining format (one sentence a line).", **fv)
     flags.DEFINE_string("output_dir", None, "Where the extended model dir goes.", **fv)
     flags.DEFINE_integer("num_new_tokens", 5000, "Pieces to add: the [unusedN] slots are "
-                         "filled first, then the vocab grows.", **fv)
+                         "filled first, then the vocab grows.", lower_bound=1, **fv)
     flags.DEFINE_bool("do_lower_case", None, "Text settings for the new corpus (default: the "
                       "checkpoint's).", **fv)
     text_flags.define_text_flags(flag_values, pre_tokenizer=True)
-    flags.DEFINE_integer("min_frequency", 2, "A merged piece must occur this often.", **fv)
-    flags.DEFINE_integer("max_input_lines", 0, "Read at most this many lines (0: all).", **fv)
+    flags.DEFINE_integer("min_frequency", 2, "A merged piece must occur this often.",
+                         lower_bound=1, **fv)
+    flags.DEFINE_integer("max_input_lines", 0, "Read at most this many lines (0: all).",
+                         lower_bound=0, **fv)
     flags.DEFINE_bool("overwrite", False, "Replace an earlier bert_tf output at --output_dir "
                       "once the new one is complete (never the --init_checkpoint itself).",
                       **fv)

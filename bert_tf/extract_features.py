@@ -81,8 +81,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       "records it, else inferred from the vocab.", **fv)
     text_flags.define_strip_accents_flag(flag_values)
     flags.DEFINE_integer("max_seq_length", 128, "Tokens per input after WordPiece, including "
-                         "[CLS]/[SEP]; longer inputs are truncated.", **fv)
-    flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", **fv)
+                         "[CLS]/[SEP]; longer inputs are truncated.", lower_bound=3, **fv)
+    flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", lower_bound=1, **fv)
     flags_common.define_original_tpu_flags(flag_values)
     flags.DEFINE_bool("use_one_hot_embeddings", False, "Original flag, accepted: the "
                       "embedding lookup is a gather on every device.", **fv)

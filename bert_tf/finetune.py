@@ -62,14 +62,16 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                     **fv)
     d.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.",
                   **fv)
-    d.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.", **fv)
-    d.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.", **fv)
-    d.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.", **fv)
+    d.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.", lower_bound=1, **fv)
+    d.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.", lower_bound=0.0, **fv)
+    d.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.",
+                   lower_bound=0.0, upper_bound=1.0, **fv)
     d.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.",
                      **fv)
     d.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
-                     "(quick runs, benchmarks).", **fv)
-    d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.", **fv)
+                     "(quick runs, benchmarks).", lower_bound=1, **fv)
+    d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.",
+                     lower_bound=1, **fv)
     d.DEFINE_bool("length_bucketing", True, "Batch rows of similar length (training and "
                   "prediction), each batch cut to one of a few fixed lengths (off on TPUs); "
                   "--nolength_bucketing pads every batch to --max_seq_length.", **fv)

@@ -83,17 +83,21 @@ def define_common_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                   "--output_dir for the tokenizer). Default: as --init_checkpoint records "
                   "it, else inferred from the vocab, else true.", **fv)
     text_flags.define_strip_accents_flag(flag_values)
-    f.DEFINE_integer("max_seq_length", 128, "Sequence length of the records / features.", **fv)
+    f.DEFINE_integer("max_seq_length", 128, "Sequence length of the records / features.",
+                     lower_bound=3, **fv)
     f.DEFINE_bool("do_train", False, "Train.", **fv)
     f.DEFINE_bool("do_eval", False, "Evaluate and write OUTPUT_DIR/eval_results.json.", **fv)
     f.DEFINE_integer("train_batch_size", 32, "Global training batch size (all replicas, "
-                     "all accumulation micro-batches).", **fv)
-    f.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", **fv)
-    f.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", **fv)
-    f.DEFINE_integer("num_train_steps", 100000, "Optimizer updates to train for.", **fv)
-    f.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.", **fv)
-    f.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.", **fv)
-    f.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.", **fv)
+                     "all accumulation micro-batches).", lower_bound=1, **fv)
+    f.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", lower_bound=1, **fv)
+    f.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", lower_bound=0.0, **fv)
+    f.DEFINE_integer("num_train_steps", 100000, "Optimizer updates to train for.",
+                     lower_bound=0, **fv)
+    f.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.", lower_bound=0, **fv)
+    f.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.",
+                     lower_bound=1, **fv)
+    f.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep (0: "
+                     "all of them, as the original).", lower_bound=0, **fv)
     f.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
                   "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.", **fv)
     f.DEFINE_string("tpu", None, "TPU name or grpc:// address (\"local\" on a TPU VM).", **fv)
@@ -101,16 +105,17 @@ def define_common_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     f.DEFINE_enum("mixed_precision", "float32", list(PRECISIONS),
                   "Compute dtype policy; mixed_float16 adds dynamic loss scaling.", **fv)
     f.DEFINE_integer("steps_per_loop", 100, "Steps run inside one tf.function between "
-                     "host round trips (console line, summaries).", **fv)
+                     "host round trips (console line, summaries).", lower_bound=1, **fv)
     f.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "adamw: the original "
                   "AdamWeightDecay (no bias correction); adamw_bias_correction; lamb.", **fv)
     f.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay (not on LayerNorm "
-                   "or biases).", **fv)
+                   "or biases).", lower_bound=0.0, **fv)
     f.DEFINE_bool("decay_from_warmup_end", False, "Decay the learning rate linearly from "
                   "the end of warmup instead of from step 0 (the original).", **fv)
-    f.DEFINE_float("clip_norm", 1.0, "Clip gradients to this global norm (0: off).", **fv)
+    f.DEFINE_float("clip_norm", 1.0, "Clip gradients to this global norm (0: off).",
+                   lower_bound=0.0, **fv)
     f.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer update "
-                     "(train_batch_size is split into them).", **fv)
+                     "(train_batch_size is split into them).", lower_bound=1, **fv)
     f.DEFINE_bool("jit_compile", None, "XLA-compile the forward and backward pass. "
                   "Default: on when training on a CPU without AVX-512 (where it is "
                   "faster), off elsewhere.", **fv)
@@ -149,10 +154,12 @@ def define_task_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                     **fv)
     d.DEFINE_string("predict_file", None, "Dev/predict file (SQuAD); overrides --data_dir's.",
                     **fv)
-    d.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.", **fv)
-    d.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.", **fv)
-    d.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.", **fv)
-    d.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.", **fv)
+    d.DEFINE_integer("doc_stride", 128, "SQuAD: stride between context windows.",
+                     lower_bound=1, **fv)
+    d.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.", lower_bound=1, **fv)
+    d.DEFINE_integer("n_best_size", 20, "SQuAD: candidates per start/end.", lower_bound=1, **fv)
+    d.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer in tokens.",
+                     lower_bound=1, **fv)
     d.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may be "
                   "unanswerable.", **fv)
     d.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict null above this.",
@@ -175,9 +182,9 @@ def define_original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> No
     flags.DEFINE_string("master", None, "Original flag: the TPU's grpc:// address, used "
                         "when --tpu_name is not given.", **fv)
     flags.DEFINE_integer("iterations_per_loop", None, "Original flag: = --steps_per_loop.",
-                         **fv)
+                         lower_bound=1, **fv)
     flags.DEFINE_integer("num_tpu_cores", None, "Original flag: TPU cores to use (default: "
-                         "all of the TPU's).", **fv)
+                         "all of the TPU's).", lower_bound=1, **fv)
 
 
 def original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
@@ -429,7 +436,8 @@ class TrainingConfig(ModelDirFlags):
                              "(--nojit_compile to turn off)")
         return dict(output_dir=self.output_dir, steps_per_loop=self.steps_per_loop,
                     save_checkpoints_steps=self.save_checkpoints_steps,
-                    max_checkpoints_to_keep=self.keep_checkpoint_max,
+                    # 0 keeps every checkpoint, as the original's (None for the manager).
+                    max_checkpoints_to_keep=self.keep_checkpoint_max or None,
                     gradient_accumulation_steps=self.gradient_accumulation_steps,
                     jit_compile=jit_compile)
 

@@ -43,12 +43,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         **fv)
     flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: "
                         "--input_file, as the original).", **fv)
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.", **fv)
-    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.", **fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.",
+                         lower_bound=1, **fv)
+    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.", lower_bound=1, **fv)
     flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: also evaluate on "
                          "--eval_input_file at step 0 and every this many steps (TensorBoard "
                          "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.",
-                         **fv)
+                         lower_bound=0, **fv)
     flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
                          "order) and Keras initialisers.", **fv)
 

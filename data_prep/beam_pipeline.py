@@ -168,12 +168,15 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
             u, _ = element
             if self.store is None:  # the side input is the same for every unit
                 self.stats = dict(sorted(all_stats))
-                counts = [self.stats[k]["documents"] for k in range(num_units)]
+                layout = [document_store.PartLayout.from_stats(self.stats[k])
+                          for k in range(num_units)]
+                self.doc_counts = document_store.document_counts(layout)
                 self.store = document_store.DocumentStore(
-                    [part_path(k) for k in range(num_units)], counts, opener=open_any)
+                    [part_path(k) for k in range(num_units)], self.doc_counts,
+                    opener=open_any, layout=layout)
                 self.no_special = not any(st["special_ids"] for st in self.stats.values())
             stats, store = self.stats, self.store
-            docs = document_store.read_part(part_path(u), open_any)
+            docs = store.part_documents(u, open_any)
             with tfrecord_writer.RecordSpill() as spill:
                 result = self.processor.encode_unit(
                     u, docs, store, store.starts[u], num_units, self.no_special, spill,
@@ -185,7 +188,7 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
                 key = gen.integers(0, 1 << 63, len(order), dtype=np.int64).tolist()
                 for i, k in enumerate(order):
                     yield shard[i], (key[i], spill[k])
-            result.update(documents=stats[u]["documents"],
+            result.update(documents=self.doc_counts[u],
                           invalid_lines=stats[u]["invalid_lines"])
             for name, counter in self.counters.items():
                 counter.inc(int(result.get(name, 0)))

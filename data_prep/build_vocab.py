@@ -97,9 +97,9 @@ def read_corpus_lines(paths: Sequence[str], stats: CorpusStats, *, max_input_lin
     """
     for path in paths:
         stats.files += 1
-        corpus.sniff_text_file(path, file_io.open_file)
+        newline = corpus.sniff_text_file(path, file_io.open_file)  # CR-only files too
         with file_io.open_file(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
+            for number, raw in enumerate(corpus.iter_raw_lines(f, newline), start=1):
                 if on_bytes is not None:
                     on_bytes(len(raw))
                 if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -413,15 +413,19 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
         pretokenize = (bert_pretokenizer(do_lower_case, strip_accents, pre_tokenizer)
                        if pre_tokenizer else probe)
     stats = CorpusStats()
+    for path in paths:  # a file that is no text corpus: refused before any progress bar
+        corpus.sniff_text_file(path, file_io.open_file)
     total_bytes = sum(file_io.file_size(p) for p in paths)
     bar = _progress(show_progress, total=total_bytes, unit="B", unit_scale=True,
                     desc="counting words")
-    lines = read_corpus_lines(paths, stats, max_input_lines=max_input_lines, strict=strict,
-                              on_bytes=bar.update if bar else None)
-    word_counts = count_words(lines, pretokenize, stats,
-                              max_distinct_words=max_distinct_words)
-    if bar:
-        bar.close()
+    try:
+        lines = read_corpus_lines(paths, stats, max_input_lines=max_input_lines,
+                                  strict=strict, on_bytes=bar.update if bar else None)
+        word_counts = count_words(lines, pretokenize, stats,
+                                  max_distinct_words=max_distinct_words)
+    finally:  # an error (--strict) starts on a line of its own
+        if bar:
+            bar.close()
     for where in stats.invalid_lines[:20]:
         log(f"{where}: not valid UTF-8, line skipped")
     if len(stats.invalid_lines) > 20:
@@ -474,7 +478,7 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary (one token a line).",
                         **fv)
     flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.",
-                         **fv)
+                         lower_bound=1, **fv)
     flags.DEFINE_bool("do_lower_case", True,
                       "Lower-case (and strip accents, unless --nostrip_accents) before "
                       "learning (an uncased model); --nodo_lower_case for cased models. For "
@@ -486,15 +490,17 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("num_unused", DEFAULT_NUM_UNUSED,
                          "Number of [unusedN] slots after [PAD] for tokens added later. The "
                          "default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in "
-                         "Google's vocabularies.", **fv)
+                         "Google's vocabularies.", lower_bound=0, **fv)
     flags.DEFINE_integer("min_frequency", 2,
                          "A pair is merged into a new piece only if it occurs this often; "
-                         "a small corpus may then give fewer than --vocab_size tokens.", **fv)
+                         "a small corpus may then give fewer than --vocab_size tokens.",
+                         lower_bound=1, **fv)
     flags.DEFINE_integer("max_input_lines", 0,
-                         "Read at most this many sentences (0 = the whole corpus).", **fv)
+                         "Read at most this many sentences (0 = the whole corpus).",
+                         lower_bound=0, **fv)
     flags.DEFINE_integer("max_distinct_words", 500_000,
                          "Bound on the word-count table (memory): when it doubles this it "
-                         "is cut back to the most frequent words.", **fv)
+                         "is cut back to the most frequent words.", lower_bound=1, **fv)
     flags.DEFINE_bool("strict", False,
                       "Stop at the first line that is not UTF-8 instead of skipping it.", **fv)
     flags.DEFINE_bool("progress", True, "Show progress bars on stderr.", **fv)

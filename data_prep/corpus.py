@@ -1,12 +1,16 @@
 """Streaming reader for the pretraining corpus format, cut into deterministic work units.
 
 Format (as the original tool): UTF-8 text, one sentence per line, a blank line between
-documents. Files are read as bytes line by line and never held whole. A first pass
+documents. Lines end with LF or CRLF, or with CR alone in a file that has no LF (old Mac
+text). Files are read as bytes line by line and never held whole. A first pass
 (`plan_work_units`) finds document boundaries and cuts the corpus into work units of a fixed
 number of documents, in content order; each unit is a list of byte ranges of the corpus files
 (a unit runs on across file boundaries, so a corpus of one document per file still gives
 pools of many documents), a worker can read it alone, and the cut depends only on the input,
-never on the number of workers.
+never on the number of workers. A document longer than a unit (a corpus without blank lines
+is one document) is cut into several units, `continues` / `open_end` marking the cuts, so a
+unit's text stays bounded whatever the corpus's shape; `split_documents` keeps the pieces and
+`document_store` joins them back into one document.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp(); p = os.path.join(d, "c.txt")
@@ -52,21 +56,28 @@ class InvalidLine(NamedTuple):
 
 
 class FileSpan(NamedTuple):
-    """Bytes [start, end) of `path`; `first_line` is the 1-based line number at `start`."""
+    """Bytes [start, end) of `path`; `first_line` is the 1-based line number at `start`;
+    `newline` the file's line terminator (b"\r" for a CR-only file; CRLF reads as LF)."""
 
     path: str
     start: int
     end: int
     first_line: int
+    newline: bytes = b"\n"
 
 
 class WorkUnit(NamedTuple):
-    """`num_docs` documents, unit number `index` in content order, read from `spans` (one
-    per file it touches, in order; a file's end always ends a document)."""
+    """`num_docs` documents start in unit number `index` (content order), read from `spans`
+    (one per file it touches, in order; a file's end always ends a document).
+
+    `continues`: the unit starts inside the previous unit's last document (which was longer
+    than a unit); `open_end`: its last document goes on in the next unit."""
 
     index: int
     spans: Tuple[FileSpan, ...]
     num_docs: int
+    continues: bool = False
+    open_end: bool = False
 
 
 def expand_input_globs(spec: str, glob_fn: Callable[[str], Iterable[str]] = file_io.glob,
@@ -113,12 +124,85 @@ def _is_bzip2(head: bytes) -> bool:
             and head[4:10] in (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90"))
 
 
-def sniff_text_file(path: str, opener=open) -> None:
+def newline_of(head: bytes) -> bytes:
+    """The line terminator of a file whose first bytes are `head`: CR for a file with CRs
+    and no LF (old Mac text, which would otherwise be one huge line), else LF (CRLF lines
+    end in LF; the CR is stripped with the other trailing whitespace).
+
+        >>> newline_of(b"a\\rb\\r"), newline_of(b"a\\r\\nb"), newline_of(b"ab")
+        (b'\\r', b'\\n', b'\\n')
+    """
+    return b"\r" if b"\n" not in head and b"\r" in head else b"\n"
+
+
+# A line longer than this is no sentence (a file without line breaks): refused, as holding
+# it would make memory grow with the file.
+MAX_LINE_BYTES = 16 << 20
+
+
+class LineTooLong(ValueError):
+    """A line of more than `max_line` bytes (`iter_raw_lines`)."""
+
+
+def iter_raw_lines(f, newline: bytes = b"\n", limit: Optional[int] = None,
+                   max_line: Optional[int] = None) -> Iterator[bytes]:
+    """The lines of binary file `f` from its position, each with its terminator (the last
+    may lack one), within `limit` bytes when given. Memory: one line (and 1 MB of a
+    CR-terminated file); a line longer than `max_line` raises LineTooLong.
+
+        >>> import io
+        >>> list(iter_raw_lines(io.BytesIO(b"ab\\rc"), b"\\r"))
+        [b'ab\\r', b'c']
+        >>> list(iter_raw_lines(io.BytesIO(b"abcdef\\n"), max_line=4))
+        Traceback (most recent call last):
+        data_prep.corpus.LineTooLong: a line of more than 4 bytes
+    """
+    if newline == b"\n":
+        if limit is None and max_line is None:
+            yield from f
+            return
+        if limit is None:
+            while True:
+                raw = f.readline(max_line + 1)
+                if len(raw) > max_line:
+                    raise LineTooLong(f"a line of more than {max_line} bytes")
+                if not raw:
+                    return
+                yield raw
+        while limit > 0:
+            raw = f.readline(limit)
+            if not raw:
+                return
+            limit -= len(raw)
+            yield raw
+        return
+    pending = b""
+    while True:
+        want = 1 << 20 if limit is None else min(1 << 20, limit)
+        block = f.read(want) if want > 0 else b""
+        if limit is not None:
+            limit -= len(block)
+        if not block:
+            if pending:
+                yield pending
+            return
+        parts = (pending + block).split(newline)
+        pending = parts.pop()
+        for part in parts:
+            if max_line is not None and len(part) >= max_line:
+                raise LineTooLong(f"a line of more than {max_line} bytes")
+            yield part + newline
+        if max_line is not None and len(pending) > max_line:
+            raise LineTooLong(f"a line of more than {max_line} bytes")
+
+
+def sniff_text_file(path: str, opener=open) -> bytes:
     """Refuses a file that is clearly not a UTF-8 text corpus, before anything is written.
 
     Looks at the first `SNIFF_BYTES` only: gzip / bzip2 / xz / zstd / zip magic, a NUL byte
     in the first KB (binary data, UTF-16), or most lines not UTF-8 (e.g. Latin-1 text). The
     message names the file and what to do. `opener(path, "rb")` opens it (e.g. for gs://).
+    Returns the file's line terminator (`newline_of`).
 
         >>> import tempfile, gzip, os
         >>> p = os.path.join(tempfile.mkdtemp(), "c.txt.gz")
@@ -147,7 +231,8 @@ def sniff_text_file(path: str, opener=open) -> None:
     if nul >= 0:
         raise CorpusError(f"{path} is not a UTF-8 text corpus (NUL byte at offset {nul}: "
                           f"binary data or UTF-16): pass one-sentence-per-line UTF-8 text")
-    lines = head.split(b"\n")
+    newline = newline_of(head)
+    lines = head.split(newline)
     if len(head) == SNIFF_BYTES and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut inside a multi-byte character
     bad = 0
@@ -159,6 +244,7 @@ def sniff_text_file(path: str, opener=open) -> None:
     if bad * 2 > len(lines):
         raise CorpusError(f"{path}: {bad} of the first {len(lines)} lines are not UTF-8; this "
                           f"is not a text corpus (convert it to UTF-8 first)")
+    return newline
 
 
 def _is_blank(line: bytes) -> bool:
@@ -177,9 +263,13 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
     one file would make a one-document file a one-document pool, whose "random next"
     segments all come from the same document). A unit is also closed once it holds
     `max_unit_bytes` of text: book-length documents must not make a pool, and so a
-    worker's memory, unbounded. A last unit of one document, or of fewer than half
-    `docs_per_unit`, joins the one before it (when that stays within `max_unit_bytes`), so
-    no pool is left with a handful of documents. The cut depends only on the content.
+    worker's memory, unbounded. A document that has `max_unit_bytes` of text in one unit
+    is cut there (at a line) and goes on in the next unit (`continues` / `open_end`), so a
+    unit holds at most 2 x `max_unit_bytes` (plus one line) whatever the corpus's shape;
+    corpora whose documents are all shorter are cut exactly as before. A last unit of one
+    document, or of fewer than half `docs_per_unit`, joins the one before it (when that
+    stays within `max_unit_bytes`), so no pool is left with a handful of documents. The cut
+    depends only on the content.
 
     Returns `(units, total_documents)`. Streams each file once; memory is O(units).
     Sniffs each file first (`sniff_text_file`), and refuses a corpus without documents.
@@ -187,48 +277,71 @@ def plan_work_units(paths: Sequence[str], docs_per_unit: int, opener=open,
     """
     if docs_per_unit < 1:
         raise ValueError(f"docs_per_unit must be >= 1, got {docs_per_unit}")
-    # Each closed unit as (spans, num_docs, bytes).
-    closed: List[Tuple[List[FileSpan], int, int]] = []
+    # Each closed unit as (spans, num_docs, bytes, continues, open_end).
+    closed: List[Tuple[List[FileSpan], int, int, bool, bool]] = []
     spans: List[FileSpan] = []  # the open unit's spans of earlier files
     unit_docs = unit_bytes = 0  # the open unit's documents and bytes (all its spans)
+    continues = False  # the open unit starts inside a document
     total = 0
     for path in paths:
-        sniff_text_file(path, opener)
+        newline = sniff_text_file(path, opener)
         offset = 0
         line_no = 0
         span_start, span_line = 0, 1
         in_doc = False
+        doc_bytes = 0  # of the current document, in the open unit
         with opener(path, "rb") as f:
-            for line in f:
+            lines = iter_raw_lines(f, newline, max_line=MAX_LINE_BYTES)
+            for line in _named_line_errors(lines, path, lambda: line_no):
                 line_no += 1
                 if _is_blank(line):
                     in_doc = False
-                elif not in_doc:
-                    in_doc = True
-                    if unit_docs == docs_per_unit or unit_bytes >= max_unit_bytes:
+                else:
+                    cut = None
+                    if not in_doc:
+                        in_doc, doc_bytes = True, 0
+                        if unit_docs == docs_per_unit or unit_bytes >= max_unit_bytes:
+                            cut = False
+                        unit_docs += 1
+                        total += 1
+                    elif doc_bytes >= max_unit_bytes:
+                        cut = True  # inside a document longer than a unit
+                    if cut is not None:
                         if offset > span_start:
-                            spans.append(FileSpan(path, span_start, offset, span_line))
-                        closed.append((spans, unit_docs, unit_bytes))
-                        spans, unit_docs, unit_bytes = [], 0, 0
+                            spans.append(FileSpan(path, span_start, offset, span_line, newline))
+                        new_docs = 0 if cut else 1
+                        closed.append((spans, unit_docs - new_docs, unit_bytes, continues, cut))
+                        spans, unit_docs, unit_bytes = [], new_docs, 0
                         span_start, span_line = offset, line_no
-                    unit_docs += 1
-                    total += 1
+                        continues, doc_bytes = cut, 0
+                    doc_bytes += len(line)
                 offset += len(line)
                 unit_bytes += len(line)
         if offset > span_start:
-            spans.append(FileSpan(path, span_start, offset, span_line))
+            spans.append(FileSpan(path, span_start, offset, span_line, newline))
     if total == 0:
         raise CorpusError(f"no documents in {', '.join(paths)}: every line is blank; the "
                           f"input is one sentence per line, blank lines between documents")
-    if unit_docs:
-        tail = (spans, unit_docs, unit_bytes)
-        if (closed and docs_per_unit > 1 and unit_docs < max(2, docs_per_unit // 2)
+    if unit_docs or continues:
+        tail = (spans, unit_docs, unit_bytes, continues, False)
+        if (closed and not continues and docs_per_unit > 1
+                and unit_docs < max(2, docs_per_unit // 2)
                 and closed[-1][2] + unit_bytes <= max_unit_bytes):
             prev = closed.pop()
-            tail = (prev[0] + spans, prev[1] + unit_docs, prev[2] + unit_bytes)
+            tail = (prev[0] + spans, prev[1] + unit_docs, prev[2] + unit_bytes, prev[3], False)
         closed.append(tail)
-    units = [WorkUnit(i, tuple(sp), n) for i, (sp, n, _) in enumerate(closed)]
+    units = [WorkUnit(i, tuple(sp), n, c, o) for i, (sp, n, _, c, o) in enumerate(closed)]
     return units, total
+
+
+def _named_line_errors(lines: Iterator[bytes], path: str, line_no: Callable[[], int]):
+    # LineTooLong as a CorpusError naming the file and line.
+    try:
+        yield from lines
+    except LineTooLong:
+        raise CorpusError(f"{path}:{line_no() + 1}: a line of more than "
+                          f"{MAX_LINE_BYTES:,} bytes; the input is one sentence per line, a "
+                          f"blank line between documents: split the text into lines") from None
 
 
 def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None,
@@ -244,13 +357,8 @@ def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None,
             yield span.first_line, ""
         with opener(span.path, "rb") as f:
             f.seek(span.start)
-            remaining = span.end - span.start
             line_no = span.first_line
-            while remaining > 0:
-                raw = f.readline(remaining)
-                if not raw:
-                    break
-                remaining -= len(raw)
+            for raw in iter_raw_lines(f, span.newline, span.end - span.start):
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -262,7 +370,8 @@ def read_unit_lines(unit: WorkUnit, invalid: Optional[List[InvalidLine]] = None,
                 line_no += 1
 
 
-def split_documents(segments: Iterable[Optional[Sequence[int]]]) -> List[List[Sequence[int]]]:
+def split_documents(segments: Iterable[Optional[Sequence[int]]], continues: bool = False,
+                    open_end: bool = False) -> List[List[Sequence[int]]]:
     """Groups tokenized lines into documents, as the original reader does.
 
     `None` is a blank line (a document boundary); an empty segment (a line that gave no
@@ -270,15 +379,38 @@ def split_documents(segments: Iterable[Optional[Sequence[int]]]) -> List[List[Se
 
         >>> split_documents([[1, 2], [], [3], None, None, [4], None, []])
         [[[1, 2], [3]], [[4]]]
+
+    A unit cut inside a long document (`WorkUnit.continues` / `open_end`) keeps its pieces
+    of that document even when empty: with `continues` the first entry is the lines before
+    the first blank line (the end of the previous unit's last document), with `open_end`
+    the last is the lines after the last blank line (the start of a document the next unit
+    goes on with); a unit without a blank line gives one entry, both at once.
+
+        >>> split_documents([[], None, [4], None, [5]], continues=True, open_end=True)
+        [[], [[4]], [[5]]]
+        >>> split_documents([[1], [2]], continues=True, open_end=True)
+        [[[1], [2]]]
     """
+    head: List[Sequence[int]] = []
     documents: List[List[Sequence[int]]] = [[]]
+    in_head = continues
     for seg in segments:
         if seg is None:
-            if documents[-1]:
+            if in_head:
+                in_head = False
+            elif documents[-1]:
                 documents.append([])
         elif len(seg):
-            documents[-1].append(seg)
-    return [d for d in documents if d]
+            (head if in_head else documents[-1]).append(seg)
+    tail = None
+    if open_end and not in_head:
+        tail = documents.pop()
+    out = [d for d in documents if d]
+    if continues:
+        out.insert(0, head)
+    if tail is not None:
+        out.append(tail)
+    return out
 
 
 class LineTokenizer:

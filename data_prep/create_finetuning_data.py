@@ -44,11 +44,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
                       "records it, else inferred from the vocab.", **fv)
     text_flags.define_strip_accents_flag(flag_values)
-    flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.", **fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.",
+                         lower_bound=3, **fv)
     flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.", **fv)
     flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).", **fv)
-    flags.DEFINE_integer("num_output_shards", 1, "Record files per split.", **fv)
-    flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.", **fv)
+    flags.DEFINE_integer("num_output_shards", 1, "Record files per split.", lower_bound=1, **fv)
+    flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.",
+                         lower_bound=1, **fv)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,11 @@ processes.
    and renamed when complete.
 
 A worker holds one unit's documents (1-32 MB of text), its records' offsets, or one bucket:
-its memory does not grow with the corpus. Disk: the store (~4 bytes a token) and two copies
+its memory does not grow with the corpus. A document longer than a unit (a corpus without
+blank lines is one) is cut over several units; the unit where it starts walks it through
+the document store a window of segments at a time, and writes its many records in chunks
+(`UnitProcessor.CHUNK_RECORDS` / `CHUNK_BYTES`), so that shape is bounded too. A corpus of
+fewer than 10 documents gets a warning (next-sentence prediction needs other documents). Disk: the store (~4 bytes a token) and two copies
 of the records pass through the work directory, each deleted once the next pass is done.
 
 Output depends on the inputs, the seed and the settings, never on the number of workers. A
@@ -287,12 +291,15 @@ class UnitProcessor:
         if self.pre_split is not None:
             lines = self.pre_split(lines)  # inserts spaces only: blank lines stay blank
         segments = self.tokenizer.tokenize_lines(lines)
-        return corpus.split_documents(segments)
+        return corpus.split_documents(segments, unit.continues, unit.open_end)
 
     def tokenize_unit(self, unit: corpus.WorkUnit, part_path: str, writer=None) -> Dict:
         """Pass 1: tokenizes the unit and writes its documents as a store part at
         `part_path` (atomically); returns its counts. `writer(path, docs)` writes the part
-        (default `document_store.write_part` on a local file)."""
+        (default `document_store.write_part` on a local file). The pieces of a document
+        longer than a unit are kept (`corpus.split_documents`); `head` / `tail` and their
+        segment counts say how the part joins its neighbours (`document_store.PartLayout`),
+        `documents` counts the documents starting in the unit."""
         invalid: List[corpus.InvalidLine] = []
         docs = self.documents(unit, invalid)
         if writer is None:
@@ -300,7 +307,11 @@ class UnitProcessor:
                 document_store.write_part(tmp, docs)
         else:
             writer(part_path, docs)
-        return dict(unit=unit.index, documents=len(docs), invalid_lines=len(invalid),
+        return dict(unit=unit.index, documents=len(docs) - unit.continues,
+                    pieces=len(docs), head=unit.continues, tail=unit.open_end,
+                    head_segments=len(docs[0]) if unit.continues else 0,
+                    tail_segments=len(docs[-1]) if unit.open_end else 0,
+                    invalid_lines=len(invalid),
                     invalid_examples=[str(x) for x in invalid[:MAX_REPORTED_INVALID]],
                     text_tokens=sum(len(seg) for d in docs for seg in d),
                     special_ids=not pi.pool_has_no_special_ids(docs, self.vocab))
@@ -361,37 +372,95 @@ class UnitProcessor:
         counts["order"] = pi.shuffled_order(n, rng) if whole else range(n)
         return counts
 
-    def write_unit_instances(self, unit_index: int, part_path: str, corpus_docs,
+    # Records of one unit held at once: their offsets and buckets (~40 bytes each) in
+    # memory, their bytes in a spill file read back through a mapping (resident while it is
+    # read). A unit with more (a document longer than a unit makes all its instances in the
+    # unit where it starts) writes them as several chunk files, each grouped by bucket.
+    CHUNK_RECORDS = 1 << 20
+    CHUNK_BYTES = 32 << 20
+
+    def write_unit_instances(self, unit_index: int, corpus_docs: document_store.DocumentStore,
                              corpus_start: int, num_units: int, no_special_ids: bool,
                              num_buckets: int, path: str) -> Dict:
         """Pass 2 to disk: the unit's records, framed, at `path`, grouped by shuffle bucket
         (creation order within one); `path + ".idx"` holds the buckets' byte offsets
-        (int64, num_buckets + 1). Returns the counts and the records per bucket."""
+        (int64, num_buckets + 1). Past `CHUNK_RECORDS` records the rest go on in chunk
+        files (`unit_chunk_file(path, c)`), each laid out the same way, so memory stays
+        bounded. Returns the counts (`chunks`: how many files) and the records per bucket."""
         import numpy as np
 
-        docs = document_store.read_part(part_path)
-        with tfrecord_writer.RecordSpill(os.path.dirname(path)) as spill:
-            counts = self.encode_unit(unit_index, docs, corpus_docs, corpus_start, num_units,
-                                      no_special_ids, spill, framed=True)
-            del docs
-            order = np.asarray(counts.pop("order"), np.int64)
-            buckets = assign_buckets(self.cfg.random_seed, unit_index, len(order),
-                                     num_buckets, num_units == 1)
+        exact = num_units == 1
+        directory = os.path.dirname(path)
+        bucket_counts = np.zeros(num_buckets, np.int64)
+        bucket_gen = None if exact else _np_generator(self.cfg.random_seed, unit_index, 1)
+        written = [0]  # chunks
+
+        def write_chunk(spill, order):
+            order = np.asarray(order, np.int64)
+            if exact:
+                buckets = assign_buckets(self.cfg.random_seed, unit_index, len(order),
+                                         num_buckets, True)
+            else:  # the same draws as one call for all the unit's records
+                buckets = bucket_gen.integers(0, num_buckets, len(order))
             by_bucket = order[np.argsort(buckets, kind="stable")]
             sizes = np.diff(np.frombuffer(spill._offsets, np.int64))
             bucket_bytes = np.zeros(num_buckets, np.int64)
             np.add.at(bucket_bytes, buckets, sizes[order])
-            with tfrecord_writer.atomic_output(path + ".idx") as tmp:
+            chunk_path = unit_chunk_file(path, written[0])
+            with tfrecord_writer.atomic_output(chunk_path + ".idx") as tmp:
                 with open(tmp, "wb") as f:
                     f.write(np.concatenate([[0], np.cumsum(bucket_bytes)]).astype("<i8")
                             .tobytes())
-                with tfrecord_writer.atomic_output(path) as data_tmp, \
+                with tfrecord_writer.atomic_output(chunk_path) as data_tmp, \
                         open(data_tmp, "wb") as out:
                     for s in range(0, len(by_bucket), 4096):
                         out.write(b"".join([spill[k] for k in by_bucket[s:s + 4096].tolist()]))
+            bucket_counts[:] += np.bincount(buckets, minlength=num_buckets)
+            written[0] += 1
+
+        docs = corpus_docs.part_documents(unit_index)
+        spills = _ChunkedSpill(directory, None if exact else self.CHUNK_RECORDS,
+                               self.CHUNK_BYTES,
+                               lambda spill: write_chunk(spill, range(len(spill))))
+        try:
+            counts = self.encode_unit(unit_index, docs, corpus_docs, corpus_start, num_units,
+                                      no_special_ids, spills, framed=True)
+            del docs
+            order = counts.pop("order")
+            if len(spills.spill) or not written[0]:
+                write_chunk(spills.spill, order if exact else range(len(spills.spill)))
+        finally:
+            spills.close()
         counts["unit"] = unit_index
-        counts["bucket_counts"] = np.bincount(buckets, minlength=num_buckets).tolist()
+        counts["chunks"] = written[0]
+        counts["bucket_counts"] = bucket_counts.tolist()
         return counts
+
+
+class _ChunkedSpill:
+    """A `RecordSpill` that, once it holds `limit` records or `limit_bytes` (limit None: no
+    limit), is handed to `full(spill)` and replaced by a new one."""
+
+    def __init__(self, directory: str, limit: Optional[int], limit_bytes: int, full):
+        self.directory, self.limit, self.limit_bytes = directory, limit, limit_bytes
+        self.full = full
+        self.spill = tfrecord_writer.RecordSpill(directory)
+
+    def extend(self, buffer, offsets):
+        self.spill.extend(buffer, offsets)
+        if self.limit is not None and (len(self.spill) >= self.limit
+                                       or self.spill.size() >= self.limit_bytes):
+            self.full(self.spill)
+            self.spill.close()
+            self.spill = tfrecord_writer.RecordSpill(self.directory)
+
+    def close(self):
+        self.spill.close()
+
+
+def unit_chunk_file(path: str, chunk: int) -> str:
+    """Chunk `chunk` of a unit's pass-2 records: `path` itself for the first."""
+    return path if chunk == 0 else f"{path}.{chunk}"
 
 
 def assign_buckets(seed: int, unit_index: int, count: int, num_buckets: int, exact: bool):
@@ -431,26 +500,28 @@ def _frames(data) -> List[memoryview]:
     return out
 
 
-def shuffle_bucket(seed: int, bucket: int, work_dir: str, num_units: int, first_position: int,
-                   num_shards: int, reshuffle: bool, path: str) -> int:
+def shuffle_bucket(seed: int, bucket: int, work_dir: str, unit_chunks: Sequence[int],
+                   first_position: int, num_shards: int, reshuffle: bool, path: str) -> int:
     """Pass 3: one bucket's records, gathered from every unit file, shuffled in memory and
     written at `path` grouped by the shard each goes to; `path + ".idx"` holds the shards'
     byte offsets (int64, num_shards + 1). Returns the number of records.
 
-    The bucket's records come from the `num_units` unit files in `work_dir` and take the global
+    The bucket's records come from the unit files in `work_dir` (`unit_chunks[u]` chunk
+    files of unit u, in order) and take the global
     positions `first_position ...` of the shuffled corpus, and position k goes to shard
     k % num_shards, as the original deals its shuffled instances out to its output files.
     """
     import numpy as np
 
     ranges = []
-    for u in range(num_units):
-        data_path = _unit_file(work_dir, u)
-        with open(data_path + ".idx", "rb") as f:
-            f.seek(8 * bucket)
-            lo, hi = struct.unpack("<qq", f.read(16))
-        if hi > lo:
-            ranges.append((data_path, lo, hi))
+    for u, chunks in enumerate(unit_chunks):
+        for c in range(chunks):
+            data_path = unit_chunk_file(_unit_file(work_dir, u), c)
+            with open(data_path + ".idx", "rb") as f:
+                f.seek(8 * bucket)
+                lo, hi = struct.unpack("<qq", f.read(16))
+            if hi > lo:
+                ranges.append((data_path, lo, hi))
     # One buffer for the whole bucket, filled in place: its size is the memory bound.
     data = bytearray(sum(hi - lo for _, lo, hi in ranges))
     view, at = memoryview(data), 0
@@ -520,7 +591,9 @@ def _store(manifest: str) -> document_store.DocumentStore:
     global _STORE
     if _STORE is None or _STORE[0] != manifest:
         m = _read_json(manifest)
-        _STORE = (manifest, document_store.DocumentStore(m["parts"], m["doc_counts"]))
+        layout = [document_store.PartLayout(*x) for x in m["layout"]]
+        _STORE = (manifest, document_store.DocumentStore(m["parts"], m["doc_counts"],
+                                                         layout=layout))
     return _STORE[1]
 
 
@@ -530,9 +603,9 @@ def _tokenize_task(task):
 
 
 def _instances_task(task):
-    u, part, manifest, start, num_units, no_special, num_buckets, path = task
-    return _WORKER.write_unit_instances(u, part, _store(manifest), start, num_units,
-                                        no_special, num_buckets, path)
+    u, manifest, start, num_units, no_special, num_buckets, path = task
+    return _WORKER.write_unit_instances(u, _store(manifest), start, num_units, no_special,
+                                        num_buckets, path)
 
 
 def _bucket_task(task):
@@ -560,8 +633,19 @@ def fingerprint(cfg: JobConfig, paths: Sequence[str]) -> str:
         fields.pop(k)
     fields["inputs"] = [(os.path.abspath(p), os.path.getsize(p), int(os.path.getmtime(p)))
                         for p in paths]
-    fields["vocab"] = (os.path.abspath(cfg.vocab_file), os.path.getsize(cfg.vocab_file))
+    # The vocab by content: an edited vocab of the same size (a token renamed) changes
+    # every id, and a vocab moved or copied elsewhere changes none.
+    fields["vocab_file"] = None
+    fields["vocab"] = _file_sha256(cfg.vocab_file)
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _read_json(path):
@@ -628,8 +712,36 @@ def plan_units(paths: Sequence[str], cfg: JobConfig, num_shards: int, opener=ope
                                              max_unit_bytes=unit_bytes)
     if num_docs < num_shards:
         raise CorpusError(f"{', '.join(paths)} hold {num_docs} documents, fewer than "
-                          f"the {num_shards} output shards: use fewer shards")
+                          f"the {num_shards} output shards: use fewer shards, or separate "
+                          f"the documents with blank lines")
+    warning = few_documents_warning(paths, num_docs)
+    if warning:
+        log.warning("%s", warning)
     return units, num_docs
+
+
+# Below this many documents next-sentence prediction has (almost) no "other document" to
+# take a random next segment from.
+MIN_DOCUMENTS = 10
+
+
+def few_documents_warning(paths: Sequence[str], num_docs: int) -> Optional[str]:
+    """The warning for a corpus with too few documents for next-sentence prediction (a
+    corpus without blank lines is one document), or None.
+
+        >>> print(few_documents_warning(["c.txt"], 1))
+        c.txt holds 1 document: next-sentence prediction takes its random next segments from other documents, so with 1 it learns little; separate documents with blank lines (one sentence per line, a blank line between documents)
+        >>> few_documents_warning(["c.txt"], 10) is None
+        True
+    """
+    if num_docs >= MIN_DOCUMENTS:
+        return None
+    names = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"{names} {'holds' if len(paths) == 1 else 'hold'} {num_docs} "
+            f"document{'s' if num_docs != 1 else ''}: next-sentence prediction takes its "
+            f"random next segments from other documents, so with {num_docs} it learns "
+            f"little; separate documents with blank lines (one sentence per line, a blank "
+            f"line between documents)")
 
 
 def num_shuffle_buckets(cfg: JobConfig, text_tokens: int, num_docs: int) -> int:
@@ -786,7 +898,8 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
             _write_json(part(u) + ".json", stats)
             token_stats[u] = stats
             bar.update(units[u].num_docs)
-    doc_counts = [st["documents"] for st in token_stats]
+    layout = [document_store.PartLayout.from_stats(st) for st in token_stats]
+    doc_counts = document_store.document_counts(layout)
     total_docs = sum(doc_counts)
     text_tokens = sum(st["text_tokens"] for st in token_stats)
     if total_docs == 0 or text_tokens == 0:
@@ -794,7 +907,8 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
         raise CorpusError(f"no instances from {', '.join(paths)}: no line gave any WordPiece "
                           f"token; is it a text corpus in the vocab's language?")
     manifest = os.path.join(work, "store.json")
-    _write_json(manifest, dict(parts=[part(u) for u in range(U)], doc_counts=doc_counts))
+    _write_json(manifest, dict(parts=[part(u) for u in range(U)], doc_counts=doc_counts,
+                               layout=[list(x) for x in layout]))
     no_special = not any(st["special_ids"] for st in token_stats)
     num_buckets = num_shuffle_buckets(cfg, text_tokens, total_docs)
     starts = [0]
@@ -817,8 +931,7 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
         if stats is not None:
             keep(u, stats)
     todo = [u for u in range(U) if inst_stats[u] is None]
-    tasks = [(u, part(u), manifest, starts[u], U, no_special, num_buckets, unit_file(u))
-             for u in todo]
+    tasks = [(u, manifest, starts[u], U, no_special, num_buckets, unit_file(u)) for u in todo]
     done = set(range(U)) - set(todo)
     with _Phase(cfg, "instances", total_docs, "doc",
                 initial=sum(doc_counts[u] for u in done)) as bar:
@@ -835,7 +948,7 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
             os.remove(part(u))
     total: Dict = {}
     for u in range(U):
-        _merge(total, dict(inst_stats[u], documents=token_stats[u]["documents"],
+        _merge(total, dict(inst_stats[u], documents=doc_counts[u],
                            invalid_lines=token_stats[u]["invalid_lines"],
                            invalid_examples=token_stats[u]["invalid_examples"]))
     n = total["instances"]
@@ -846,14 +959,17 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
     # Pass 3: the global shuffle, one bucket in memory at a time.
     first = np.concatenate([[0], np.cumsum(bucket_counts)]).tolist()
     todo = [b for b in range(num_buckets) if not os.path.exists(bucket_file(b) + ".idx")]
-    tasks = [(cfg.random_seed, b, work, U, first[b], S, U > 1, bucket_file(b)) for b in todo]
+    chunks = [inst_stats[u].get("chunks", 1) for u in range(U)]
+    tasks = [(cfg.random_seed, b, work, chunks, first[b], S, U > 1, bucket_file(b))
+             for b in todo]
     with _Phase(cfg, "shuffle", num_buckets, "bucket", num_buckets - len(todo)) as bar:
         for _ in _map(pool, _bucket_task, tasks):
             bar.update(1)
     for u in range(U):
-        for f in (unit_file(u), unit_file(u) + ".idx"):
-            if os.path.exists(f):
-                os.remove(f)
+        for c in range(chunks[u]):
+            for f in (unit_chunk_file(unit_file(u), c), unit_chunk_file(unit_file(u), c) + ".idx"):
+                if os.path.exists(f):
+                    os.remove(f)
 
     # Pass 4: the shards, each its share of every bucket, in bucket order.
     todo = [s for s in range(S) if not os.path.exists(_shard_done(work, s))]
@@ -866,6 +982,9 @@ def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
             bar.update(1)
 
     summary = _finish_summary(total, cfg, shards, time.time() - start)
+    warning = few_documents_warning(paths, total_docs)
+    if warning:
+        summary["warnings"] = [warning]
     summary.update(fingerprint=fp, work_units=U, shuffle_buckets=num_buckets,
                    shard_instances=[n // S + (s < n % S) for s in range(S)])
     return summary
@@ -894,23 +1013,26 @@ def define_flags(flag_values=None) -> None:
     text_flags.define_text_flags(flag_values, pre_tokenizer=True)
     flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together "
                       "(80/10/10 still drawn per piece, as the original).", **fv)
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", **fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", lower_bound=5, **fv)
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per "
-                         "sequence.", **fv)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.", **fv)
-    flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with fresh masks.", **fv)
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.", **fv)
+                         "sequence.", lower_bound=1, **fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.",
+                       lower_bound=0.0, upper_bound=1.0, **fv)
+    flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with fresh masks.",
+                         lower_bound=1, **fv)
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.",
+                       lower_bound=0.0, upper_bound=1.0, **fv)
     flags.DEFINE_integer("random_seed", 12345, "Random seed.", **fv)
     flags.DEFINE_integer("num_workers", max(1, (os.cpu_count() or 1)), "Worker processes; never "
-                         "changes the output.", **fv)
-    flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).", **fv)
+                         "changes the output.", lower_bound=0, **fv)
+    flags.DEFINE_integer("num_output_shards", 1, "Output shards (files).", lower_bound=1, **fv)
     flags.DEFINE_integer("pool_size", 0, "At most this many documents per work unit (0: no "
                          "limit; units stop at 1 MB of text, more on corpora over 2 GB so that "
                          "there are at most ~2,048). Units are the grain of parallel work and "
                          "of resuming; the statistics do not depend on them (random-next "
                          "documents come from the whole corpus, instances are shuffled over "
                          "all shards). A corpus that is one unit gives exactly the original "
-                         "tool's records.", **fv)
+                         "tool's records.", lower_bound=0, **fv)
     flags.DEFINE_string("summary_file", None, "JSON summary (counts, masking fractions). "
                         "Default: beside the output directory, records/x.tfrecord -> "
                         "records.x.tfrecord.summary.json.", **fv)

@@ -8,6 +8,11 @@ document is three small positioned reads (`os.pread`) of its part. The operating
 cache does the caching; the worker's resident memory holds only the parts' document counts and
 a few open file descriptors, whatever the corpus size.
 
+A document longer than a work unit (`corpus.WorkUnit.continues` / `open_end`) is stored as
+pieces: the last piece of one part, the first piece of the next parts (`PartLayout`), and read
+as one document (`ChainedDocument`), a window of segments at a time, so the original
+algorithm walks it in order without it ever being in memory.
+
 Part file layout (little-endian):
 
     b"BERTDOC1", num_docs, num_segments, num_tokens     (int64 each)
@@ -34,7 +39,7 @@ import collections
 import os
 import struct
 from array import array
-from typing import List, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 MAGIC = b"BERTDOC1"
 HEADER = struct.Struct("<8sqqq")
@@ -82,20 +87,77 @@ def read_part(path: str, opener=open) -> List[List[array]]:
              for s in range(doc_starts[d], doc_starts[d + 1])] for d in range(n_docs)]
 
 
+class PartLayout(NamedTuple):
+    """How a part's pieces map to documents: `pieces` entries in the part file; `head`: the
+    first continues the previous part's last document; `tail`: the last goes on in the next
+    part; `head_segments` / `tail_segments`: their segment counts (they may be empty)."""
+
+    pieces: int
+    head: bool = False
+    tail: bool = False
+    head_segments: int = 0
+    tail_segments: int = 0
+
+    @classmethod
+    def from_stats(cls, stats: Dict) -> "PartLayout":
+        """From a part's pass-1 counts (`pieces` defaults to `documents`: a part written
+        before documents could span parts)."""
+        return cls(int(stats.get("pieces", stats["documents"])), bool(stats.get("head")),
+                   bool(stats.get("tail")), int(stats.get("head_segments", 0)),
+                   int(stats.get("tail_segments", 0)))
+
+    def through(self) -> bool:
+        """The whole part is the middle of one document."""
+        return self.head and self.tail and self.pieces == 1
+
+
+def _chain_totals(layout: Sequence[PartLayout]) -> List[int]:
+    # totals[p]: segments of the document that starts in part p's tail piece (0 when none).
+    after = [0] * (len(layout) + 1)  # after[q]: segments from part q's head on, down the chain
+    for q in range(len(layout) - 1, -1, -1):
+        lay = layout[q]
+        if lay.head:
+            after[q] = lay.head_segments + (after[q + 1] if lay.through() else 0)
+    return [lay.tail_segments + after[p + 1] if lay.tail and not lay.through() else 0
+            for p, lay in enumerate(layout)]
+
+
+def document_counts(layout: Sequence[PartLayout]) -> List[int]:
+    """The documents that start in each part: its pieces but a head, and but a tail whose
+    whole document has no segment (dropped, as the original drops empty documents).
+
+        >>> document_counts([PartLayout(2, tail=True, tail_segments=0),
+        ...                  PartLayout(1, head=True, tail=True, head_segments=3, tail_segments=3),
+        ...                  PartLayout(2, head=True, head_segments=1)])
+        [2, 0, 1]
+        >>> document_counts([PartLayout(2, tail=True), PartLayout(1, head=True)])
+        [1, 0]
+    """
+    totals = _chain_totals(layout)
+    return [lay.pieces - lay.head - (1 if lay.tail and not lay.through() and totals[p] == 0
+                                     else 0)
+            for p, lay in enumerate(layout)]
+
+
 class DocumentStore:
     """All documents of the corpus, numbered across the parts in order; `store[d]` reads
     document `d` (a list of `array('i')` segments) from disk.
 
-    `doc_counts[p]` is the number of documents of `parts[p]` (known from writing them, so
-    opening the store reads nothing). `opener(path)`, when given, returns a binary file
-    object (e.g. Beam's FileSystems for remote parts); local files use `os.pread`. At most
-    `max_open` files stay open.
+    `doc_counts[p]` is the number of documents that start in `parts[p]` (known from writing
+    them, so opening the store reads nothing); `layout` (one `PartLayout` a part) says which
+    documents span parts (none when not given). `opener(path)`, when given, returns a binary
+    file object (e.g. Beam's FileSystems for remote parts); local files use `os.pread`. At
+    most `max_open` files stay open.
     """
 
     def __init__(self, parts: Sequence[str], doc_counts: Sequence[int], opener=None,
-                 max_open: int = 64):
+                 max_open: int = 64, layout: Optional[Sequence[PartLayout]] = None):
         if len(parts) != len(doc_counts):
             raise ValueError("one document count per part")
+        if layout is not None and len(layout) != len(parts):
+            raise ValueError("one layout per part")
+        self.layout = list(layout) if layout is not None else None
+        self._chain_cache: Optional[Tuple[int, "ChainedDocument"]] = None
         self.parts = list(parts)
         self.starts = [0]
         for n in doc_counts:
@@ -122,7 +184,9 @@ class DocumentStore:
             h = self.opener(self.parts[p])
         header = self._read(h, 0, HEADER.size)
         magic, n_docs, n_segs, _ = HEADER.unpack(header)
-        if magic != MAGIC or n_docs != self.starts[p + 1] - self.starts[p]:
+        expected = (self.layout[p].pieces if self.layout is not None
+                    else self.starts[p + 1] - self.starts[p])
+        if magic != MAGIC or n_docs != expected:
             raise ValueError(f"{self.parts[p]}: not the document store part this job wrote")
         self._sizes[p] = (n_docs, n_segs)
         self._open[p] = h
@@ -140,15 +204,58 @@ class DocumentStore:
         else:
             h.close()
 
-    def __getitem__(self, d: int) -> "StoredDocument":
+    def __getitem__(self, d: int):
         if not 0 <= d < self.starts[-1]:
             raise IndexError(f"document {d} outside [0, {self.starts[-1]})")
         p = bisect.bisect_right(self.starts, d) - 1
+        if self.layout is None:
+            return self.piece(p, d - self.starts[p])
+        lay = self.layout[p]
+        local = d - self.starts[p] + lay.head
+        if lay.tail and local == lay.pieces - 1:
+            return self._chain(d, p)
+        return self.piece(p, local)
+
+    def piece(self, p: int, local: int) -> "StoredDocument":
+        """Entry `local` of part `p` (a document, or a piece of one)."""
         h = self._handle(p)
         n_docs, n_segs = self._sizes[p]
-        s0, s1 = struct.unpack("<qq", self._read(h, HEADER.size + 8 * (d - self.starts[p]), 16))
+        s0, s1 = struct.unpack("<qq", self._read(h, HEADER.size + 8 * local, 16))
         seg_at = HEADER.size + 8 * (n_docs + 1)
-        return StoredDocument(self, h, s0, s1, seg_at, seg_at + 8 * (n_segs + 1))
+        return StoredDocument(self, p, s0, s1, seg_at, seg_at + 8 * (n_segs + 1))
+
+    def _chain(self, d: int, p: int) -> "ChainedDocument":
+        # The document starting in part p's tail piece: that piece, then the head pieces of
+        # the parts after it as long as a part is all one piece of it. Kept: a long document
+        # is read again and again (its own passes, random-next draws).
+        if self._chain_cache is not None and self._chain_cache[0] == d:
+            return self._chain_cache[1]
+        lay = self.layout[p]
+        pieces = [(p, lay.pieces - 1, lay.tail_segments)]
+        q = p + 1
+        while q < len(self.layout):
+            nxt = self.layout[q]
+            pieces.append((q, 0, nxt.head_segments))
+            if not nxt.through():
+                break
+            q += 1
+        doc = ChainedDocument(self, pieces)
+        self._chain_cache = (d, doc)
+        return doc
+
+    def part_documents(self, p: int, opener=open) -> list:
+        """The documents that start in part `p`, in order: read whole from the part, but a
+        document that goes on in later parts, which is read from the store as it is used."""
+        pieces = read_part(self.parts[p], opener)
+        if self.layout is None:
+            return pieces
+        lay = self.layout[p]
+        own = pieces[1:] if lay.head else pieces
+        if lay.tail and not lay.through():
+            own.pop()
+            if len(own) < self.starts[p + 1] - self.starts[p]:
+                own.append(self._chain(self.starts[p + 1] - 1, p))
+        return own
 
     def close(self):
         while self._open:
@@ -161,6 +268,37 @@ class DocumentStore:
             pass
 
 
+class ChainedDocument:
+    """A document stored as pieces of consecutive parts (`pieces`: (part, entry, segments)),
+    read as one: `len()` segments, `doc[j]` an `array('i')`, read on demand."""
+
+    def __init__(self, store: DocumentStore, pieces: Sequence[Tuple[int, int, int]]):
+        self._store = store
+        self._pieces = [x for x in pieces if x[2] > 0]
+        self._starts = [0]
+        for _, _, n in self._pieces:
+            self._starts.append(self._starts[-1] + n)
+        self._current: Optional[Tuple[int, StoredDocument]] = None
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, j: int) -> array:
+        if not 0 <= j < self._starts[-1]:
+            raise IndexError(j)
+        k = bisect.bisect_right(self._starts, j) - 1
+        if self._current is None or self._current[0] != k:
+            p, local, _ = self._pieces[k]
+            self._current = (k, self._store.piece(p, local))
+        return self._current[1][j - self._starts[k]]
+
+    def __iter__(self):
+        return (self[j] for j in range(len(self)))
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+
 class StoredDocument:
     """One document of a `DocumentStore`: `len()` segments, `doc[j]` an `array('i')`.
 
@@ -170,8 +308,10 @@ class StoredDocument:
 
     WINDOW = 16
 
-    def __init__(self, store, handle, s0, s1, seg_at, tok_at):
-        self._store, self._h = store, handle
+    def __init__(self, store, part, s0, s1, seg_at, tok_at):
+        # The part by number, its file handle asked of the store at each read: the store
+        # may close and reuse it meanwhile (at most `max_open` stay open).
+        self._store, self._part = store, part
         self._s0, self._n = s0, s1 - s0
         self._seg_at, self._tok_at = seg_at, tok_at
         self._lo = self._hi = 0
@@ -185,10 +325,10 @@ class StoredDocument:
             raise IndexError(j)
         if not self._lo <= j < self._hi:
             hi = min(self._n, j + self.WINDOW)
-            read = self._store._read
-            offs = array("q", read(self._h, self._seg_at + 8 * (self._s0 + j), 8 * (hi - j + 1)))
+            read, h = self._store._read, self._store._handle(self._part)
+            offs = array("q", read(h, self._seg_at + 8 * (self._s0 + j), 8 * (hi - j + 1)))
             t0 = offs[0]
-            toks = array("i", read(self._h, self._tok_at + 4 * t0, 4 * (offs[-1] - t0)))
+            toks = array("i", read(h, self._tok_at + 4 * t0, 4 * (offs[-1] - t0)))
             self._segs = [toks[offs[k] - t0:offs[k + 1] - t0] for k in range(hi - j)]
             self._lo, self._hi = j, hi
         return self._segs[j - self._lo]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import struct
 from array import array
-from typing import List, MutableSequence, NamedTuple, Optional, Sequence
+from typing import Iterator, List, MutableSequence, NamedTuple, Optional, Sequence
 
 # A document is a list of segments (one per input line); a segment is a sequence of ids.
 Segment = Sequence[int]
@@ -259,7 +259,28 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                                    random_documents: Optional[Sequence[Document]] = None,
                                    random_exclude: Optional[int] = None
                                    ) -> List[TrainingInstance]:
-    """All instances from `all_documents[document_index]`, as the original makes them.
+    """All instances from `all_documents[document_index]`, as the original makes them
+    (`iter_instances_from_document`'s, in a list).
+    """
+    return list(iter_instances_from_document(
+        all_documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
+        max_predictions_per_seq, vocab, rng, do_whole_word_mask, no_special_ids,
+        random_documents, random_exclude))
+
+
+def iter_instances_from_document(all_documents: Sequence[Document], document_index: int,
+                                 max_seq_length: int, short_seq_prob: float,
+                                 masked_lm_prob: float, max_predictions_per_seq: int,
+                                 vocab: VocabIds, rng: random.Random,
+                                 do_whole_word_mask: bool = False,
+                                 no_special_ids: bool = False,
+                                 random_documents: Optional[Sequence[Document]] = None,
+                                 random_exclude: Optional[int] = None
+                                 ) -> Iterator[TrainingInstance]:
+    """Yields the instances from `all_documents[document_index]`, as the original makes
+    them, while walking the document: a book-length document (a `document_store` document
+    read on demand) is never in memory, nor are its instances. The random draws are the
+    original's, in its order (the caller draws nothing between two instances).
 
     Segments are packed into chunks up to a target length (shortened to a random length in
     [2, max] with `short_seq_prob`, drawn once per document); A is a random prefix of the
@@ -297,7 +318,6 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
     if rng.random() < short_seq_prob:
         target_seq_length = rng.randint(2, max_num_tokens)
 
-    instances: List[TrainingInstance] = []
     current_chunk: List[Segment] = []
     current_length = 0
     i = 0
@@ -355,12 +375,10 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                 output, positions, labels = create_masked_lm_predictions(
                     tokens, masked_lm_prob, max_predictions_per_seq, vocab, rng,
                     do_whole_word_mask, cand)
-                instances.append(TrainingInstance(output, segment_ids, is_random_next,
-                                                  positions, labels))
+                yield TrainingInstance(output, segment_ids, is_random_next, positions, labels)
             current_chunk = []
             current_length = 0
         i += 1
-    return instances
 
 
 def iter_pool_instances(documents: List[Document], dupe_factor: int, max_seq_length: int,
@@ -393,7 +411,7 @@ def iter_pool_instances(documents: List[Document], dupe_factor: int, max_seq_len
         no_special = pool_has_no_special_ids(documents, vocab)
     for _ in range(dupe_factor):
         for document_index in range(len(documents)):
-            yield from create_instances_from_document(
+            yield from iter_instances_from_document(
                 documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
                 max_predictions_per_seq, vocab, rng, do_whole_word_mask, no_special,
                 corpus, None if corpus is None else corpus_start + order[document_index])

@@ -424,6 +424,10 @@ class RecordSpill:
     def __len__(self):
         return len(self._offsets) - 1
 
+    def size(self) -> int:
+        """Bytes of all records."""
+        return self._offsets[-1]
+
     def __getitem__(self, k: int) -> bytes:
         if self._map is None:
             self._file.flush()

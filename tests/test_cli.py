@@ -115,3 +115,78 @@ def test_the_wrapper_loads_no_tensorflow():
     code = "import sys, bert_tf.cli, bert_tf.errors; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env=dict(os.environ, PYTHONPATH=REPO), timeout=60)
+
+
+def _pipe_fill(stream) -> int:
+    import fcntl
+    import struct
+    import termios
+
+    return struct.unpack("i", fcntl.ioctl(stream.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
+def _pipe_capacity(stream) -> int:
+    import fcntl
+
+    return fcntl.fcntl(stream.fileno(), fcntl.F_GETPIPE_SZ)
+
+
+def test_the_filter_waits_for_a_non_blocking_stderr_instead_of_dropping_output():
+    # The caller's stderr is a non-blocking pipe nobody reads for a while: the filter's
+    # writes meet EAGAIN once it is full. They used to drop whole 64 KB chunks
+    # (640 KB written, 64 KB arrived).
+    code = (
+        "import fcntl, os\n"
+        "fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
+        "from bert_tf import cli\n"
+        "cli._install_stderr_filter()\n"
+        "print('go', flush=True)\n"
+        "for i in range(640):\n"
+        "    os.write(2, b'%05d' % i + b'x' * 1018 + b'\\n')\n")
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=command_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout.readline() == b"go\n"
+        import time
+
+        # From the moment the pipe is full every further write of the filter meets EAGAIN.
+        capacity = _pipe_capacity(process.stderr)
+        deadline = time.monotonic() + 60
+        while _pipe_fill(process.stderr) < capacity and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    lines = err.splitlines()
+    assert len(err) == 640 * 1024, len(err)
+    assert [int(line[:5]) for line in lines] == list(range(640))
+
+
+def test_a_dead_filter_gives_the_command_its_stderr_back():
+    # Killing the filter used to leave fd 2 a pipe without a reader: the command's next
+    # write to stderr failed with EPIPE and a successful command exited 1 (or 120).
+    code = (
+        "import os, signal, sys\n"
+        "from bert_tf import cli\n"
+        "cli._install_stderr_filter()\n"
+        "print('before', file=sys.stderr, flush=True)\n"
+        "pid = os.getpid()\n"
+        "filter_pid, = open(f'/proc/{pid}/task/{pid}/children').read().split()\n"
+        "os.kill(int(filter_pid), signal.SIGKILL)\n"
+        "try:\n"
+        "    os.waitid(os.P_PID, int(filter_pid), os.WEXITED | os.WNOWAIT)\n"
+        "except ChildProcessError:\n"
+        "    pass  # reaped already by the wrapper's watcher\n"
+        "for i in range(20000):\n"
+        "    print(f'after {i}', file=sys.stderr)\n"
+        "sys.stderr.flush()\n"
+        "print('done')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=command_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "done\n"
+    lines = result.stderr.splitlines()
+    assert lines[0] == "before"
+    assert lines[1:] == [f"after {i}" for i in range(20000)], result.stderr[-2000:]

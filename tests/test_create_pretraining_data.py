@@ -401,8 +401,12 @@ def test_units_are_cut_by_documents_and_by_bytes(tmp_path):
     units, n = corpus.plan_work_units([src], 4)
     assert n == 6 and [u.num_docs for u in units] == [4, 2]
     units, _ = corpus.plan_work_units([src], 4, max_unit_bytes=150)
-    # 64-byte lines: documents 0-1 reach 150 bytes, each later one does alone
-    assert [u.num_docs for u in units] == [2, 1, 1, 1, 1]
+    # 64-byte lines: documents 0-1 reach 150 bytes, each later one does alone; documents
+    # 3-5 have 150 bytes before their last lines, so they are cut inside (the next unit
+    # continues them) and a unit never holds more than 2 x 150 bytes and a line.
+    assert [(u.num_docs, u.continues, u.open_end) for u in units] == [
+        (2, False, False), (1, False, False), (1, False, True), (1, True, True),
+        (1, True, True), (0, True, False)]
     read = [t for u in units for _, t in corpus.read_unit_lines(u)]
     assert read == [t.strip() for t in lines]
 
@@ -645,3 +649,153 @@ def test_one_unit_equals_the_original_tool_run_beside_it(tmp_path, shared_data, 
             assert sorted(a) == sorted(b)
             for k in a:
                 np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+# ------------------------------------------------------- any corpus shape in bounded memory
+
+
+def test_a_document_longer_than_a_unit_is_cut_inside_it(tmp_path):
+    # No blank line: one document. Units are still cut, every 150+ bytes of it, and read
+    # back they are the file's lines, in order.
+    lines = [f"line {k} " + "x" * 50 for k in range(20)]
+    src = write_corpus(tmp_path / "c.txt", ["short doc a.", "", "short doc b.", ""] + lines)
+    units, n = corpus.plan_work_units([src], 1 << 40, max_unit_bytes=150)
+    assert n == 3
+    assert [(u.num_docs, u.continues, u.open_end) for u in units][:2] == [
+        (3, False, True), (0, True, True)]
+    assert units[-1].open_end is False and all(u.continues for u in units[1:])
+    for u in units:  # bounded: at most 2 x max_unit_bytes plus a line
+        assert sum(sp.end - sp.start for sp in u.spans) <= 2 * 150 + 70
+    read = [t for u in units for _, t in corpus.read_unit_lines(u)]
+    assert read == ["short doc a.", "", "short doc b.", ""] + [t.strip() for t in lines]
+
+
+def test_the_store_joins_a_long_document_back_in_order(tmp_path, vocab_file, enwiki_lines):
+    # Documents longer than a unit, cut over many parts, read back (whole, and from random
+    # starts as random-next reads do) equal the documents tokenized whole.
+    from data_prep import document_store as ds
+
+    text = [line for line in first_docs(enwiki_lines, 8)]
+    text = text[:40] + [line for line in text[40:] if line.strip()]  # docs 2.. run together
+    src = write_corpus(tmp_path / "c.txt", text)
+    cfg = job(tmp_path, src, vocab_file)
+    proc = cpd.UnitProcessor(cfg)
+    whole_unit = corpus.WorkUnit(0, (corpus.FileSpan(src, 0, os.path.getsize(src), 1),), 0)
+    expected = [[list(seg) for seg in doc] for doc in proc.documents(whole_unit, [])]
+    units, n = corpus.plan_work_units([src], 1 << 40, max_unit_bytes=2000)
+    assert len(units) > 10 and n == len(expected)
+    parts, stats = [], []
+    for u in units:
+        parts.append(str(tmp_path / f"part{u.index}"))
+        stats.append(proc.tokenize_unit(u, parts[-1]))
+    layout = [ds.PartLayout.from_stats(st) for st in stats]
+    counts = ds.document_counts(layout)
+    store = ds.DocumentStore(parts, counts, layout=layout, max_open=2)
+    assert len(store) == len(expected)
+    got = [[list(seg) for seg in store.part_documents(u)[k]]
+           for u in range(len(units)) for k in range(counts[u])]
+    assert got == expected
+    rng = random.Random(1)
+    for d in rng.choices(range(len(expected)), k=30):
+        doc = store[d]
+        j = rng.randrange(len(doc))
+        assert [list(doc[k]) for k in range(j, min(len(doc), j + 40))] == expected[d][j:j + 40]
+
+
+def test_a_corpus_without_blank_lines_runs_in_chunks_and_warns(tmp_path, vocab_file,
+                                                              enwiki_lines, monkeypatch,
+                                                              caplog):
+    src = write_corpus(tmp_path / "c.txt", [t for t in first_docs(enwiki_lines, 4) if t.strip()])
+    kw = dict(unit_bytes=4000, dupe_factor=2, max_seq_length=64)
+    with caplog.at_level("WARNING"):
+        a = cpd.run(job(tmp_path, src, vocab_file, "a/p", **kw))
+    assert "holds 1 document" in caplog.text and "blank lines" in caplog.text
+    assert a["documents"] == 1 and a["work_units"] > 10 and a["instances"] > 100
+    assert "blank lines" in a["warnings"][0]
+    # The unit holding the document's start makes all its instances; past CHUNK_RECORDS
+    # records or CHUNK_BYTES they go to several files: the records do not change.
+    for name, value in (("CHUNK_RECORDS", 37), ("CHUNK_BYTES", 9000)):  # ~40 records
+        with monkeypatch.context() as m:
+            m.setattr(cpd.UnitProcessor, name, value)
+            b = cpd.run(job(tmp_path, src, vocab_file, f"{name}/p", **kw))
+        for pa, pb in zip(a["output_files"], b["output_files"]):
+            assert open(pa, "rb").read() == open(pb, "rb").read()
+    assert a["instances"] == len(read_records(a["output_files"]))
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n"])
+def test_cr_and_crlf_line_endings_read_as_lf(tmp_path, vocab_file, enwiki_lines, newline):
+    lines = first_docs(enwiki_lines, 12)
+    lf = write_corpus(tmp_path / "lf.txt", lines)
+    other = tmp_path / "other.txt"
+    other.write_bytes(("\n".join(lines) + "\n").replace("\n", newline).encode("utf-8"))
+    kw = dict(unit_bytes=20_000, num_output_shards=2)
+    a = cpd.run(job(tmp_path, lf, vocab_file, "a/p", **kw))
+    b = cpd.run(job(tmp_path, str(other), vocab_file, "b/p", **kw))
+    assert a["documents"] == b["documents"] == 12 and a["work_units"] > 1
+    for pa, pb in zip(a["output_files"], b["output_files"]):
+        assert open(pa, "rb").read() == open(pb, "rb").read()
+
+
+def test_an_edited_vocab_of_the_same_size_is_not_already_complete(tmp_path, vocab_file):
+    # The fingerprint covered the vocab by path and size: a token renamed in place left
+    # both unchanged and the rerun said "already complete" over records of the old ids.
+    lines = [f"sentence number {k} of document {d}." for d in range(12) for k in range(3)]
+    src = write_corpus(tmp_path / "c.txt", lines)
+    vocab = tmp_path / "vocab.txt"
+    tokens = open(vocab_file, encoding="utf-8").read().split("\n")
+    vocab.write_text("\n".join(tokens), encoding="utf-8")
+    cfg = job(tmp_path, src, str(vocab), max_seq_length=32)
+    cpd.run(cfg)
+    i, j = tokens.index("sentence"), tokens.index("document")
+    tokens[i], tokens[j] = tokens[j], tokens[i]  # same size, other ids
+    vocab.write_text("\n".join(tokens), encoding="utf-8")
+    with pytest.raises(CorpusError, match="other inputs or settings"):
+        cpd.run(cfg)
+    # Copied to another path, the same content: still the same job.
+    moved = tmp_path / "elsewhere.txt"
+    moved.write_text("\n".join(tokens), encoding="utf-8")
+    assert cpd.fingerprint(cfg, [src]) == cpd.fingerprint(
+        dataclasses_replace(cfg, vocab_file=str(moved)), [src])
+
+
+def test_one_document_cut_over_many_units_gives_the_original_instances(
+        tmp_path, vocab_file, enwiki_lines):
+    """A corpus without blank lines is one document; cut over many units and streamed
+    through the store, it goes through the original algorithm whole and in order: with one
+    document the unit's generator draws what the original's does, so the records are the
+    original tool's instances (in another order: the global shuffle)."""
+    lines = [t for t in first_docs(enwiki_lines, 3) if t.strip()]
+    src = write_corpus(tmp_path / "c.txt", lines)
+    summary = cpd.run(job(tmp_path, src, vocab_file, random_seed=7, unit_bytes=3000))
+    assert summary["work_units"] > 10 and summary["documents"] == 1
+
+    tok = text_rules.WordPieceTokenizer.from_vocab_file(vocab_file)
+    vocab = [line.strip() for line in open(vocab_file, encoding="utf-8")]
+    doc = [[vocab[i] for i in tok.tokenize_line(line)] for line in lines]
+    expected = oracle_create_training_instances([[s for s in doc if s]], vocab,
+                                                random.Random(7), 128, 2, 0.1, 0.15, 20, False)
+
+    def key(tokens, seg, rnext, positions, labels):
+        return (tuple(tokens), tuple(seg), int(rnext), tuple(positions), tuple(labels))
+
+    got = []
+    for rec in map(parse, read_records(summary["output_files"])):
+        n, k = int(rec["input_mask"].sum()), int(rec["masked_lm_weights"].sum())
+        got.append(key([vocab[i] for i in rec["input_ids"][:n]], list(rec["segment_ids"][:n]),
+                       rec["next_sentence_labels"][0], list(rec["masked_lm_positions"][:k]),
+                       [vocab[i] for i in rec["masked_lm_ids"][:k]]))
+    assert len(got) == len(expected) > 100
+    assert sorted(got) == sorted(key(*e) for e in expected)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r"])
+def test_a_line_too_long_to_be_a_sentence_is_refused_naming_it(tmp_path, monkeypatch,
+                                                              newline):
+    # A file without line breaks would be one line held whole: refused before any work.
+    monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 1000)
+    src = tmp_path / "c.txt"
+    src.write_bytes(newline.join(["a sentence.", "another.", "x" * 5000, "end."]).encode())
+    with pytest.raises(CorpusError, match=r"c\.txt:3: a line of more than 1,000 bytes; the "
+                                          r"input is one sentence per line"):
+        corpus.plan_work_units([str(src)], 10)

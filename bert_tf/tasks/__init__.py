@@ -82,9 +82,10 @@ class TaskSpec:
     def make(self, tokenizer, max_seq_length: int):
         """The Task object, reading its data from `data_dir` / the files."""
         cls = self.task_class()
+        options = {k: v for k, v in self.options.items() if k in cls.option_names}
+        cls.check_options(max_seq_length, **options)
         return cls(tokenizer=tokenizer, max_seq_length=max_seq_length, data_dir=self.data_dir,
-                   files=self.files(),
-                   **{k: v for k, v in self.options.items() if k in cls.option_names})
+                   files=self.files(), **options)
 
 
 def task_from_config(task_config: dict, tokenizer=None, **kwargs):

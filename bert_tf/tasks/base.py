@@ -89,6 +89,44 @@ class TaskDataError(BertTfError, ValueError):
     """Task data that cannot be read: names the file, the line and what to do."""
 
 
+def read_task_text(path: str, missing_hint: str, encoding: str = "utf-8-sig") -> str:
+    """The text of a task data file (local or gs://), or TaskDataError: a missing file
+    (`missing_hint` says what the directory must hold) or bytes that are not UTF-8, named
+    by line and byte.
+
+        >>> import tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "train.tsv")
+        >>> _ = open(p, "wb").write(b"a\\tb\\ncaf\\xe9\\t1\\n")
+        >>> try: read_task_text(p, "")
+        ... except TaskDataError as e: print(str(e).split(": ", 1)[1])
+        line 2, byte 3: not valid UTF-8 (invalid continuation byte); save the file as UTF-8
+    """
+    import tensorflow as tf  # gfile: data may live on gs://
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.NotFoundError:
+        raise TaskDataError(f"{path}: no such file; {missing_hint}") from None
+    except tf.errors.OpError as e:  # a directory, no permission, ...
+        raise TaskDataError(f"{path}: cannot read ({e.message})") from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
+        raise TaskDataError(f"{path}: line {line}, byte {column}: not valid UTF-8 "
+                            f"({e.reason}); save the file as UTF-8") from None
+
+
+def require_examples(examples: list, path: str, split: str, what: str) -> list:
+    """`examples`, or TaskDataError when the file gave none (an empty or header-only
+    split would otherwise fail later, far from its cause)."""
+    if not examples:
+        raise TaskDataError(f"{path}: no examples in this {split} file; expected {what}")
+    return examples
+
+
 class TaskModel(keras.Model):
     """Encoder + task head as one keras.Model; call(inputs dict) -> the head's outputs.
 
@@ -151,6 +189,12 @@ class Task:
         self.data_dir = data_dir
         self.files = dict(files or {})
         self.options = options
+
+    @classmethod
+    def check_options(cls, max_seq_length: int, **options) -> None:
+        """Raises `errors.UsageError` naming the flags when `max_seq_length` and the task's
+        options (flag values) cannot work together; called before any data is read
+        (`tasks.TaskSpec.make`). Per-flag ranges are declared with the flags."""
 
     # ------------------------------------------------------------------ data
     @property

@@ -23,7 +23,8 @@ import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import Task, TaskDataError, make_head, sparse_ce, write_tsv_lines
+from bert_tf.tasks.base import (Task, TaskDataError, make_head, read_task_text,
+                                require_examples, sparse_ce, write_tsv_lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,14 +41,8 @@ class GlueExample:
 
 def read_tsv(path: str) -> List[List[str]]:
     """Rows of a tab-separated file, no quote handling, BOM dropped, blank lines skipped."""
-    import tensorflow as tf  # gfile: data may live on gs://
-
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            text = f.read().decode("utf-8-sig")
-    except tf.errors.NotFoundError:
-        raise TaskDataError(f"{path}: no such file; --data_dir must hold the task's "
-                            f"GLUE files (train.tsv, dev.tsv, test.tsv)") from None
+    text = read_task_text(path, "--data_dir must hold the task's GLUE files (train.tsv, "
+                                "dev.tsv, test.tsv)")
     return [line.rstrip("\r").split("\t") for line in text.split("\n")]
 
 
@@ -110,6 +105,13 @@ class GlueTask(Task):
         test = split == "test"
         has_header = test or self.header
         width = len(rows[0]) if has_header and rows else self.expected_columns
+        used = ([0, self.test_text_a_column, self.test_text_b_column] if test else
+                [self.text_a_column, self.text_b_column, self.label_column])
+        needed = max(c + 1 if c >= 0 else -c for c in used if c is not None)
+        if width is not None and width < needed:
+            raise TaskDataError(f"{path}:1: {width} tab-separated column(s), the {self.name} "
+                                f"{split} file has at least {needed}; is this the {self.name} "
+                                f"{split} file in the official GLUE layout?")
         examples = []
         for line_no, row in enumerate(rows, start=1):
             if row == [""]:
@@ -134,7 +136,8 @@ class GlueTask(Task):
                 text_b=row[b] if b is not None else None,
                 label=self._parse_label(row[self.label_column], where),
                 subset=subset, source=where))
-        return examples
+        return require_examples(examples, path, split,
+                                f"the {self.name} rows in the official GLUE layout")
 
     def _parse_label(self, value: str, where: str):
         value = value.strip()

@@ -29,7 +29,8 @@ import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import Task, TaskDataError, make_head, sparse_ce, write_tsv_lines
+from bert_tf.tasks.base import (Task, TaskDataError, make_head, read_task_text,
+                                require_examples, sparse_ce, write_tsv_lines)
 
 CONLL2003_LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
                     "B-MISC", "I-MISC"]
@@ -58,14 +59,8 @@ def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
 def read_conll(path: str, labels: Sequence[str] = CONLL2003_LABELS) -> List[NerExample]:
     """Sentences of a CoNLL-2003 file with IOB2 tags (the NER tag is the last column);
     every tag's B- form must be one of `labels`."""
-    import tensorflow as tf  # gfile: data may live on gs://
-
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            lines = f.read().decode("utf-8").split("\n")
-    except tf.errors.NotFoundError:
-        raise TaskDataError(f"{path}: no such file; --data_dir must hold the CoNLL-2003 "
-                            f"files (eng.train, eng.testa, eng.testb)") from None
+    lines = read_task_text(path, "--data_dir must hold the CoNLL-2003 files (eng.train, "
+                                 "eng.testa, eng.testb)", encoding="utf-8").split("\n")
     examples, words, tags, first_line = [], [], [], 0
 
     def flush():
@@ -134,7 +129,9 @@ class Conll2003NerTask(Task):
     def get_examples(self, split: str) -> List[NerExample]:
         if split not in ("train", "dev", "test"):
             raise ValueError(f"conll2003: unknown split {split!r} (train, dev or test)")
-        return read_conll(self.split_file(split), self.labels)
+        path = self.split_file(split)
+        return require_examples(read_conll(path, self.labels), path, split,
+                                "sentences of `word ... NER-tag` lines (CoNLL-2003)")
 
     # ------------------------------------------------------------------ features
     def _word_pieces(self, examples, batch_size=50000) -> List[List[int]]:

@@ -16,7 +16,8 @@ from typing import Dict, List, Sequence
 import keras
 import numpy as np
 
-from bert_tf.tasks.base import Task, TaskDataError, sparse_ce
+from bert_tf.errors import UsageError
+from bert_tf.tasks.base import Task, TaskDataError, require_examples, sparse_ce
 from bert_tf.tasks.squad_data import (SquadExample, convert_examples_to_features,
                                       read_squad_examples, tokenizer_basic_fn,
                                       tokenizer_id_to_token, tokenizer_ids_fn)
@@ -106,6 +107,16 @@ class SquadTask(Task):
         self.version_2_with_negative = bool(version_2_with_negative)
         self.null_score_diff_threshold = float(null_score_diff_threshold)
 
+    @classmethod
+    def check_options(cls, max_seq_length: int, **options) -> None:
+        # A window is [CLS] question [SEP] context [SEP], the question up to
+        # max_query_length: without room for context no feature can be made.
+        query = int(options.get("max_query_length", 64))
+        if max_seq_length <= query + 3:
+            raise UsageError(f"--max_seq_length={max_seq_length}: SQuAD needs more than "
+                             f"--max_query_length + 3 = {query + 3} (the question, [CLS] "
+                             f"and 2 [SEP], then the context)")
+
     # ------------------------------------------------------------------ data
     def default_file(self, split: str) -> str:
         version = "v2.0" if self.version_2_with_negative else "v1.1"
@@ -119,8 +130,11 @@ class SquadTask(Task):
             raise TaskDataError(f"{path}: no such file; pass --train_file / --predict_file "
                                 f"(official SQuAD json) or a --data_dir holding "
                                 f"{self.default_file(split)}")
-        return read_squad_examples(path, is_training=(split == "train"),
-                                   version_2_with_negative=self.version_2_with_negative)
+        return require_examples(
+            read_squad_examples(path, is_training=(split == "train"),
+                                version_2_with_negative=self.version_2_with_negative),
+            path, split, "questions in the official SQuAD layout (a training question's "
+                         "answer must occur in its context at answer_start)")
 
     def _require_tokenizer(self):
         if self.tokenizer is None:

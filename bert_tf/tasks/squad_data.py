@@ -34,7 +34,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from bert_tf.tasks.base import TaskDataError
+from bert_tf.tasks.base import TaskDataError, read_task_text
 
 # The original's first feature id; kept so unique ids look the same in logs and records.
 FIRST_UNIQUE_ID = 1000000000
@@ -100,15 +100,17 @@ def split_doc_tokens(context: str):
 def read_squad_examples(input_file: str, is_training: bool,
                         version_2_with_negative: bool = False) -> List[SquadExample]:
     """Reads an official SQuAD json (v1.1 or v2.0 layout) into SquadExamples."""
-    import tensorflow as tf  # gfile: data may live on gs://
-
+    text = read_task_text(input_file, "pass the official SQuAD json")
     try:
-        with tf.io.gfile.GFile(input_file) as f:
-            dataset = json.load(f)
+        dataset = json.loads(text)
     except json.JSONDecodeError as e:
-        raise TaskDataError(f"{input_file}: not valid JSON ({e}); expected the official "
-                            f"SQuAD layout {{\"version\": ..., \"data\": [...]}}") from None
-    if not isinstance(dataset, dict) or "data" not in dataset:
+        raise TaskDataError(f"{input_file}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); "
+                            f"expected the official SQuAD layout "
+                            f"{{\"version\": ..., \"data\": [...]}}") from None
+    except RecursionError:
+        raise TaskDataError(f"{input_file}: JSON nested too deeply; expected the official "
+                            f"SQuAD layout") from None
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise TaskDataError(f"{input_file}: no top-level `data` list; expected the "
                             f"official SQuAD layout {{\"version\": ..., \"data\": [...]}}")
     return examples_from_json(dataset["data"], is_training, version_2_with_negative,
@@ -125,17 +127,26 @@ def examples_from_json(articles: Sequence[Mapping], is_training: bool,
     logged and the question skipped, as the original does.
     """
     examples: List[SquadExample] = []
-    for article in articles:
-        for paragraph in article.get("paragraphs", ()):
-            if "context" not in paragraph:
-                raise TaskDataError(f"{source}: a paragraph without `context` (in article "
-                                    f"{article.get('title', '?')!r})")
+
+    def objects(value, what):  # a list of JSON objects, or a message naming the key
+        if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+            raise TaskDataError(f"{source}: {what} must be a list of objects; expected the "
+                                f"official SQuAD layout")
+        return value
+
+    for article in objects(articles, "`data`"):
+        title = article.get("title", "?")
+        for paragraph in objects(article.get("paragraphs", []),
+                                 f"`paragraphs` of article {title!r}"):
+            if not isinstance(paragraph.get("context"), str):
+                raise TaskDataError(f"{source}: a paragraph without a `context` string (in "
+                                    f"article {title!r})")
             doc_tokens, char_to_word_offset = split_doc_tokens(paragraph["context"])
-            for qa in paragraph.get("qas", ()):
+            for qa in objects(paragraph.get("qas", []), f"`qas` (in article {title!r})"):
                 qas_id = str(qa.get("id", ""))
-                if "question" not in qa or not qas_id:
-                    raise TaskDataError(f"{source}: question {qas_id or '?'} lacks `id` or "
-                                        f"`question`")
+                if not isinstance(qa.get("question"), str) or not qas_id:
+                    raise TaskDataError(f"{source}: question {qas_id or '?'} lacks `id` or a "
+                                        f"`question` string")
                 answers = qa.get("answers", [])
                 if not isinstance(answers, list) or not all(
                         isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):

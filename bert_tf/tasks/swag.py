@@ -27,7 +27,8 @@ import tensorflow as tf
 from bert_tf import serving
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import Task, TaskDataError, TaskHead, sparse_ce, write_tsv_lines
+from bert_tf.tasks.base import (Task, TaskDataError, TaskHead, read_task_text,
+                                require_examples, sparse_ce, write_tsv_lines)
 
 NUM_CHOICES = 4
 REQUIRED_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
@@ -44,15 +45,16 @@ class SwagExample:
 
 
 def read_swag(path: str, require_labels: bool) -> List[SwagExample]:
-    import tensorflow as tf  # gfile: data may live on gs://
-
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            text = f.read().decode("utf-8-sig")
-    except tf.errors.NotFoundError:
-        raise TaskDataError(f"{path}: no such file; --data_dir must hold the SWAG csv "
-                            f"files (train.csv, val.csv, test.csv)") from None
+    text = read_task_text(path, "--data_dir must hold the SWAG csv files (train.csv, "
+                                "val.csv, test.csv)")
     reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return _swag_rows(path, reader, require_labels)
+    except csv.Error as e:  # a NUL byte, a quote left open by a cut file, ...
+        raise TaskDataError(f"{path}:{reader.line_num}: not valid csv ({e})") from None
+
+
+def _swag_rows(path: str, reader, require_labels: bool) -> List[SwagExample]:
     header = next(reader, None)
     if header is None:
         raise TaskDataError(f"{path}: empty file; expected the SWAG csv header")
@@ -115,7 +117,9 @@ class SwagTask(Task):
     def get_examples(self, split: str) -> List[SwagExample]:
         if split not in ("train", "dev", "test"):
             raise ValueError(f"swag: unknown split {split!r} (train, dev or test)")
-        return read_swag(self.split_file(split), require_labels=split != "test")
+        path = self.split_file(split)
+        return require_examples(read_swag(path, require_labels=split != "test"), path, split,
+                                "rows of the swagaf csv layout")
 
     def convert_examples(self, examples: Sequence[SwagExample], split: str = "train",
                          batch_size: int = 512) -> Dict[str, np.ndarray]:
