@@ -379,13 +379,23 @@ ISA_CAPS = {  # --isa_cap -> environment that caps every library's kernels to th
         "ATEN_CPU_CAPABILITY": "avx2",  # PyTorch's vectorized ATen kernels
         "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # PyTorch's sgemm (MKL)
     },
+    # AVX-512 without its BF16, VNNI and AMX extensions (a Skylake-SP class server): what
+    # a bfloat16 SavedModel meets on a CPU without bfloat16 instructions.
+    "avx512_core": {
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+        "DNNL_MAX_CPU_ISA": "AVX512_CORE",
+        "ATEN_CPU_CAPABILITY": "avx512",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+    },
 }
 # XLA: its generated code obeys --xla_cpu_max_isa, but its dots run in YNNPACK, which
 # picks its kernels from cpuid (uncapped: 420-465 GFLOP/s on [2048,384]x[384,1536] here
 # against 220-256 for the capped oneDNN and MKL sgemm), so the cap also turns the YNNPACK
 # fusions off: XLA's own dot code under the cap (119 GFLOP/s) makes the XLA figures
 # (ours and keras-hub's) a lower bound for an AVX2 CPU.
-XLA_ISA_CAPS = {"avx2": "--xla_cpu_max_isa=AVX2 --xla_cpu_experimental_ynn_fusion_type="}
+XLA_ISA_CAPS = {"avx2": "--xla_cpu_max_isa=AVX2 --xla_cpu_experimental_ynn_fusion_type=",
+                "avx512_core": "--xla_cpu_max_isa=AVX512 "
+                               "--xla_cpu_experimental_ynn_fusion_type="}
 
 
 def cap_isa(cap: str) -> dict:

@@ -7,15 +7,25 @@ process, with the same thread count:
   and exported with `bert_tf.export` (encoder: `serving_default` on ids, `serving_text` on
   raw strings; SST-2 / MRPC classifiers built on it: `serving_default` on `text` (+
   `text_b`)), loaded with plain `tf.saved_model.load` (+ `import tensorflow_text`) as a
-  serving process would;
+  serving process would; in float32 and as `export_model --mixed_precision=mixed_bfloat16`
+  exports it ("ours bf16": matmuls in bfloat16, inputs and outputs float32);
 * keras-hub `BertBackbone.from_preset(<the HF dir>)` called in a `tf.function`, with and
   without XLA (`jit_compile=True`);
 * onnxruntime 1.32 (CPUExecutionProvider, all graph optimizations) on the HF model
   exported with `torch.onnx.export` (dynamic batch and sequence axes);
-* transformers `BertModel` (PyTorch, CPU, `torch.inference_mode`).
+* transformers `BertModel` (PyTorch, CPU, `torch.inference_mode`);
+* OpenVINO (CPU plugin, `PERFORMANCE_HINT=LATENCY`, one stream, the same threads) on the
+  same ONNX file: in the precision it picks by default on this CPU (its
+  `INFERENCE_PRECISION_HINT`: bf16 on CPUs with AVX512-BF16 or AMX, named in the output)
+  and in f32.
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow python benchmarks/serving_latency.py \
-        [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench]
+        [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench] [--isa_cap=avx512_core]
+
+`--isa_cap` caps every contestant's kernels to an older instruction set (finetune_quality's
+caps: avx512_core = AVX-512 without BF16/VNNI/AMX, avx2), e.g. to see what a bfloat16
+SavedModel costs on a CPU without bfloat16 instructions. The CPU model, its matrix-engine
+flags and the load average are printed first and saved with the figures.
 
 Measured:
   1. fixed length 128 (real Wikipedia passages that fill 128 tokens): latency at batch 1
@@ -34,8 +44,9 @@ Measured:
 
 Contestants run in rounds (each does its calls, then the next; `--rounds` times) so that
 load from other processes hits all alike; each figure is the median over all its calls.
-Prints one line per measurement with the ratio peer time / our time (> 1: we are ahead),
-and a parity check; writes WORK_DIR/serving_latency.json.
+Prints one line per measurement with the ratio peer time / our time (> 1: we are ahead;
+the reference is our float32 export, so "ours bf16" below 1 is bf16's speed-up), a parity
+check (bf16 against float32 too); writes WORK_DIR/serving_latency.json.
 """
 
 import argparse
@@ -48,11 +59,33 @@ import time
 
 import numpy as np
 
+from finetune_quality import ISA_CAPS, cap_isa
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
 CORPUS = DATA / "pretrain" / "enwiki_2015_bert_format.txt"
 SEQ = 128
 BATCH = 32
+BF16 = "_bf16"  # the suffix of the bfloat16 exports' names
+ISA_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def cpu_description() -> dict:
+    """The CPU model, which matrix-engine flags it has, its count and the load average."""
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return {"model": model, "cpus": os.cpu_count(),
+            "isa_flags": [f for f in ISA_FLAGS if f in flags],
+            "load_average": os.getloadavg()[0],
+            "isa_cap": os.environ.get("ONEDNN_MAX_CPU_ISA", "")}
 
 
 def minilm_dir() -> str:
@@ -91,6 +124,8 @@ def glue_dev(task: str) -> list:
 def export_models(work_dir: str) -> dict:
     """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
     on it (untrained heads: the cost is the encoder's). Returns the SavedModel paths."""
+    import keras
+
     from bert_tf import convert_checkpoint, export, model_dir
     from bert_tf.tasks import make_task
 
@@ -99,21 +134,26 @@ def export_models(work_dir: str) -> dict:
         convert_checkpoint.convert("huggingface", minilm_dir(), src)
     out = {}
     for name in ("encoder", "sst-2", "mrpc"):
-        export_dir = os.path.join(work_dir, "export", name)
-        if export.list_versions(export_dir):  # a fresh --work_dir measures the current code
-            out[name] = os.path.join(export_dir, str(export.list_versions(export_dir)[-1]))
-            continue
-        if name == "encoder":
-            out[name] = export.export_model_dir(src, export_dir, max_seq_length=SEQ)
-            continue
-        resolved = model_dir.resolve(src)
-        text = resolved.text
-        tokenizer = export.make_tokenizer(resolved.vocab_file, text.do_lower_case,
-                                          text.strip_accents)
-        task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
-        model = task.build_model(model_dir.load_encoder(resolved))
-        out[name] = export.export_module(task.serving_module(model, tokenizer, SEQ),
-                                         export_dir)
+        for suffix, precision in (("", "float32"), (BF16, "mixed_bfloat16")):
+            export_dir = os.path.join(work_dir, "export", name + suffix)
+            if export.list_versions(export_dir):  # a fresh --work_dir measures the current code
+                out[name + suffix] = os.path.join(export_dir,
+                                                  str(export.list_versions(export_dir)[-1]))
+                continue
+            if name == "encoder":
+                out[name + suffix] = export.export_model_dir(
+                    src, export_dir, max_seq_length=SEQ, mixed_precision=precision)
+                continue
+            resolved = model_dir.resolve(src)
+            text = resolved.text
+            tokenizer = export.make_tokenizer(resolved.vocab_file, text.do_lower_case,
+                                              text.strip_accents)
+            task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
+            keras.utils.set_random_seed(0)  # the same untrained head in both precisions
+            model = export.with_precision(task.build_model(model_dir.load_encoder(resolved)),
+                                          precision, task.build_model)
+            out[name + suffix] = export.export_module(
+                task.serving_module(model, tokenizer, SEQ), export_dir)
     return out
 
 
@@ -149,6 +189,33 @@ def export_onnx(work_dir: str, hf_model) -> str:
     return path
 
 
+def openvino_models(onnx_path: str, threads: int) -> dict:
+    """name -> (compiled model, its infer request): OpenVINO's CPU plugin on the ONNX
+    export, in its default precision for this CPU and in f32."""
+    import openvino
+
+    core = openvino.Core()
+    model = core.read_model(onnx_path)
+    out = {}
+    for hint in (None, "f32"):
+        config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+                  "NUM_STREAMS": 1}
+        if hint:
+            config["INFERENCE_PRECISION_HINT"] = hint
+        compiled = core.compile_model(model, "CPU", config)
+        precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        name = f"OpenVINO {precision}" + (" (its default)" if hint is None else "")
+        if hint and precision in {n.split()[1] for n in out}:
+            continue  # the default already is f32
+        out[name] = (compiled, compiled.create_infer_request())
+    return out
+
+
+def openvino_run(compiled_request, inputs: dict, output: str = "pooler_output"):
+    compiled, request = compiled_request
+    return request.infer(inputs)[compiled.output(output)]
+
+
 def median_of(times: list) -> float:
     return statistics.median(times)
 
@@ -163,8 +230,14 @@ def timed(fn, runs: int) -> list:
     return out
 
 
+#: --ours_only: time only our exports (and the matmul limits); the peers are skipped.
+OURS_ONLY = False
+
+
 def in_rounds(contestants: dict, calls: int, rounds: int, warmup: int = 2) -> dict:
     """Runs every contestant `calls` times per round, in turn; returns name -> times."""
+    if OURS_ONLY:
+        contestants = {k: v for k, v in contestants.items() if k.startswith(("ours", "("))}
     for fn in contestants.values():  # warm-up: tracing, allocator, caches
         for _ in range(warmup):
             fn()
@@ -189,17 +262,17 @@ def report(title: str, times: dict, ours: str, per_call: int, unit: str) -> dict
     return out
 
 
-def matmul_limit_fn(tf, config):
-    """(a function running the encoder's dense matmuls at batch 32 x 128 tokens alone,
-    their FLOPs): timed in the same rounds as the models, it gives the fp32 limit."""
+def matmul_limit_fn(tf, config, dtype="float32"):
+    """(a function running the encoder's dense matmuls at batch 32 x 128 tokens alone in
+    `dtype`, their FLOPs): timed in the same rounds as the models, it gives the limit."""
     h, i = config.hidden_size, config.intermediate_size
     rows = BATCH * SEQ
     rng = np.random.default_rng(0)
     shapes = [(rows, h, h)] * 4 + [(rows, h, i), (rows, i, h)]  # q, k, v, out; FFN in, out
     fns, flops = [], 0
     for m, k, n in shapes:
-        a = tf.constant(rng.standard_normal((m, k)), tf.float32)
-        b = tf.constant(rng.standard_normal((k, n)), tf.float32)
+        a = tf.constant(rng.standard_normal((m, k)), dtype)
+        b = tf.constant(rng.standard_normal((k, n)), dtype)
         fns.append(tf.function(lambda a=a, b=b: tf.reduce_sum(tf.matmul(a, b))))
         flops += 2 * m * k * n
 
@@ -292,8 +365,19 @@ def main():
                         help="passes over SST-2 / MRPC dev per contestant")
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
                                                            "serving_bench"))
+    parser.add_argument("--ours_only", action="store_true",
+                        help="time only our float32 and bfloat16 exports (e.g. under --isa_cap)")
+    parser.add_argument("--isa_cap", default="", choices=["", *sorted(ISA_CAPS)],
+                        help="cap every contestant's kernels to this instruction set")
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
+    capped = cap_isa(args.isa_cap)  # before TF or torch is imported
+    global OURS_ONLY
+    OURS_ONLY = args.ours_only
+    cpu = cpu_description()
+    print(f"CPU: {cpu['model']}, {cpu['cpus']} CPUs, flags {' '.join(cpu['isa_flags'])}; "
+          f"load average {cpu['load_average']:.2f}"
+          + (f"; capped to {args.isa_cap}: {capped}" if capped else ""), flush=True)
 
     import tensorflow as tf
 
@@ -316,8 +400,11 @@ def main():
     encoder = tf.saved_model.load(paths["encoder"])
     ids_fn = encoder.signatures["serving_default"]
     text_fn = encoder.signatures["serving_text"]
+    encoder_bf16 = tf.saved_model.load(paths["encoder" + BF16])
+    ids_bf16, text_bf16 = (encoder_bf16.signatures[k] for k in ("serving_default",
+                                                                "serving_text"))
     classifiers = {name: tf.saved_model.load(paths[name]).signatures["serving_default"]
-                   for name in ("sst-2", "mrpc")}
+                   for name in ("sst-2", "mrpc", "sst-2" + BF16, "mrpc" + BF16)}
 
     hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
     hf = BertModel.from_pretrained(minilm_dir(), attn_implementation="eager").eval()
@@ -327,6 +414,8 @@ def main():
     ort = onnxruntime.InferenceSession(export_onnx(args.work_dir, hf), options,
                                        providers=["CPUExecutionProvider"])
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir())
+    openvino = openvino_models(export_onnx(args.work_dir, hf), args.threads)
+    print(f"OpenVINO contestants: {sorted(openvino)}")
 
     def keras_hub_fn(jit):
         @tf.function(jit_compile=jit, reduce_retracing=True)
@@ -338,7 +427,7 @@ def main():
 
     keras_hub_plain, keras_hub_xla = keras_hub_fn(False), keras_hub_fn(True)
     results = {"threads": args.threads, "seq_length": SEQ, "saved_models": paths,
-               "rounds": args.rounds}
+               "rounds": args.rounds, "cpu": cpu}
 
     # ------------------------------------------------------------ 1. fixed length 128
     texts = long_texts(BATCH)
@@ -368,17 +457,26 @@ def main():
         with torch.inference_mode():
             want = hf(**torch_in)
         got = ids_fn(**ids)
+        got_bf16 = ids_bf16(**ids)
         diffs = {"ours": float(np.abs(got["sequence_output"].numpy()
                                       - want.last_hidden_state.numpy()).max()),
+                 "ours bf16": float(np.abs(got_bf16["sequence_output"].numpy()
+                                           - want.last_hidden_state.numpy()).max()),
                  "onnxruntime": float(np.abs(ort.run(None, numpy_in)[0]
                                              - want.last_hidden_state.numpy()).max()),
                  "keras-hub": float(np.abs(keras_hub_plain(*kh_in).numpy()
                                            - want.pooler_output.numpy()).max())}
+        for name, compiled in openvino.items():
+            diffs[name] = float(np.abs(openvino_run(compiled, numpy_in, "last_hidden_state")
+                                       - want.last_hidden_state.numpy()).max())
         print(f"batch {batch}: max |output - HF| (sequence; keras-hub: pooled): {diffs}")
         results[f"max_abs_diff_batch{batch}"] = diffs
         contestants = {
             "ours SavedModel ids": lambda: ids_fn(**ids)["pooled_output"].numpy(),
             "ours SavedModel raw text": lambda: text_fn(text=tf.constant(rows))[
+                "pooled_output"].numpy(),
+            "ours bf16 SavedModel ids": lambda: ids_bf16(**ids)["pooled_output"].numpy(),
+            "ours bf16 SavedModel raw text": lambda: text_bf16(text=tf.constant(rows))[
                 "pooled_output"].numpy(),
             "keras-hub": lambda: keras_hub_plain(*kh_in).numpy(),
             "keras-hub XLA": lambda: keras_hub_xla(*kh_in).numpy(),
@@ -386,10 +484,13 @@ def main():
             "HF transformers": lambda: hf_run(**torch_in).pooler_output.numpy(),
             "HF tokenizer + transformers": hf_text,
         }
+        for name, compiled in openvino.items():
+            contestants[name] = lambda compiled=compiled: openvino_run(compiled, numpy_in)
         calls = args.latency_calls if batch == 1 else args.throughput_calls
         if batch == BATCH:
             matmuls, matmul_flops = matmul_limit_fn(tf, config)
             contestants["(fp32 matmuls alone)"] = matmuls
+            contestants["(bf16 matmuls alone)"] = matmul_limit_fn(tf, config, "bfloat16")[0]
         else:
             tf_dense, ort_dense, dense_flops = matmul_floor_fns(tf, config, args.work_dir,
                                                                 args.threads)
@@ -398,20 +499,25 @@ def main():
         times = in_rounds(contestants, calls, args.rounds)
         if batch == BATCH:
             limit = matmul_flops / median_of(times.pop("(fp32 matmuls alone)")) / 1e9
+            limit_bf16 = matmul_flops / median_of(times.pop("(bf16 matmuls alone)")) / 1e9
         if batch == 1:
             floor = {engine: median_of(times.pop(f"(dense products alone: {engine})"))
                      for engine in ("TF", "onnxruntime")}
             results["batch1_seq128"] = report("latency, batch 1, seq 128", times,
                                               "ours SavedModel ids", 1, "ms")
+            if OURS_ONLY:
+                floor.pop("onnxruntime")
             whole = {"TF": results["batch1_seq128"]["ours SavedModel ids"]["median_s"],
-                     "onnxruntime": results["batch1_seq128"]["onnxruntime"]["median_s"]}
+                     "onnxruntime": results["batch1_seq128"].get(
+                         "onnxruntime", {"median_s": float("nan")})["median_s"]}
             for engine, seconds in floor.items():
                 print(f"   {engine}'s dense products alone (bias included): "
                       f"{seconds * 1e3:.2f} ms = {dense_flops / seconds / 1e9:.0f} GFLOP/s; "
                       f"the rest of its model: {(whole[engine] - seconds) * 1e3:.2f} ms")
-            print(f"   onnxruntime's matmul kernels / TF's: {floor['TF'] / floor['onnxruntime']:.2f}x"
-                  f" faster; its whole model / TF's products alone: "
-                  f"{whole['onnxruntime'] / floor['TF']:.2f}")
+            if not OURS_ONLY:
+                print(f"   onnxruntime's matmul kernels / TF's: "
+                      f"{floor['TF'] / floor['onnxruntime']:.2f}x faster; its whole model / "
+                      f"TF's products alone: {whole['onnxruntime'] / floor['TF']:.2f}")
             results["batch1_dense_products_alone_s"] = floor
         else:
             results["batch32_seq128"] = report(f"throughput, batch {batch}, seq 128", times,
@@ -421,7 +527,7 @@ def main():
     for task in ("sst-2", "mrpc"):
         rows = glue_dev(task)
         pair = len(rows[0]) == 2
-        fn = classifiers[task]
+        fn, fn_bf16 = classifiers[task], classifiers[task + BF16]
         for batch in ((1, BATCH) if task == "sst-2" else (BATCH,)):
             batches = [rows[i:i + batch] for i in range(0, len(rows), batch)]
             if batch == 1:
@@ -435,13 +541,19 @@ def main():
                 return hf_tok(*columns, max_length=SEQ, truncation=True, padding="longest",
                               return_tensors="pt")
 
-            def ours_pass():
+            def ours_pass(fn=fn):
                 for inputs in tf_batches:
                     fn(**inputs)["logits"].numpy()
 
             def hf_pass():
                 for b in batches:
                     hf_run(**hf_encode(b)).pooler_output.numpy()
+
+            def openvino_pass(compiled):
+                for b in batches:
+                    enc = hf_encode(b)
+                    openvino_run(compiled, {k: enc[k].numpy() for k in
+                                            ("input_ids", "attention_mask", "token_type_ids")})
 
             def ort_pass():
                 for b in batches:
@@ -451,8 +563,11 @@ def main():
                                                  "token_type_ids")})
 
             times = in_rounds({"ours SavedModel raw text": ours_pass,
+                               "ours bf16 SavedModel raw text": lambda: ours_pass(fn_bf16),
                                "HF tokenizer + transformers": hf_pass,
-                               "HF tokenizer + onnxruntime": ort_pass},
+                               "HF tokenizer + onnxruntime": ort_pass,
+                               **{f"HF tokenizer + {name}": (lambda c=compiled: openvino_pass(c))
+                                  for name, compiled in openvino.items()}},
                               1, args.short_text_rounds, warmup=1)
             count = sum(len(b) for b in batches)
             lengths = [len(hf_encode([r])["input_ids"][0]) for r in rows[:count]]
@@ -471,6 +586,14 @@ def main():
           f"{100 * ours_rate * flops / (limit * 1e9):.0f}% of it")
     results["matmul_limit_gflops"] = limit
     results["fraction_of_limit_batch32"] = ours_rate * flops / (limit * 1e9)
+    bf16_rate = BATCH / results["batch32_seq128"]["ours bf16 SavedModel ids"]["median_s"]
+    print(f"-- bfloat16 matmul limit: {limit_bf16:.0f} GFLOP/s ({limit_bf16 / limit:.2f}x "
+          f"float32's); ours bf16 reaches {bf16_rate:.1f} seq/s = "
+          f"{100 * bf16_rate * flops / (limit_bf16 * 1e9):.0f}% of it, "
+          f"{bf16_rate / ours_rate:.2f}x our float32 export")
+    results["matmul_limit_bf16_gflops"] = limit_bf16
+    results["bf16_over_fp32_batch32"] = bf16_rate / ours_rate
+    results["cpu"]["load_average_end"] = os.getloadavg()[0]
 
     out = os.path.join(args.work_dir, "serving_latency.json")
     with open(out, "w") as f:

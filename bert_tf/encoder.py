@@ -40,7 +40,11 @@ class BertEncoder(keras.Model):
             max_position_embeddings=config.max_position_embeddings,
             type_vocab_size=config.type_vocab_size, initializer_range=config.initializer_range,
             layer_norm_eps=config.layer_norm_eps, dropout_rate=config.hidden_dropout_prob,
-            dtype=self.dtype_policy, name="embeddings")
+            # float32 under any policy: the tables are gathered and summed, never
+            # multiplied, so 16 bits would only lose precision; under a mixed policy Keras
+            # would also cast each whole table to 16 bits before the gather, on every
+            # call. The first block casts the (float32, LayerNormed) sum to its dtype.
+            dtype="float32", name="embeddings")
         # Each block is its own attribute (not a list) so that tf.train.Checkpoint,
         # which does not follow Keras 3's tracked lists, saves it as `layer_<i>`.
         for i in range(config.num_hidden_layers):

@@ -24,6 +24,8 @@ Raw-text signatures run the WordPiece tokenizer inside the graph; its one non-co
 (`FastWordpieceTokenizeWithOffsets`) comes from TF Text, so the model server must be a
 build with TF Text ops and a Python process must `import tensorflow_text` before loading.
 `text_signatures=False` exports the ids signatures only, with no TF Text op at all.
+`mixed_precision="mixed_bfloat16"` exports the same signatures with the encoder's matmul
+kernels stored and run in bfloat16 (`with_precision`): for CPUs with AVX512-BF16 or AMX.
 Bytes that are not valid UTF-8 are dropped by the tokenizer (as the original's
 `decode("utf-8", "ignore")`), so they never fail a request; offsets still index the
 input as sent. docs/serving.md has the signatures and client requests.
@@ -60,6 +62,13 @@ from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE,  # noqa: F401
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODEL_FILE = "saved_model.pb"  # copied last to an object store: TF Serving's trigger
+#: What an export's `mixed_precision` (export_model --mixed_precision, DESIGN 2.3) takes.
+#: mixed_bfloat16: the encoder's dense kernels (query/key/value, attention output, FFN,
+#: pooler) are bfloat16 variables and its matmuls (those and the attention products) run in
+#: bfloat16; embeddings, LayerNorm, softmax, the task head (logits) and every input and
+#: output stay float32. mixed_float16 (the trainers' third value) is not offered: CPUs
+#: without AVX512-FP16 have no fast float16 matmul.
+EXPORT_PRECISIONS = ("float32", "mixed_bfloat16")
 
 
 class ExportError(BertTfError, ValueError):
@@ -233,6 +242,52 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
                               warmup_requests=module.warmup_requests(), extra_files=extra)
 
 
+def with_precision(model, mixed_precision: str, build: Optional[Callable] = None):
+    """`model` itself for float32; for mixed_bfloat16 a copy whose encoder is built with
+    the pure `bfloat16` policy (its dense kernels are bfloat16 variables, so serving reads
+    them without a cast per call; its embeddings and LayerNorms are float32 under any
+    policy), holding `model`'s weights rounded to bfloat16.
+
+    `model` is a BertEncoder, or a task model that `build(encoder)` rebuilds around a new
+    encoder (`task.build_model`); its head is rebuilt in float32, so logits are float32.
+    Plain TF ops and dtypes only: the SavedModel still loads in stock TF Serving.
+
+    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.encoder import BertEncoder
+    >>> enc = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+    ...                              num_attention_heads=2, intermediate_size=16))
+    >>> copy = with_precision(enc, "mixed_bfloat16")
+    >>> copy.pooler.dense.kernel.dtype, copy.embeddings.word_embeddings.dtype
+    ('bfloat16', 'float32')
+    """
+    if mixed_precision not in EXPORT_PRECISIONS:
+        raise ExportError(f"mixed_precision={mixed_precision!r}: an export takes one of "
+                          f"{', '.join(EXPORT_PRECISIONS)}")
+    if mixed_precision == "float32":
+        return model
+    import keras
+
+    from bert_tf.encoder import BertEncoder
+
+    encoder = model if isinstance(model, BertEncoder) else model.encoder
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")  # the head (built by `build`) in float32
+    try:
+        copy = BertEncoder(encoder.config, dtype="bfloat16", name=encoder.name)
+        if build is not None:
+            copy = build(copy)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    source, target = model.weights, copy.weights
+    if [(v.path, tuple(v.shape)) for v in source] != [(v.path, tuple(v.shape))
+                                                      for v in target]:
+        raise ValueError("with_precision: the rebuilt model's weights differ from the "
+                         "model's (pass the `build` that made it)")
+    for src, dst in zip(source, target):
+        dst.assign(tf.cast(src.value, dst.dtype))
+    return copy
+
+
 def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
                    strip_accents: Optional[bool] = None):
     """The in-graph BertTokenizer for `vocab_file`, or None without a vocab."""
@@ -250,13 +305,16 @@ def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
 def export_encoder(encoder, export_dir: str, *, vocab_file: Optional[str] = None,
                    do_lower_case: Optional[bool] = None, max_seq_length: Optional[int] = None,
                    version: Optional[int] = None, text_signatures: bool = True,
-                   strip_accents: Optional[bool] = None, text_settings=None) -> str:
+                   strip_accents: Optional[bool] = None, text_settings=None,
+                   mixed_precision: str = "float32") -> str:
     """Exports a BertEncoder; with `vocab_file`, also the raw-text `serving_text` signature
-    (unless `text_signatures=False`: then the vocab is only an asset).
+    (unless `text_signatures=False`: then the vocab is only an asset). `mixed_precision`:
+    one of EXPORT_PRECISIONS (`with_precision`).
 
     Returns `export_dir/<version>`.
     """
     max_seq_length = _pick_max_seq_length(max_seq_length, None, encoder.config)
+    encoder = with_precision(encoder, mixed_precision)
     module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case, strip_accents),
                             max_seq_length, text_signatures=text_signatures)
     return export_module(module, export_dir, version, text_settings)
@@ -274,7 +332,8 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
                      max_seq_length: Optional[int] = None, *,
                      bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
                      do_lower_case: Optional[bool] = None, text_signatures: bool = True,
-                     strip_accents: Optional[bool] = None) -> str:
+                     strip_accents: Optional[bool] = None,
+                     mixed_precision: str = "float32") -> str:
     """Exports the model a model dir (or a checkpoint prefix inside one) holds.
 
     A dir with `task_config.json` (finetune) becomes a task export (raw-text
@@ -285,7 +344,8 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
     as training did.
     `text_signatures=False` leaves out the raw-text signatures (and with them every TF
     Text op: for a model server built without them); `serving_default` is then on ids.
-    Returns `export_dir/<version>`.
+    `mixed_precision="mixed_bfloat16"`: matmuls in bfloat16, the rest and every input and
+    output float32 (`with_precision`). Returns `export_dir/<version>`.
 
     >>> import tempfile
     >>> from bert_tf.config import BertConfig
@@ -313,16 +373,19 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
                               do_lower_case=text.do_lower_case,
                               strip_accents=text.strip_accents, max_seq_length=max_seq_length,
                               version=version, text_signatures=text_signatures,
-                              text_settings=text if vocab_file else None)
+                              text_settings=text if vocab_file else None,
+                              mixed_precision=mixed_precision)
     return export_task_dir(resolved, export_dir, max_seq_length=max_seq_length,
-                           version=version, text_signatures=text_signatures)
+                           version=version, text_signatures=text_signatures,
+                           mixed_precision=mixed_precision)
 
 
 def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
-                    text_signatures=True) -> str:
+                    text_signatures=True, mixed_precision="float32") -> str:
     """Rebuilds a fine-tuned model (`resolved`: a `model_dir.resolve` result with a task
     config) with the task's own `build_model`, restores `encoder` + `task_head` (the
-    index already read by `resolved`) and exports it."""
+    index already read by `resolved`) and exports it (in `mixed_precision`,
+    `with_precision`)."""
     from bert_tf import model_dir
     from bert_tf.encoder import BertEncoder
     from bert_tf.tasks import task_from_config
@@ -335,6 +398,7 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
     task = task_from_config(task_config, tokenizer)
     model = task.build_model(BertEncoder(config, name="encoder"))
     model_dir.restore(resolved, model.checkpoint_items())
+    model = with_precision(model, mixed_precision, task.build_model)
     length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
     module = task_serving_module(task, model, tokenizer, length, text_signatures)
     return export_module(module, export_dir, version, text)

@@ -1,12 +1,16 @@
 """Exports a model dir as a SavedModel for TF Serving (DESIGN 2.5), or for LiteRT.
 
     python -m bert_tf.export_model --init_checkpoint=DIR --export_dir=EXPORT_DIR \\
-        [--version=N] [--max_seq_length=128] [--format=litert [--quantization=float32]]
+        [--version=N] [--max_seq_length=128] [--mixed_precision=mixed_bfloat16] \\
+        [--format=litert [--quantization=float32]]
 
 DIR is what convert_checkpoint, pretrain or finetune wrote. The SavedModel goes to
 EXPORT_DIR/<version> (default: the next free integer, 1 for a new EXPORT_DIR), ready for
 `tensorflow_model_server --model_base_path=EXPORT_DIR`; the path is printed last.
-See docs/serving.md for the signatures and client requests. `--format=litert` writes
+See docs/serving.md for the signatures and client requests. `--mixed_precision=mixed_bfloat16`
+(the trainers' flag, DESIGN 2.3: matmuls in 16 bits, the rest in float32) stores and runs
+the encoder's matmuls in bfloat16, inputs and outputs float32: for serving CPUs with
+AVX512-BF16 or AMX (docs/serving.md, "Which precision"). `--format=litert` writes
 EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
 (bert_tf/export_litert.py; docs/serving.md, "LiteRT").
 """
@@ -63,6 +67,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_enum("quantization", None, ["dynamic_int8", "float32"],
                       "--format=litert only: dynamic_int8 (default) stores matmul weights as "
                       "int8; float32 keeps float weights.", **fv)
+    flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16"],
+                      "saved_model only. mixed_bfloat16: the encoder's matmul weights are "
+                      "stored and run in bfloat16 (embeddings, LayerNorm, softmax, logits, "
+                      "inputs and outputs float32): faster on CPUs with AVX512-BF16 or AMX, "
+                      "slower on others (docs/serving.md).", **fv)
+    flags.register_multi_flags_validator(
+        ["format", "mixed_precision"],
+        lambda v: v["mixed_precision"] == "float32" or v["format"] == "saved_model",
+        message="--mixed_precision applies to --format=saved_model only", **fv)
     flags.register_multi_flags_validator(
         ["format", "quantization"],
         lambda v: v["quantization"] is None or v["format"] == "litert",
@@ -79,6 +92,7 @@ class ExportConfig(flags_common.ModelDirFlags):
     text_signatures: Optional[bool] = None  # None: not given (saved_model: included)
     format: str = "saved_model"
     quantization: Optional[str] = None
+    mixed_precision: str = "float32"
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExportConfig":
@@ -111,7 +125,8 @@ def run(config: ExportConfig) -> str:
     from bert_tf.export import export_model_dir  # late: flags parse before TF loads
 
     return export_model_dir(config.init_checkpoint, config.export_dir,
-                            text_signatures=config.text_signatures is not False, **common)
+                            text_signatures=config.text_signatures is not False,
+                            mixed_precision=config.mixed_precision, **common)
 
 
 def main(argv):

@@ -25,7 +25,8 @@ THIRD_PARTY = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow_text",
                "transformers": "transformers", "tokenizers": "tokenizers",
                "keras_hub": "keras_hub", "tensorflow_serving": "tensorflow_serving_api",
                "pytest": "pytest", "psutil": "psutil", "ai_edge_litert": "ai_edge_litert",
-               "matplotlib": "matplotlib", "kiwipiepy": "kiwipiepy"}
+               "matplotlib": "matplotlib", "kiwipiepy": "kiwipiepy", "onnx": "onnx",
+               "onnxruntime": "onnxruntime", "openvino": "openvino"}
 
 
 def python_files():

@@ -83,7 +83,10 @@ class BertSelfAttention(keras.layers.Layer):
         self.key = dense("key")
         self.value = dense("value")
         self.output_dense = dense("output")
-        self.dropout = ReplicaDropout(attention_dropout_rate)
+        # In the layer's dtype: a dropout left at the global policy (float32 in a bfloat16
+        # export) would cast the probabilities back to float32, and with them the
+        # probabilities x values matmul.
+        self.dropout = ReplicaDropout(attention_dropout_rate, dtype=self.dtype_policy)
         self._fused = None
 
     def build(self, input_shape):

@@ -40,13 +40,13 @@ class TransformerBlock(keras.layers.Layer):
             hidden_size, num_heads, initializer_range=initializer_range,
             attention_dropout_rate=attention_dropout_rate, dtype=self.dtype_policy,
             name="attention")
-        self.attention_dropout = ReplicaDropout(hidden_dropout_rate)
+        self.attention_dropout = ReplicaDropout(hidden_dropout_rate, dtype=self.dtype_policy)
         self.attention_layer_norm = float32_layer_norm(layer_norm_eps, "attention_layer_norm")
         self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=init(),
                                                dtype=self.dtype_policy, name="intermediate")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init(),
                                                dtype=self.dtype_policy, name="output")
-        self.output_dropout = ReplicaDropout(hidden_dropout_rate)
+        self.output_dropout = ReplicaDropout(hidden_dropout_rate, dtype=self.dtype_policy)
         self.output_layer_norm = float32_layer_norm(layer_norm_eps, "output_layer_norm")
 
     def build(self, input_shape):

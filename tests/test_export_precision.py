@@ -1,0 +1,210 @@
+"""bfloat16 SavedModels (`export_model --mixed_precision=mixed_bfloat16`): weights stored
+in bfloat16 where the matmuls read them, float32 everywhere else, outputs within a stated
+tolerance of the float32 export, and a clean-process / saved_model_cli load.
+
+Tolerance. bfloat16 keeps 8 significant bits: each rounding moves a value by up to 2^-9
+of it (0.2%). The bfloat16 export rounds every dense kernel once and each matmul's input
+and output on every layer, so its outputs drift from float32 by a few such steps of the
+activations' scale. The encoder's sequence output is LayerNorm's (unit variance, values up
+to about 6-8, where one bfloat16 step is 2^-5): on real MiniLM-L6 (6 layers, 200 SST-2 dev
+sentences) the float32 and bfloat16 exports differ by 0.0021 on average and 0.034 at most
+(about one bfloat16 step of the largest outputs), the pooled output by 0.0003 / 0.002.
+We allow 4x the mean (SEQ_MEAN = 2^-7, two bfloat16 steps at 1.0) and about 3 steps at the
+largest outputs (SEQ_MAX = 0.1); pooled (tanh, |x| < 1): 0.002 mean, 0.01 max; logits of
+a classifier: 0.05 (their scale here is about 1). Float32 itself matches within 1e-5
+(test_export.py), so a bfloat16 export that silently ran in float32 fails the test that
+requires a difference, and one whose matmuls lost more than bfloat16's precision fails
+these bounds.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf.encoder import BertEncoder
+from bert_tf.model_dir import write_model_dir
+from tests.conftest import REPO_ROOT
+from tests.test_export import TINY, VOCAB, ids_batch, run_clean
+from tests.test_export_tasks import as_bytes, call, fine_tuned_dir
+
+SEQ_MEAN, SEQ_MAX = 2 ** -7, 0.1
+POOLED_MEAN, POOLED_MAX = 0.002, 0.01
+LOGITS_MAX = 0.05
+
+
+def assert_close(got, want, mean, most, what):
+    diff = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
+    assert diff.mean() <= mean and diff.max() <= most, (
+        f"{what}: bfloat16 - float32 mean {diff.mean():.2e} (<= {mean:.2e}), max "
+        f"{diff.max():.2e} (<= {most:.2e})")
+
+
+@pytest.fixture(scope="module")
+def encoder_exports(tmp_path_factory):
+    import keras
+
+    keras.utils.set_random_seed(1)
+    encoder = BertEncoder(TINY, name="encoder")
+    src = tmp_path_factory.mktemp("encoder_model")
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB + [f"[unused{i}]" for i in range(40 - len(VOCAB))]) + "\n")
+    write_model_dir(str(src), TINY, {"encoder": encoder}, vocab_file=str(vocab),
+                    do_lower_case=True)
+    export_dir = str(tmp_path_factory.mktemp("export"))
+    fp32 = export.export_model_dir(str(src), export_dir)
+    bf16 = export.export_model_dir(str(src), export_dir, mixed_precision="mixed_bfloat16")
+    return src, fp32, bf16
+
+
+def saved_dtypes(path):
+    """name -> dtype of every variable in a SavedModel's checkpoint."""
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    return {k: v.name for k, v in reader.get_variable_to_dtype_map().items()
+            if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_exports):
+    _, fp32, bf16 = encoder_exports
+    assert set(saved_dtypes(fp32).values()) == {"float32"}
+    loaded = tf.saved_model.load(bf16)
+    variables = [(v.name, v.dtype.name, len(v.shape))
+                 for v in loaded.signatures[export.SERVING_DEFAULT].variables]
+    dense = [(n, d) for n, d, rank in variables if rank == 2 and "embeddings" not in n]
+    # Per layer the fused query/key/value, attention output, FFN in and out; the pooler.
+    assert len(dense) == 4 * TINY.num_hidden_layers + 1, dense
+    assert {d for _, d in dense} == {"bfloat16"}, dense
+    others = [(n, d) for n, d, _ in variables if "embeddings" in n or "layer_norm" in n]
+    assert any("embeddings" in n for n, _ in others)
+    assert any("layer_norm" in n for n, _ in others)
+    assert {d for _, d in others} == {"float32"}, others
+    # Stored as read: no variable of the bfloat16 graph is cast to bfloat16 per call.
+    graph = loaded.signatures[export.SERVING_DEFAULT].graph.as_graph_def()
+    nodes = [n for f in graph.library.function for n in f.node_def]
+    reads = {n.name for n in nodes if n.op == "ReadVariableOp"}
+    casts_of_reads = [n.name for n in nodes if n.op == "Cast"
+                      and any(i.split(":")[0] in reads for i in n.input)]
+    assert not casts_of_reads, casts_of_reads
+
+
+def test_encoder_outputs_are_float32_and_within_tolerance(encoder_exports):
+    _, fp32, bf16 = encoder_exports
+    inputs = {k: tf.constant(v) for k, v in ids_batch(seed=5).items()}
+    want = tf.saved_model.load(fp32).signatures[export.SERVING_DEFAULT](**inputs)
+    got = tf.saved_model.load(bf16).signatures[export.SERVING_DEFAULT](**inputs)
+    assert {k: v.dtype for k, v in got.items()} == {k: tf.float32 for k in want}
+    mask = inputs["input_mask"].numpy().astype(bool)
+    seq_got, seq_want = got["sequence_output"].numpy()[mask], want["sequence_output"].numpy()[mask]
+    assert_close(seq_got, seq_want, SEQ_MEAN, SEQ_MAX, "sequence_output")
+    assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,
+                 "pooled_output")
+    # ... and it really ran in bfloat16 (float32 runs agree within 1e-5).
+    assert np.abs(seq_got - seq_want).max() > 1e-4
+
+
+def test_text_signature_tokenizes_as_float32(encoder_exports):
+    _, fp32, bf16 = encoder_exports
+    text = tf.constant(["the quick brown fox", "a lazy dog ."])
+    want = tf.saved_model.load(fp32).signatures[export.TEXT_SIGNATURE](text=text)
+    got = tf.saved_model.load(bf16).signatures[export.TEXT_SIGNATURE](text=text)
+    assert got["input_word_ids"].numpy().tolist() == want["input_word_ids"].numpy().tolist()
+    assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,
+                 "pooled_output")
+
+
+def test_loads_in_a_process_without_bert_tf(encoder_exports, tmp_path):
+    _, fp32, bf16 = encoder_exports
+    inputs = ids_batch(seed=3)
+    (got,) = run_clean(bf16, [(export.SERVING_DEFAULT, inputs)], tmp_path)
+    want = tf.saved_model.load(fp32).signatures[export.SERVING_DEFAULT](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    assert got["pooled_output"].dtype == np.float32
+    assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,
+                 "pooled_output")
+
+
+def test_saved_model_cli_runs_it(encoder_exports, tmp_path):
+    # The TF1-style C++ loader, as tensorflow_model_server loads a model.
+    _, _, bf16 = encoder_exports
+    inputs = ids_batch(batch=1, seq=5)
+    for name, value in inputs.items():
+        np.save(tmp_path / f"{name}.npy", value)
+    spec = ";".join(f"{name}={tmp_path / name}.npy" for name in inputs)
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys, tensorflow_text; sys.argv[0] = 'saved_model_cli'; "
+         "from tensorflow.python.tools.saved_model_cli import main; main()", "run", "--dir",
+         bf16, "--tag_set", "serve", "--signature_def", "serving_default", "--inputs", spec,
+         "--outdir", str(tmp_path)],
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = np.load(tmp_path / "pooled_output.npy")
+    assert got.dtype == np.float32 and np.isfinite(got).all()
+
+
+def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
+    from bert_tf.tokenization import BertTokenizer
+    from tests.test_export_tasks import CFG, VOCAB as TASK_VOCAB
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
+    fine_tuned_dir(tmp_path / "m", "mrpc", str(vocab), tokenizer, max_seq_length=16)
+    fp32 = tf.saved_model.load(export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e")))
+    bf16_path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"),
+                                        mixed_precision="mixed_bfloat16")
+    bf16 = tf.saved_model.load(bf16_path)
+    variables = bf16.signatures["serving_default"].variables
+    head = [v.dtype.name for v in variables if tuple(v.shape) == (CFG.hidden_size, 2)]
+    assert head == ["float32"], head  # the classifier's kernel: logits in float32
+    assert "bfloat16" in {v.dtype.name for v in variables}
+    texts = {"text": as_bytes(["the quick brown fox jumps", "where is seoul ?"]),
+             "text_b": as_bytes(["a lazy dog", "seoul is the capital of korea"])}
+    want = call(fp32.signatures["serving_default"], **texts)
+    got = call(bf16.signatures["serving_default"], **texts)
+    assert got["logits"].dtype == np.float32 and got["probabilities"].dtype == np.float32
+    assert_close(got["logits"], want["logits"], LOGITS_MAX, LOGITS_MAX, "logits")
+
+
+def test_with_precision_refuses_what_it_does_not_export():
+    with pytest.raises(export.ExportError, match="mixed_float16"):
+        export.with_precision(BertEncoder(TINY), "mixed_float16")
+
+
+def test_cli_flag_and_its_litert_refusal(encoder_exports, tmp_path):
+    src, _, _ = encoder_exports
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               KERAS_BACKEND="tensorflow")
+    base = [sys.executable, "-m", "bert_tf.export_model", f"--init_checkpoint={src}",
+            f"--export_dir={tmp_path}", "--mixed_precision=mixed_bfloat16"]
+    proc = subprocess.run(base, env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    path = proc.stdout.strip().splitlines()[-1]
+    assert "bfloat16" in set(saved_dtypes(path).values())
+    litert = subprocess.run(base + ["--format=litert", "--notext_signatures"], env=env,
+                            capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert litert.returncode == 1 and "Traceback" not in litert.stderr
+    assert "--mixed_precision applies to --format=saved_model only" in litert.stderr
+
+
+def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp_path):
+    # The tolerance above, on the real model and real sentences (SST-2 dev).
+    from bert_tf.convert_checkpoint import convert
+
+    src = tmp_path / "minilm"
+    convert("huggingface", str(minilm_dir), str(src))
+    fp32 = export.export_model_dir(str(src), str(tmp_path / "e"), text_signatures=True)
+    bf16 = export.export_model_dir(str(src), str(tmp_path / "e"),
+                                   mixed_precision="mixed_bfloat16")
+    lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:65]
+    text = tf.constant([line.split("\t")[0] for line in lines])
+    want = tf.saved_model.load(fp32).signatures[export.TEXT_SIGNATURE](text=text)
+    got = tf.saved_model.load(bf16).signatures[export.TEXT_SIGNATURE](text=text)
+    mask = want["input_mask"].numpy().astype(bool)
+    assert_close(got["sequence_output"].numpy()[mask], want["sequence_output"].numpy()[mask],
+                 SEQ_MEAN, SEQ_MAX, "MiniLM sequence_output")
+    assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,
+                 "MiniLM pooled_output")
