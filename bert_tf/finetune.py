@@ -246,10 +246,12 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
         records = RecordFiles(config.input_file, config.skip_corrupt_records)
         num_examples = _check_records(config, records, spec)
 
-        def dataset_fn(ctx):
+        def dataset_fn(ctx, position):  # position: where the Trainer resumes
             batch = ctx.get_per_replica_batch_size(config.train_batch_size)
+            counts = records.record_counts()  # first: it may swap in a sound copy
             return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
-                                           seed=config.seed, length_buckets=buckets)
+                                           length_buckets=buckets, position=position,
+                                           records_per_file=counts)
         on_data_loss = records.handle_data_loss
     else:
         examples = _examples(task, "train", config.max_train_examples)
@@ -259,10 +261,10 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
         logging.info("%d training examples -> %d features in %.1fs", len(examples),
                      len(features["input_word_ids"]), time.time() - start)
 
-        def dataset_fn(ctx):
+        def dataset_fn(ctx, position):  # position: where the Trainer resumes
             batch = ctx.get_per_replica_batch_size(config.train_batch_size)
             return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
-                                          seed=config.seed, length_buckets=buckets)
+                                          length_buckets=buckets, position=position)
         on_data_loss = None
     # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
     # doc-stride windows are more features than examples; records count features).
@@ -317,7 +319,7 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step:
                  config.train_batch_size, training.num_warmup_steps, step)
     start, cpu_start = time.time(), time.process_time()
     result = trainer.train(training.dataset_fn, config.train_batch_size, training.num_steps,
-                           on_data_loss=training.on_data_loss)
+                           on_data_loss=training.on_data_loss, input_seed=config.seed)
     seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
     trained = result["step"] - step
     speed = trained * config.train_batch_size / max(seconds, 1e-9)

@@ -135,9 +135,19 @@ def run(config: PretrainConfig) -> None:
             # --skip_corrupt_records has met it (Trainer rebuilds the pipeline).
             return pretraining_dataset(
                 records.paths(), config.max_seq_length, config.max_predictions_per_seq,
-                ctx.get_per_replica_batch_size(global_batch), is_training=training,
-                input_context=ctx, seed=config.seed)
-        return make
+                ctx.get_per_replica_batch_size(global_batch), is_training=False,
+                input_context=ctx)
+
+        def make_training(ctx: tf.distribute.InputContext, position):
+            # The Trainer's position: the recorded seed and the step to continue from
+            # (resuming counts the records once to skip whole epochs; counting first,
+            # as it may replace a damaged file by its sound copy in paths()).
+            counts = records.record_counts() if position.step else None
+            return pretraining_dataset(
+                records.paths(), config.max_seq_length, config.max_predictions_per_seq,
+                ctx.get_per_replica_batch_size(global_batch), is_training=True,
+                input_context=ctx, position=position, records_per_file=counts)
+        return make_training if training else make
 
     # Made once, when first needed: the held-out curve during training and the final
     # evaluation share its file list and any copies --skip_corrupt_records made.
@@ -158,7 +168,8 @@ def run(config: PretrainConfig) -> None:
                             eval_on_data_loss=eval_records.handle_data_loss)
         result = trainer.train(dataset_fn(records, config.train_batch_size, True),
                                config.train_batch_size, config.num_train_steps,
-                               on_data_loss=records.handle_data_loss, **held_out)
+                               on_data_loss=records.handle_data_loss,
+                               input_seed=config.seed, **held_out)
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)

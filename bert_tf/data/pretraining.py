@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from bert_tf.data import position as position_lib
+from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError
 
 # record feature -> (model name, length kind, dtype)
@@ -147,55 +150,90 @@ def pretraining_dataset(file_patterns: Union[str, Iterable[str]], max_seq_length
                         input_context: Optional[tf.distribute.InputContext] = None,
                         seed: Optional[int] = None, shuffle_buffer_size: int = 10000,
                         cycle_length: int = 8, check_files: bool = True,
-                        deterministic: Optional[bool] = None) -> tf.data.Dataset:
+                        deterministic: Optional[bool] = None,
+                        position: Optional[InputPosition] = None,
+                        records_per_file: Optional[Sequence[int]] = None) -> tf.data.Dataset:
     """Batched (features, labels) of per-replica `batch_size` from pretraining records.
 
     Training: files sharded per input pipeline (records instead when there are fewer
-    files than pipelines), shuffled file order, parallel interleave, record shuffle,
-    repeat. Evaluation: the files in order, read once. Both drop the last partial
-    batch so shapes are static (TPU, XLA).
+    files than pipelines), then epoch after epoch (`bert_tf.data.position`): epoch e
+    reads the pipeline's files in an order drawn from (seed, e), interleaved
+    deterministically, through a record shuffle buffer seeded by (seed, e). The order is
+    thus a function of the seed alone, and `position` (the Trainer's `InputPosition`)
+    starts the stream where a run stopped at `position.step` left it: whole epochs are
+    skipped by arithmetic (`records_per_file`, aligned with the sorted files, else
+    counted here), the rest of the epoch by reading past its raw records. Evaluation:
+    the files in order, read once. Both drop the last partial batch so shapes are
+    static (TPU, XLA).
 
-    `deterministic` defaults to True when `seed` is given (reproducible order) and to
-    False otherwise (faster interleave).
+    `seed` (used without `position`; None: a random one) fixes the order.
+    `deterministic` applies to evaluation's decoding only: training is always
+    deterministic, as resuming needs.
     """
     files = list_record_files(file_patterns)
     if check_files:
         for path in files:
             check_record_file(path, max_seq_length, max_predictions_per_seq)
-    if deterministic is None:
-        deterministic = seed is not None
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
-
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    shard_records = False
-    if num_pipelines > 1:
-        if len(files) >= num_pipelines:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        else:
-            # Every pipeline reads every file and keeps its own records: correct, slower.
-            logging.warning("%d record files for %d input pipelines: sharding by record; "
-                            "write at least as many shards as workers", len(files),
-                            num_pipelines)
-            shard_records = True
-    if is_training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        dataset = dataset.repeat()
-    if is_training:
-        dataset = dataset.interleave(
-            tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(files)),
-            num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    else:
-        dataset = dataset.flat_map(tf.data.TFRecordDataset)  # files in order, once
+    shard_records = num_pipelines > 1 and len(files) < num_pipelines
     if shard_records:
-        dataset = dataset.shard(num_pipelines, pipeline_id)
-    if is_training:
-        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-    dataset = dataset.map(
-        lambda r: decode_record(r, max_seq_length, max_predictions_per_seq),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic or not is_training)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+        # Every pipeline reads every file and keeps its own records: correct, slower.
+        logging.warning("%d record files for %d input pipelines: sharding by record; "
+                        "write at least as many shards as workers", len(files),
+                        num_pipelines)
+
+    def decode(dataset, ordered):
+        dataset = dataset.map(
+            lambda r: decode_record(r, max_seq_length, max_predictions_per_seq),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+        return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    if not is_training:
+        dataset = tf.data.Dataset.from_tensor_slices(files)
+        if num_pipelines > 1 and not shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        dataset = dataset.flat_map(tf.data.TFRecordDataset)  # files in order, once
+        if shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        return decode(dataset, True)
+
+    if position is None:
+        position = InputPosition(seed if seed is not None else random.randrange(1 << 31))
+    mine = list(range(len(files)))
+    if num_pipelines > 1 and not shard_records:
+        mine = mine[pipeline_id::num_pipelines]
+    names = tf.constant([files[i] for i in mine])
+    epoch_seed = lambda epoch: tf.stack([tf.constant(position.seed, tf.int64), epoch])
+
+    def one_epoch(epoch):
+        order = tf.random.experimental.stateless_shuffle(names, seed=epoch_seed(epoch))
+        dataset = tf.data.Dataset.from_tensor_slices(order).interleave(
+            tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(mine)),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        if shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        return dataset.shuffle(shuffle_buffer_size,
+                               seed=position_lib.epoch_seed(position.seed, epoch))
+
+    start = position.batches(input_context) * batch_size
+    epoch_size = None
+    if start:
+        counts = (list(records_per_file) if records_per_file is not None
+                  else [_count_records(f) for f in files])
+        epoch_size = sum(counts[i] for i in mine)
+        if shard_records:  # records pipeline_id, pipeline_id + P, ... of the epoch
+            epoch_size = max(0, (epoch_size - pipeline_id + num_pipelines - 1)
+                             // num_pipelines)
+        if epoch_size == 0:
+            raise RecordFormatError(f"input pipeline {pipeline_id} has no records in "
+                                    f"{','.join(files[i] for i in mine)}")
+    return decode(position_lib.epochs(one_epoch, start, epoch_size), True)
+
+
+def _count_records(path: str) -> int:
+    return int(tf.data.TFRecordDataset(path).reduce(tf.constant(0, tf.int64),
+                                                      lambda n, _: n + 1))
 
 
 # ----------------------------------------------------------------- corrupt records
@@ -350,6 +388,7 @@ class RecordFiles:
         self.skip_corrupt_records = skip_corrupt_records
         self.skipped_records = 0
         self._copies = {}
+        self._counts = {}  # path (or its sound copy) -> records
         self._scratch = None
 
     def paths(self) -> List[str]:
@@ -390,12 +429,19 @@ class RecordFiles:
     def count_records(self) -> int:
         """Counts the records of every file (reading them all), handling damaged ones
         file by file as `handle_data_loss` does."""
-        total = 0
+        return sum(self.record_counts())
+
+    def record_counts(self) -> List[int]:
+        """The records of each file of `paths()` (read once per file and kept; a damaged
+        file is handled as `handle_data_loss` does and its sound copy counted)."""
+        counts = []
         for path in self.files:
             while True:
+                key = self._copies.get(path, path)
+                if key in self._counts:
+                    break
                 try:
-                    total += int(tf.data.TFRecordDataset(self._copies.get(path, path)).reduce(
-                        tf.constant(0, tf.int64), lambda n, _: n + 1))
+                    self._counts[key] = _count_records(key)
                     break
                 except tf.errors.DataLossError as e:
                     if path in self._copies:
@@ -405,4 +451,5 @@ class RecordFiles:
                         raise RecordFormatError(f"{path}: cannot be read: {e.message}") \
                             from None
                     self._handle(*where)
-        return total
+            counts.append(self._counts[key])
+        return counts

@@ -12,7 +12,12 @@ Contracts:
   **per-replica** batches: `input_context.get_per_replica_batch_size(global_batch_size)`,
   sharded with `input_context` (see `bert_tf.data.pretraining`). Use
   `drop_remainder=True` for training: shapes must be static (TPU, XLA), and the loop
-  traces its step function once.
+  traces its step function once. A training `dataset_fn(input_context, position)` of
+  two parameters also gets an `InputPosition` (`bert_tf.data.position`): the run's
+  data seed and the step the pipeline starts at, so that a resumed run reads, from
+  step N on, what the uninterrupted run would have read (DESIGN 2.6). The seed is the
+  `input_seed` given to `train`, or drawn at the first start; the checkpoint keeps it
+  (root child `input_seed`), so every restart continues the same order.
 * `loss_fn(labels, outputs) -> scalar` or `-> (scalar, {name: (numerator, denominator)})`:
   the mean loss of this replica's (micro-)batch, float32, and optionally the metrics
   computed from the same per-example quantities (the pretraining loss returns the
@@ -72,8 +77,10 @@ Trainer's `step` after each step, so the schedule never lags the step counter.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -87,6 +94,7 @@ from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
 from bert_tf.constants import MODEL_INPUTS
+from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
@@ -101,6 +109,20 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 
 class NonFiniteLossError(BertTfError, RuntimeError):
     """The training loss became NaN or Inf; the run stopped without saving."""
+
+
+class WorkerMismatchError(BertTfError, RuntimeError):
+    """The workers of one multi-worker run resumed from different steps."""
+
+
+def _takes_position(dataset_fn) -> bool:
+    """Whether `dataset_fn` takes `(input_context, position)` (see the module doc)."""
+    try:
+        parameters = inspect.signature(dataset_fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in positional for p in parameters) >= 2
 
 
 def _inner_optimizer(optimizer):
@@ -355,10 +377,16 @@ class Trainer:
         with self.strategy.scope():
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            # The training data's seed (-1: not chosen yet), kept so a resumed run
+            # continues the same order (see `train`).
+            self.input_seed = tf.Variable(
+                -1, dtype=tf.int64, trainable=False, name="input_seed",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint_items = dict(checkpoint_items or {"model": model})
         self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
-                                              optimizer=self.optimizer, step=self.step)
+                                              optimizer=self.optimizer, step=self.step,
+                                              input_seed=self.input_seed)
         tf.io.gfile.makedirs(output_dir)
         # Non-chief workers must take part in saving but write to a scratch dir.
         self._save_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="ckpt_worker_")
@@ -583,8 +611,15 @@ class Trainer:
               on_data_loss: Optional[Callable] = None,
               eval_dataset_fn: Optional[Callable] = None, eval_every_steps: int = 0,
               eval_steps: Optional[int] = None,
-              eval_on_data_loss: Optional[Callable] = None) -> Dict:
+              eval_on_data_loss: Optional[Callable] = None,
+              input_seed: Optional[int] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
+
+        A `dataset_fn(input_context, position)` gets the `InputPosition` to start at (see
+        the module doc): the seed recorded in the checkpoint, else `input_seed`, else a
+        random one (under multi_worker_mirrored, the chief's), and the current step.
+        Several workers first check that they all resumed the same step (else
+        WorkerMismatchError naming the workers that differ from the chief).
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
         metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
@@ -605,7 +640,63 @@ class Trainer:
         with self._preemption:
             return self._train(dataset_fn, global_batch_size, num_steps, on_data_loss,
                                eval_dataset_fn, eval_every_steps if eval_dataset_fn else 0,
-                               eval_steps, eval_on_data_loss)
+                               eval_steps, eval_on_data_loss, input_seed)
+
+    def _gather_from_workers(self, values: Sequence[int]) -> np.ndarray:
+        """Every worker's `values` (ints), one row per worker in task order (a collective:
+        every worker calls it at the same point)."""
+        strategy = self.strategy
+        mine = tf.constant([list(values)], tf.int64)
+
+        @tf.function(autograph=False)
+        def gather():
+            return strategy.gather(strategy.run(lambda: tf.identity(mine)), axis=0)
+
+        rows = gather().numpy()
+        return rows[::max(1, len(rows) // num_workers(strategy))]
+
+    def _input_position(self, input_seed: Optional[int]) -> InputPosition:
+        """Chooses (or reads back) the data seed and checks that all workers resumed the
+        same step; the position training starts at."""
+        step = int(self.step.numpy())
+        recorded = int(self.input_seed.numpy())
+        if recorded >= 0:
+            seed = recorded
+            if input_seed is not None and input_seed != recorded:
+                logging.warning("the checkpoint's input order was drawn with seed %d, not "
+                                "%d: continuing it", recorded, input_seed)
+        else:
+            seed = input_seed if input_seed is not None else random.randrange(1 << 31)
+        if num_workers(self.strategy) > 1:
+            rows = self._gather_from_workers([step, seed])
+            differ = [w for w in range(1, len(rows)) if rows[w][0] != rows[0][0]]
+            if differ:
+                raise WorkerMismatchError(
+                    "workers resumed from different steps: " + ", ".join(
+                        f"worker {w} at step {rows[w][0]}" for w in differ) +
+                    f", the chief (worker 0) at step {rows[0][0]}; every worker must read "
+                    f"the chief's checkpoints: give all of them the same --output_dir on "
+                    f"a shared filesystem (e.g. gs://...)")
+            seed = int(rows[0][1])  # the chief's: a drawn seed differs per worker
+        self.input_seed.assign(seed)
+        return InputPosition(seed=seed, step=step)
+
+    def _training_dataset(self, dataset_fn, position: InputPosition):
+        try:  # positioning may read the records (a damaged one is the user's to fix)
+            if _takes_position(dataset_fn):
+                return self._distribute(lambda ctx: dataset_fn(ctx, position),
+                                        must_be_static=True)
+            return self._distribute(dataset_fn, must_be_static=True)
+        except BertTfError as e:
+            self._raise_with_checkpoint_state(e)
+
+    def _raise_with_checkpoint_state(self, error: BertTfError):
+        """Re-raises a user error that stops training with what was saved."""
+        latest = self.manager.latest_checkpoint
+        state = (f"the last checkpoint ({latest}) is intact and the same command "
+                 f"resumes from it" if latest else "no checkpoint had been written yet")
+        raise type(error)(f"{error}. Stopped at step {int(self.step.numpy())} without "
+                          f"saving; {state}") from None
 
     def _data_loss(self, error, on_data_loss) -> None:
         """Lets `on_data_loss` explain or repair a damaged input record; a user error it
@@ -615,27 +706,25 @@ class Trainer:
         try:
             on_data_loss(error)
         except BertTfError as e:
-            latest = self.manager.latest_checkpoint
-            state = (f"the last checkpoint ({latest}) is intact and the same command "
-                     f"resumes from it" if latest else "no checkpoint had been written yet")
-            raise type(e)(f"{e}. Stopped at step {int(self.step.numpy())} without saving; "
-                          f"{state}") from None
+            self._raise_with_checkpoint_state(e)
 
     def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
                on_data_loss: Optional[Callable] = None,
                eval_dataset_fn: Optional[Callable] = None, eval_every: int = 0,
                eval_steps: Optional[int] = None,
-               eval_on_data_loss: Optional[Callable] = None) -> Dict:
+               eval_on_data_loss: Optional[Callable] = None,
+               input_seed: Optional[int] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise UsageError(
                 f"train_batch_size {global_batch_size} must be a multiple of replicas x "
                 f"gradient_accumulation_steps = {divisor}")
-        step = int(self.step.numpy())
+        position = self._input_position(input_seed)
+        step = position.step
         if step >= num_steps:
             logging.info("step %d >= num_train_steps %d: nothing to train", step, num_steps)
             return {"status": "finished", "step": step}
-        dataset = self._distribute(dataset_fn, must_be_static=True)
+        dataset = self._training_dataset(dataset_fn, position)
         if self._train_loop is None:
             self._train_loop = self._build_train_loop()
         seq_length = self._sequence_length(dataset)
@@ -661,7 +750,8 @@ class Trainer:
                 self._data_loss(e, on_data_loss)  # raises, or the input was repaired
                 step = int(self.step.numpy())
                 logging.warning("continuing from step %d with a new input pipeline", step)
-                iterator = iter(self._distribute(dataset_fn, must_be_static=True))
+                position = InputPosition(seed=position.seed, step=step)
+                iterator = iter(self._training_dataset(dataset_fn, position))
                 continue
             seconds = time.time() - start
             if out["bad_step"] >= 0:
