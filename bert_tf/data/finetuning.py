@@ -229,8 +229,8 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
         position = InputPosition(seed if seed is not None else random.randrange(1 << 31))
 
     def one_epoch(epoch):
-        return read(tf.data.Dataset.from_tensor_slices(names)).shuffle(
-            shuffle_buffer, seed=position_lib.epoch_seed(position.seed, epoch))
+        return position_lib.shuffle(read(tf.data.Dataset.from_tensor_slices(names)),
+                                    shuffle_buffer, position.seed, epoch)
 
     epoch_size = None
     if position.step:
@@ -275,8 +275,7 @@ def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str]
         rows_dataset = dataset
 
         def one_epoch(epoch):
-            return rows_dataset.shuffle(max(rows, 1),
-                                        seed=position_lib.epoch_seed(position.seed, epoch))
+            return position_lib.shuffle(rows_dataset, rows, position.seed, epoch)
 
         dataset = _training_stream(one_epoch, rows, batch_size, None,
                                    length_buckets, position, input_context)

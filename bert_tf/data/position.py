@@ -60,6 +60,31 @@ def epoch_seed(seed, epoch) -> tf.Tensor:
     return tf.cast(seed, tf.int64) * 1000003 + tf.cast(epoch, tf.int64)
 
 
+def shuffle(dataset: tf.data.Dataset, window: int, seed, epoch) -> tf.data.Dataset:
+    """`dataset`'s elements permuted within consecutive windows of `window` elements,
+    window i by a stateless permutation seeded by (seed, epoch, i).
+
+    Stateless on purpose: `Dataset.shuffle` mixes its seed with TensorFlow's global seed
+    (and fails on a tensor seed when that is 0), so its order would depend on what else
+    the process seeded. A window of the whole epoch is a full permutation; a smaller one
+    shuffles like a shuffle buffer of that size, in the same memory.
+
+    >>> ds = shuffle(tf.data.Dataset.range(6), 3, seed=1, epoch=tf.constant(0, tf.int64))
+    >>> sorted(int(x) for x in ds.take(3)), sorted(int(x) for x in ds.skip(3))
+    ([0, 1, 2], [3, 4, 5])
+    """
+    key = epoch_seed(seed, epoch)
+
+    def permute(i, chunk):
+        rows = tf.shape(tf.nest.flatten(chunk)[0])[0]
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(rows), seed=tf.stack([key, tf.cast(i, tf.int64)]))
+        return tf.data.Dataset.from_tensor_slices(
+            tf.nest.map_structure(lambda t: tf.gather(t, order), chunk))
+
+    return dataset.batch(max(1, int(window))).enumerate().flat_map(permute)
+
+
 def epochs(epoch_fn: Callable[[tf.Tensor], tf.data.Dataset], start: int = 0,
            epoch_size: Optional[int] = None) -> tf.data.Dataset:
     """Epochs 0, 1, 2, ... of `epoch_fn(epoch)` (epoch: an int64 scalar tensor) one after
