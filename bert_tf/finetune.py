@@ -143,6 +143,8 @@ def run(config: FinetuneConfig) -> Dict:
     buckets = config.length_buckets(strategy, options["jit_compile"])
     training = _training_data(config, task, buckets) if config.do_train else None
     trainer = _make_trainer(config, model, task, strategy, training, options)
+    if training and training.records:  # long record copies end on a stop request
+        training.records.should_stop = trainer.stop_requested
     resumed = trainer.resume()  # a rerun continues from --output_dir's checkpoint
     step = 0 if resumed is None else resumed
     train_speed = _train(config, task, trainer, training, step) if training else {}
@@ -234,6 +236,7 @@ class _TrainingData:
     num_steps: int
     num_warmup_steps: int
     on_data_loss: Optional[Callable] = None
+    records: Optional[object] = None  # RecordFiles (--input_file)
 
 
 def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
@@ -272,7 +275,8 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
         num_examples / config.train_batch_size * config.num_train_epochs))
     warmup = (config.num_warmup_steps if config.num_warmup_steps is not None
               else int(num_steps * config.warmup_proportion))
-    return _TrainingData(dataset_fn, num_examples, num_steps, warmup, on_data_loss)
+    return _TrainingData(dataset_fn, num_examples, num_steps, warmup, on_data_loss,
+                         records if config.input_file else None)
 
 
 def _check_records(config: FinetuneConfig, records, spec) -> int:
@@ -327,7 +331,8 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step:
     if result.get("status") == "preempted":
         trainer.close()
         raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                        f"same command resumes from it")
+                        f"same command resumes from it",
+                        exit_code=result.get("exit_code", 143))
     # examples/s of the last loop: steady state when there was more than one loop
     # (the first one includes tracing the step function).
     return {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,

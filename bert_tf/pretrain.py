@@ -154,10 +154,11 @@ def run(config: PretrainConfig) -> None:
     @functools.lru_cache(maxsize=None)
     def eval_record_files() -> RecordFiles:
         return RecordFiles(config.eval_input_file or config.input_file,
-                           config.skip_corrupt_records)
+                           config.skip_corrupt_records, should_stop=trainer.stop_requested)
 
     if config.do_train:
-        records = RecordFiles(config.input_file, config.skip_corrupt_records)
+        records = RecordFiles(config.input_file, config.skip_corrupt_records,
+                              should_stop=trainer.stop_requested)
         held_out = {}
         if config.eval_every_steps > 0:  # a held-out curve while training
             eval_records = eval_record_files()
@@ -176,7 +177,8 @@ def run(config: PretrainConfig) -> None:
         if result["status"] == "preempted":
             trainer.close()
             raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                            f"same command resumes from it")
+                            f"same command resumes from it",
+                            exit_code=result.get("exit_code", 143))
     if config.do_eval:
         eval_records = eval_record_files()
         trainer.evaluate(dataset_fn(eval_records, config.eval_batch_size, False),

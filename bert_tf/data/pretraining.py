@@ -28,7 +28,7 @@ import logging
 import os
 import random
 import re
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -213,8 +213,7 @@ def pretraining_dataset(file_patterns: Union[str, Iterable[str]], max_seq_length
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         if shard_records:
             dataset = dataset.shard(num_pipelines, pipeline_id)
-        return dataset.shuffle(shuffle_buffer_size,
-                               seed=position_lib.epoch_seed(position.seed, epoch))
+        return position_lib.shuffle(dataset, shuffle_buffer_size, position.seed, epoch)
 
     start = position.batches(input_context) * batch_size
     epoch_size = None
@@ -300,16 +299,31 @@ def _next_sound_record(path: str, reader, offset: int, size: int) -> int:
     return size
 
 
-def copy_sound_records(path: str, output_path: str) -> List[Tuple[int, int]]:
+def _check_stop(should_stop: Optional[Callable[[], bool]], what: str) -> None:
+    if should_stop is not None and should_stop():
+        from bert_tf.training.preemption import StopRequested
+
+        raise StopRequested(f"stop requested while {what}")
+
+
+def copy_sound_records(path: str, output_path: str,
+                       should_stop: Optional[Callable[[], bool]] = None
+                       ) -> List[Tuple[int, int]]:
     """Copies every sound record of `path` to `output_path`; returns the skipped byte
     ranges `(start, end)`, one per damaged record (end: the next sound record or EOF).
 
     After a damaged record the next sound one is found by trying the following byte
     offsets: a false match needs two CRC32C checksums to agree by chance.
+    `should_stop()` is polled every 4096 records and 16 MB copied: when true, the copy
+    is removed and StopRequested raised (a stop request during training).
     """
     reader, offset, skipped = _random_reader(path), 0, []
     size = tf.io.gfile.stat(path).length
+    records = 0
     while offset < size:  # checks every record's CRCs (C++), keeps only the damaged ranges
+        records += 1
+        if records % 4096 == 0:
+            _check_stop(should_stop, f"checking {path}")
         record, following = _read_at(reader, offset)
         if record is not None:
             offset = following
@@ -320,14 +334,21 @@ def copy_sound_records(path: str, output_path: str) -> List[Tuple[int, int]]:
         offset = skipped[-1][1]
     # The sound ranges are valid TFRecord streams as they are: copy their bytes.
     chunk = 16 << 20
-    with tf.io.gfile.GFile(path, "rb") as source, tf.io.gfile.GFile(output_path, "wb") as out:
-        position = 0
-        for start, end in skipped + [(size, size)]:
-            while position < start:
-                out.write(source.read(min(chunk, start - position)))
-                position = source.tell()
-            source.seek(end)
-            position = end
+    try:
+        with tf.io.gfile.GFile(path, "rb") as source, \
+                tf.io.gfile.GFile(output_path, "wb") as out:
+            position = 0
+            for start, end in skipped + [(size, size)]:
+                while position < start:
+                    _check_stop(should_stop, f"copying {path}")
+                    out.write(source.read(min(chunk, start - position)))
+                    position = source.tell()
+                source.seek(end)
+                position = end
+    except BaseException:
+        if tf.io.gfile.exists(output_path):
+            tf.io.gfile.remove(output_path)
+        raise
     return skipped
 
 
@@ -383,9 +404,13 @@ class RecordFiles:
     """
 
     def __init__(self, file_patterns: Union[str, Sequence[str]],
-                 skip_corrupt_records: bool = False):
+                 skip_corrupt_records: bool = False,
+                 should_stop: Optional[Callable[[], bool]] = None):
         self.files = list_record_files(file_patterns)
         self.skip_corrupt_records = skip_corrupt_records
+        # Polled during long host work (copies, counts): a stop request during training
+        # (Trainer.stop_requested) ends it with StopRequested.
+        self.should_stop = should_stop
         self.skipped_records = 0
         self._copies = {}
         self._counts = {}  # path (or its sound copy) -> records
@@ -416,7 +441,7 @@ class RecordFiles:
             self._scratch = tempfile.mkdtemp(prefix="bert_tf_sound_records_")
             atexit.register(shutil.rmtree, self._scratch, ignore_errors=True)
         copy = os.path.join(self._scratch, f"{len(self._copies):05d}-{os.path.basename(path)}")
-        skipped = copy_sound_records(path, copy)
+        skipped = copy_sound_records(path, copy, self.should_stop)
         self._copies[path] = copy
         self.skipped_records += len(skipped)
         for start, end in skipped:
@@ -440,6 +465,7 @@ class RecordFiles:
                 key = self._copies.get(path, path)
                 if key in self._counts:
                     break
+                _check_stop(self.should_stop, "counting the records")
                 try:
                     self._counts[key] = _count_records(key)
                     break

@@ -65,10 +65,17 @@ preemption flag, so a TPU runs the steps back to back; the loss and metrics are 
 on the side and read once per loop. A non-finite loss is checked at the loop's end: the
 loop raises `NonFiniteLossError` naming the first bad step, without saving.
 
-Preemption (`bert_tf.training.preemption`): SIGTERM during `train` stops the loop after
-the running step (not the running block), saves a checkpoint and returns
-`"preempted"`. Under multi_worker_mirrored the notice rides on the gradient all-reduce,
-so every worker stops after the same step and they save the same checkpoint.
+Preemption (`bert_tf.training.preemption`): SIGTERM or SIGINT during `train` stops the
+loop after the running step (not the running block), saves a checkpoint and returns
+`"preempted"` with the `exit_code` (143 or 130). Under multi_worker_mirrored the notice
+rides on the gradient all-reduce, so every worker stops after the same step and they
+save the same checkpoint. Outside the step loop: during the held-out evaluation the
+notice rides on each batch's reduction (the evaluation ends after the running batch on
+every worker, its values are dropped, and the checkpoint is saved); during a
+`--skip_corrupt_records` copy or the record count that positions the input, the host
+work polls `stop_requested()` and ends; during the first trace/compile it is read after
+the first step; during a checkpoint write, the write finishes and (one worker) is the
+checkpoint, or (several) the next step stops them all.
 
 Mixed float16: a step the loss scaler skips (non-finite gradients) still counts as a
 step: the optimizer's `iterations` (the learning-rate schedule's step) is set to the
@@ -96,7 +103,7 @@ from bert_tf import model_dir as model_dir_lib
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, UsageError
-from bert_tf.training.preemption import PreemptionWatcher
+from bert_tf.training.preemption import PreemptionWatcher, StopRequested
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
 EVAL_RESULTS_FILE = "eval_results.json"
@@ -304,9 +311,13 @@ class InferenceLoop:
         return {k: np.concatenate(v)[keep] for k, v in parts.items()}
 
     def sum(self, dataset_fn: Callable, replica_fn: Callable,
-            num_steps: Optional[int] = None):
+            num_steps: Optional[int] = None, stop_flag: Optional[tf.Variable] = None):
         """(sums over batches and replicas of `replica_fn(features, labels)` as floats,
-        number of batches), over at most `num_steps` batches of `dataset_fn`'s data."""
+        number of batches), over at most `num_steps` batches of `dataset_fn`'s data.
+
+        `stop_flag` (a host bool variable, the PreemptionWatcher's): each worker's flag is
+        summed with the batch's values, so every worker sees a stop request after the
+        same batch; then it raises StopRequested (the sums are dropped)."""
         strategy = self.strategy
         if self._several_workers:
             # Several workers: the batch dimension made unknown, so the strategy hands
@@ -319,6 +330,11 @@ class InferenceLoop:
             relaxed_fn = dataset_fn
         dataset = self._distribute(relaxed_fn)
         fn = tf.autograph.experimental.do_not_convert(replica_fn)
+        if stop_flag is not None:
+            inner = fn
+
+            def fn(features, labels):  # the stop votes ride on the batch's reduction
+                return inner(features, labels), tf.cast(stop_flag.read_value(), tf.float32)
 
         def build():
             def step(features, labels):
@@ -328,13 +344,18 @@ class InferenceLoop:
                     values)
             return step
 
-        step = self._step(("sum", replica_fn), dataset.element_spec, build)
+        step = self._step(("sum", replica_fn, stop_flag is not None), dataset.element_spec,
+                          build)
         totals, steps = None, 0
         for features, labels in dataset:
             if num_steps is not None and steps >= num_steps:
                 break
             values = tf.nest.map_structure(lambda t: float(t.numpy()),
                                            step(features, labels))
+            if stop_flag is not None:
+                values, votes = values
+                if votes > 0:
+                    raise StopRequested(f"stop requested during evaluation (batch {steps})")
             totals = values if totals is None else tf.nest.map_structure(
                 lambda a, b: a + b, totals, values)
             steps += 1
@@ -622,10 +643,10 @@ class Trainer:
         WorkerMismatchError naming the workers that differ from the chief).
 
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
-        metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
-        stop after the running step, save a checkpoint and return "preempted" (on every
-        worker, at the same step); outside of it SIGTERM keeps its previous meaning
-        (by default: terminate).
+        metrics of the last loop. While it trains, SIGTERM (a preemption notice) or SIGINT
+        makes it stop after the running step (or evaluation batch), save a checkpoint and
+        return "preempted" with `exit_code` 143 or 130 (on every worker, at the same
+        step); outside of it the signals keep their previous meaning.
 
         A damaged input record (tf.errors.DataLossError) stops the run without saving;
         `on_data_loss(error)` (e.g. `bert_tf.data.pretraining.RecordFiles.handle_data_loss`)
@@ -724,19 +745,31 @@ class Trainer:
         if step >= num_steps:
             logging.info("step %d >= num_train_steps %d: nothing to train", step, num_steps)
             return {"status": "finished", "step": step}
-        dataset = self._training_dataset(dataset_fn, position)
+        result = {}
+        try:  # a stop request outside the step loop (see `_stopped`)
+            dataset = self._training_dataset(dataset_fn, position)
+        except StopRequested:
+            return self._stopped(result, "while positioning the input")
         if self._train_loop is None:
             self._train_loop = self._build_train_loop()
         seq_length = self._sequence_length(dataset)
         iterator = iter(dataset)
-        result = {}
+
         def evaluate_at(step):  # the held-out curve: at the start and every eval_every steps
             if eval_every > 0 and step % eval_every == 0:
+                logging.info("held-out evaluation at step %d", step)
                 self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
                                                        write_results=False,
-                                                       on_data_loss=eval_on_data_loss))
+                                                       on_data_loss=eval_on_data_loss,
+                                                       stop_on_request=True))
 
-        evaluate_at(step)
+        try:
+            evaluate_at(step)
+        except StopRequested:
+            return self._stopped(result, "during the held-out evaluation")
+        # The first call traces (and with XLA compiles) the loop: a stop request then is
+        # read after its first step.
+        logging.info("training from step %d to %d", step, num_steps)
         while step < num_steps:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
@@ -747,11 +780,14 @@ class Trainer:
                 out = self._train_loop(iterator, tf.constant(n, tf.int32))
                 out = tf.nest.map_structure(lambda t: t.numpy(), out)
             except tf.errors.DataLossError as e:
-                self._data_loss(e, on_data_loss)  # raises, or the input was repaired
-                step = int(self.step.numpy())
-                logging.warning("continuing from step %d with a new input pipeline", step)
-                position = InputPosition(seed=position.seed, step=step)
-                iterator = iter(self._training_dataset(dataset_fn, position))
+                try:
+                    self._data_loss(e, on_data_loss)  # raises, or the input was repaired
+                    step = int(self.step.numpy())
+                    logging.warning("continuing from step %d with a new input pipeline", step)
+                    position = InputPosition(seed=position.seed, step=step)
+                    iterator = iter(self._training_dataset(dataset_fn, position))
+                except StopRequested:
+                    return self._stopped(result, "while skipping a damaged record")
                 continue
             seconds = time.time() - start
             if out["bad_step"] >= 0:
@@ -763,18 +799,40 @@ class Trainer:
             step = int(self.step.numpy())
             result = self._report(out, step, seconds, global_batch_size, seq_length)
             if bool(out["stopped"]):
-                path = self.save()
-                logging.info("SIGTERM: saved checkpoint %s at step %d; rerun the same "
-                             "command to resume", path or "(chief's)", step)
-                result.update(status="preempted", step=step)
-                return result
+                return self._stopped(result, "")
             if step % self.save_checkpoints_steps == 0 or step >= num_steps:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
-            evaluate_at(step)
+                if self.stop_requested() and not self._agree_on_stop and step < num_steps:
+                    # One worker: the request came during the save; it is the checkpoint.
+                    return self._stopped(result, "", saved=path)
+            try:
+                evaluate_at(step)
+            except StopRequested:
+                return self._stopped(result, "during the held-out evaluation")
         self._flush()
         result.update(status="finished", step=step)
+        return result
+
+    def stop_requested(self) -> bool:
+        """Whether SIGTERM/SIGINT (or the termination watcher) asked this worker to stop
+        (while `train` runs); long host work inside training polls it."""
+        return self._preemption.event.is_set()
+
+    def _stopped(self, result: Dict, where: str, saved: Optional[str] = None) -> Dict:
+        """Saves a checkpoint of the current step (unless `saved`) and returns the
+        "preempted" result: every worker gets here after the same step (the stop vote
+        rides on a collective), so they save the same checkpoint."""
+        step = int(self.step.numpy())
+        path = saved or self.save()
+        watcher = self._preemption
+        logging.info("%s: saved checkpoint %s at step %d%s; rerun the same command to "
+                     "resume", watcher.signal_name, path or "(chief's)", step,
+                     f" ({where})" if where else "")
+        self._flush()
+        result.update(status="preempted", step=step, exit_code=watcher.exit_code,
+                      signal=watcher.signal_name)
         return result
 
     @staticmethod
@@ -834,7 +892,8 @@ class Trainer:
         return {"loss_sum": loss_sum, "weight": weight, "metrics": metrics}
 
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
-                 write_results: bool = True, on_data_loss: Optional[Callable] = None) -> Dict:
+                 write_results: bool = True, on_data_loss: Optional[Callable] = None,
+                 stop_on_request: bool = False) -> Dict:
         """Runs over the eval dataset (at most `num_steps` batches) and returns metrics.
 
         `loss` is the mean of the batches' losses weighted by their rows. Writes
@@ -842,17 +901,21 @@ class Trainer:
         `eval_steps`) on the chief. Under multi_worker_mirrored, workers whose eval data
         ends first take part with empty batches until every worker's data has ended.
         A damaged record goes to `on_data_loss` as in `train`; when it returns, the
-        evaluation starts over on the repaired input.
+        evaluation starts over on the repaired input. `stop_on_request` (the held-out
+        evaluation inside `train`): a stop request ends it after the running batch, on
+        every worker, with StopRequested.
         """
+        stop_flag = self._preemption.requested if stop_on_request else None
         while True:
             try:
-                return self._evaluate(dataset_fn, num_steps, write_results)
+                return self._evaluate(dataset_fn, num_steps, write_results, stop_flag)
             except tf.errors.DataLossError as e:
                 self._data_loss(e, on_data_loss)
                 logging.warning("evaluating again on the repaired input")
 
-    def _evaluate(self, dataset_fn, num_steps, write_results) -> Dict:
-        totals, steps = self.inference.sum(dataset_fn, self._replica_eval_step, num_steps)
+    def _evaluate(self, dataset_fn, num_steps, write_results, stop_flag=None) -> Dict:
+        totals, steps = self.inference.sum(dataset_fn, self._replica_eval_step, num_steps,
+                                           stop_flag)
         if steps == 0:
             raise UsageError("evaluate: the eval dataset yielded no batch; is the eval "
                              "batch size larger than the eval data?")
