@@ -31,8 +31,8 @@ Contracts:
 * `label_fn(labels) -> labels` (optional) runs in replica context on the whole
   per-replica batch before the forward pass, outside XLA: the place for all-reduces
   that a loss needs (the pretraining loss normalises by the global masked-LM weight).
-* `checkpoint_items`: the checkpoint's root children besides `optimizer` and `step`,
-  named as `bert_tf.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
+* `checkpoint_items`: the checkpoint's root children besides `optimizer`, `step` and
+  `input_seed`, named as `bert_tf.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
   `encoder`, `task_head`), so `output_dir` is a model dir any `--init_checkpoint`
   accepts. Write `bert_config.json`/vocab into it with `model_dir.write_metadata`.
 
