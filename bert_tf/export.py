@@ -244,7 +244,19 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     # Traced (and saved) with the attention's query/key/value fused: the serving fast path.
     with attention_fused_for_inference(module.model):
         return save_versioned(module, module.signatures(), export_dir, version,
-                              warmup_requests=module.warmup_requests(), extra_files=extra)
+                              warmup_requests=_within_limits(module, module.warmup_requests()),
+                              extra_files=extra)
+
+
+def _within_limits(module, requests):
+    """The warmup requests cut to the module's request limits (rows, text bytes): a warmup
+    request the model refuses would make TF Serving refuse to load the model."""
+    def cut(value):
+        value = np.asarray(value)[:module.max_batch_size]
+        if value.dtype == object:  # raw text: at most max_text_length bytes each
+            value = np.vectorize(lambda t: t[:module.max_text_length], otypes=[object])(value)
+        return value
+    return [(name, {k: cut(v) for k, v in inputs.items()}) for name, inputs in requests]
 
 
 def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],

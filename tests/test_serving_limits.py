@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import flags
 
 from bert_tf import export, export_model, serving
-from tests.test_export import encoder_dir, ids_batch  # noqa: F401 (fixture)
+from tests.test_export import encoder_dir, ids_batch, read_warmup  # noqa: F401 (fixture)
 from tests.test_export_tasks import (as_bytes, call, fine_tuned_dir, packed, tokenizer,  # noqa: F401
                                      vocab_file)
 
@@ -33,6 +33,15 @@ def encoder_export(encoder_dir, tmp_path_factory):  # noqa: F811
 
 def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
     path, loaded = encoder_export
+    # The warmup requests are cut to the limits: TF Serving would not load the model if
+    # one of them failed.
+    warmup = read_warmup(path)
+    assert len(warmup) == 2
+    for log in warmup:
+        request = log.predict_log.request
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        assert max(len(t) for t in inputs.get("text", [b""])) <= 40
+        call(loaded.signatures[request.model_spec.signature_name], **inputs)
     limits = json.load(open(os.path.join(path, "assets.extra", serving.LIMITS_FILE)))
     assert limits["max_batch_size"] == 3 and limits["max_text_length_utf8_bytes"] == 40
     ids_fn = loaded.signatures[export.SERVING_DEFAULT]
