@@ -811,6 +811,12 @@ class Trainer:
                 evaluate_at(step)
             except StopRequested:
                 return self._stopped(result, "during the held-out evaluation")
+        if self.stop_requested() and not self._agree_on_stop:
+            # The request came during the last steps or the final save: training is done
+            # and saved, but the command must still stop (one worker: several would
+            # disagree on the evaluation's collectives that follow).
+            return self._stopped(result, "after the last step",
+                                 saved=self.manager.latest_checkpoint)
         self._flush()
         result.update(status="finished", step=step)
         return result
