@@ -12,7 +12,6 @@ started again reads, from step N on, what the uninterrupted run would have read.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 

@@ -7,7 +7,6 @@ in assets.extra/serving_limits.json."""
 import json
 import os
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags

@@ -204,10 +204,9 @@ def pretraining_dataset(file_patterns: Union[str, Iterable[str]], max_seq_length
     if num_pipelines > 1 and not shard_records:
         mine = mine[pipeline_id::num_pipelines]
     names = tf.constant([files[i] for i in mine])
-    epoch_seed = lambda epoch: tf.stack([tf.constant(position.seed, tf.int64), epoch])
-
     def one_epoch(epoch):
-        order = tf.random.experimental.stateless_shuffle(names, seed=epoch_seed(epoch))
+        order = tf.random.experimental.stateless_shuffle(
+            names, seed=tf.stack([tf.constant(position.seed, tf.int64), epoch]))
         dataset = tf.data.Dataset.from_tensor_slices(order).interleave(
             tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(mine)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
