@@ -24,8 +24,13 @@ class UsageError(BertTfError, ValueError):
 
 
 class Preempted(BertTfError):
-    """A run stopped by SIGTERM (a preemption notice) after writing its checkpoint: the
-    same command resumes from it. `cli.run_main` logs the message and exits with
-    `exit_code` (128 + SIGTERM: schedulers read it as "terminated, restart me")."""
+    """A run stopped by SIGTERM (a preemption notice) or SIGINT after writing its
+    checkpoint: the same command resumes from it. `cli.run_main` logs the message and
+    exits with `exit_code` (128 + the signal: 143 for SIGTERM, which schedulers read as
+    "terminated, restart me"; 130 for SIGINT)."""
 
     exit_code = 143
+
+    def __init__(self, message: str = "", exit_code: int = 143):
+        super().__init__(message)
+        self.exit_code = exit_code

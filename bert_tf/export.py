@@ -56,7 +56,7 @@ import tensorflow as tf
 from bert_tf.constants import length_delimited as _field
 from bert_tf import output_guard
 from bert_tf.errors import BertTfError
-from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE,  # noqa: F401
+from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
                              attention_fused_for_inference, scratch_dir)
 
@@ -227,19 +227,42 @@ def write_warmup_file(path: str, requests: Sequence[tuple]) -> str:
 # ---------------------------------------------------------------------------- top level
 
 def export_module(module, export_dir: str, version: Optional[int] = None,
-                  text_settings=None) -> str:
+                  text_settings=None, max_batch_size: Optional[int] = None,
+                  max_text_length: Optional[int] = None) -> str:
     """Saves a serving module (its signatures and warmup requests) as a new version.
 
     `text_settings` (a `model_dir.TextSettings`) goes to
     `assets.extra/tokenizer_config.json`, so clients can see how text is tokenized (and
-    whether they must pre-split it: `pre_tokenizer`).
+    whether they must pre-split it: `pre_tokenizer`). `max_batch_size` and
+    `max_text_length` (UTF-8 bytes per string; None: the serving defaults) are the request
+    limits every signature enforces (`serving.check_request`), recorded in
+    `assets.extra/serving_limits.json`.
     """
-    extra = ({"tokenizer_config.json": json.dumps(text_settings.to_json())}
-             if text_settings is not None else None)
+    for name, value in (("max_batch_size", max_batch_size),
+                        ("max_text_length", max_text_length)):
+        if value is not None:
+            if int(value) < 1:
+                raise ExportError(f"--{name}={value} must be at least 1")
+            setattr(module, name, int(value))
+    extra = {LIMITS_FILE: json.dumps(module.limits())}
+    if text_settings is not None:
+        extra["tokenizer_config.json"] = json.dumps(text_settings.to_json())
     # Traced (and saved) with the attention's query/key/value fused: the serving fast path.
     with attention_fused_for_inference(module.model):
         return save_versioned(module, module.signatures(), export_dir, version,
-                              warmup_requests=module.warmup_requests(), extra_files=extra)
+                              warmup_requests=_within_limits(module, module.warmup_requests()),
+                              extra_files=extra)
+
+
+def _within_limits(module, requests):
+    """The warmup requests cut to the module's request limits (rows, text bytes): a warmup
+    request the model refuses would make TF Serving refuse to load the model."""
+    def cut(value):
+        value = np.asarray(value)[:module.max_batch_size]
+        if value.dtype == object:  # raw text: at most max_text_length bytes each
+            value = np.vectorize(lambda t: t[:module.max_text_length], otypes=[object])(value)
+        return value
+    return [(name, {k: cut(v) for k, v in inputs.items()}) for name, inputs in requests]
 
 
 def with_precision(model, mixed_precision: str, build: Optional[Callable] = None):
@@ -306,7 +329,9 @@ def export_encoder(encoder, export_dir: str, *, vocab_file: Optional[str] = None
                    do_lower_case: Optional[bool] = None, max_seq_length: Optional[int] = None,
                    version: Optional[int] = None, text_signatures: bool = True,
                    strip_accents: Optional[bool] = None, text_settings=None,
-                   mixed_precision: str = "float32") -> str:
+                   mixed_precision: str = "float32",
+                   max_batch_size: Optional[int] = None,
+                   max_text_length: Optional[int] = None) -> str:
     """Exports a BertEncoder; with `vocab_file`, also the raw-text `serving_text` signature
     (unless `text_signatures=False`: then the vocab is only an asset). `mixed_precision`:
     one of EXPORT_PRECISIONS (`with_precision`).
@@ -317,7 +342,8 @@ def export_encoder(encoder, export_dir: str, *, vocab_file: Optional[str] = None
     encoder = with_precision(encoder, mixed_precision)
     module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case, strip_accents),
                             max_seq_length, text_signatures=text_signatures)
-    return export_module(module, export_dir, version, text_settings)
+    return export_module(module, export_dir, version, text_settings, max_batch_size,
+                         max_text_length)
 
 
 def _pick_max_seq_length(requested, recorded, config) -> int:
@@ -333,7 +359,9 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
                      bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
                      do_lower_case: Optional[bool] = None, text_signatures: bool = True,
                      strip_accents: Optional[bool] = None,
-                     mixed_precision: str = "float32") -> str:
+                     mixed_precision: str = "float32",
+                     max_batch_size: Optional[int] = None,
+                     max_text_length: Optional[int] = None) -> str:
     """Exports the model a model dir (or a checkpoint prefix inside one) holds.
 
     A dir with `task_config.json` (finetune) becomes a task export (raw-text
@@ -345,7 +373,8 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
     `text_signatures=False` leaves out the raw-text signatures (and with them every TF
     Text op: for a model server built without them); `serving_default` is then on ids.
     `mixed_precision="mixed_bfloat16"`: matmuls in bfloat16, the rest and every input and
-    output float32 (`with_precision`). Returns `export_dir/<version>`.
+    output float32 (`with_precision`). `max_batch_size` / `max_text_length`: the request
+    limits (`export_module`). Returns `export_dir/<version>`.
 
     >>> import tempfile
     >>> from bert_tf.config import BertConfig
@@ -374,14 +403,17 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
                               strip_accents=text.strip_accents, max_seq_length=max_seq_length,
                               version=version, text_signatures=text_signatures,
                               text_settings=text if vocab_file else None,
-                              mixed_precision=mixed_precision)
+                              mixed_precision=mixed_precision,
+                              max_batch_size=max_batch_size, max_text_length=max_text_length)
     return export_task_dir(resolved, export_dir, max_seq_length=max_seq_length,
                            version=version, text_signatures=text_signatures,
-                           mixed_precision=mixed_precision)
+                           mixed_precision=mixed_precision,
+                           max_batch_size=max_batch_size, max_text_length=max_text_length)
 
 
 def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
-                    text_signatures=True, mixed_precision="float32") -> str:
+                    text_signatures=True, mixed_precision="float32", max_batch_size=None,
+                    max_text_length=None) -> str:
     """Rebuilds a fine-tuned model (`resolved`: a `model_dir.resolve` result with a task
     config) with the task's own `build_model`, restores `encoder` + `task_head` (the
     index already read by `resolved`) and exports it (in `mixed_precision`,
@@ -401,7 +433,7 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
     model = with_precision(model, mixed_precision, task.build_model)
     length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
     module = task_serving_module(task, model, tokenizer, length, text_signatures)
-    return export_module(module, export_dir, version, text)
+    return export_module(module, export_dir, version, text, max_batch_size, max_text_length)
 
 
 def task_serving_module(task, model, tokenizer, max_seq_length: int,

@@ -57,6 +57,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_bool("do_lower_case", None,
                       "Casing to use instead of the one recorded in the model dir.", **fv)
     text_flags.define_strip_accents_flag(flag_values)
+    flags.DEFINE_integer("max_batch_size", None,
+                         "Requests of more rows are refused (INVALID_ARGUMENT) by every "
+                         "signature (default: bert_tf.serving.DEFAULT_MAX_BATCH_SIZE, 256).",
+                         lower_bound=1, **fv)
+    flags.DEFINE_integer("max_text_length", None,
+                         "Raw-text requests with a string of more UTF-8 bytes are refused "
+                         "(INVALID_ARGUMENT); NER and SQuAD windows grow with the text "
+                         "(default: bert_tf.serving.DEFAULT_MAX_TEXT_LENGTH, 20000).",
+                         lower_bound=1, **fv)
     flags.DEFINE_bool("text_signatures", True,
                       "Include the raw-text signatures (tokenizer in the graph: needs TF Text "
                       "ops in the server). --notext_signatures exports ids signatures only.",
@@ -93,6 +102,8 @@ class ExportConfig(flags_common.ModelDirFlags):
     format: str = "saved_model"
     quantization: Optional[str] = None
     mixed_precision: str = "float32"
+    max_batch_size: Optional[int] = None
+    max_text_length: Optional[int] = None
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExportConfig":
@@ -126,7 +137,9 @@ def run(config: ExportConfig) -> str:
 
     return export_model_dir(config.init_checkpoint, config.export_dir,
                             text_signatures=config.text_signatures is not False,
-                            mixed_precision=config.mixed_precision, **common)
+                            mixed_precision=config.mixed_precision,
+                            max_batch_size=config.max_batch_size,
+                            max_text_length=config.max_text_length, **common)
 
 
 def main(argv):

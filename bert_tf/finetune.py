@@ -155,6 +155,8 @@ def run(config: FinetuneConfig) -> Dict:
     if replace and is_chief(strategy):
         output_guard.set_aside(config.output_dir, "finetune")
     trainer = _make_trainer(config, model, task, strategy, training, options)
+    if training and training.records:  # long record copies end on a stop request
+        training.records.should_stop = trainer.stop_requested
     resumed = trainer.resume()  # a rerun continues from --output_dir's checkpoint
     step = 0 if resumed is None else resumed
     if trainer.is_chief:  # one writer per cluster (workers share --output_dir)
@@ -255,6 +257,7 @@ class _TrainingData:
     num_steps: int
     num_warmup_steps: int
     on_data_loss: Optional[Callable] = None
+    records: Optional[object] = None  # RecordFiles (--input_file)
 
 
 def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
@@ -267,10 +270,12 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
         records = RecordFiles(config.input_file, config.skip_corrupt_records)
         num_examples = _check_records(config, records, spec)
 
-        def dataset_fn(ctx):
+        def dataset_fn(ctx, position):  # position: where the Trainer resumes
             batch = ctx.get_per_replica_batch_size(config.train_batch_size)
+            counts = records.record_counts()  # first: it may swap in a sound copy
             return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
-                                           seed=config.seed, length_buckets=buckets)
+                                           length_buckets=buckets, position=position,
+                                           records_per_file=counts)
         on_data_loss = records.handle_data_loss
     else:
         examples = _examples(task, "train", config.max_train_examples)
@@ -280,10 +285,10 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
         logging.info("%d training examples -> %d features in %.1fs", len(examples),
                      len(features["input_word_ids"]), time.time() - start)
 
-        def dataset_fn(ctx):
+        def dataset_fn(ctx, position):  # position: where the Trainer resumes
             batch = ctx.get_per_replica_batch_size(config.train_batch_size)
             return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
-                                          seed=config.seed, length_buckets=buckets)
+                                          length_buckets=buckets, position=position)
         on_data_loss = None
     # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
     # doc-stride windows are more features than examples; records count features).
@@ -291,7 +296,8 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
         num_examples / config.train_batch_size * config.num_train_epochs))
     warmup = (config.num_warmup_steps if config.num_warmup_steps is not None
               else int(num_steps * config.warmup_proportion))
-    return _TrainingData(dataset_fn, num_examples, num_steps, warmup, on_data_loss)
+    return _TrainingData(dataset_fn, num_examples, num_steps, warmup, on_data_loss,
+                         records if config.input_file else None)
 
 
 def _check_records(config: FinetuneConfig, records, spec) -> int:
@@ -338,7 +344,7 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step:
                  config.train_batch_size, training.num_warmup_steps, step)
     start, cpu_start = time.time(), time.process_time()
     result = trainer.train(training.dataset_fn, config.train_batch_size, training.num_steps,
-                           on_data_loss=training.on_data_loss)
+                           on_data_loss=training.on_data_loss, input_seed=config.seed)
     seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
     trained = result["step"] - step
     speed = trained * config.train_batch_size / max(seconds, 1e-9)
@@ -346,7 +352,8 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step:
     if result.get("status") == "preempted":
         trainer.close()
         raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                        f"same command resumes from it")
+                        f"same command resumes from it",
+                        exit_code=result.get("exit_code", 143))
     # examples/s of the last loop: steady state when there was more than one loop
     # (the first one includes tracing the step function).
     return {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,

@@ -100,7 +100,7 @@ def run(config: PretrainConfig) -> None:
     import tensorflow as tf
 
     from bert_tf import model_dir
-    from bert_tf.data.pretraining import RecordFiles, pretraining_dataset
+    from bert_tf.data.pretraining import RecordFiles, list_record_files, pretraining_dataset
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses
     from bert_tf.training.loop import Trainer
@@ -118,8 +118,8 @@ def run(config: PretrainConfig) -> None:
                                  config.optimizer if config.do_train else None,
                                  config.max_seq_length)
     replace, note = _check_output_dir(config, record)
-    records = RecordFiles(config.input_file, config.skip_corrupt_records) \
-        if config.do_train else None
+    if config.do_train:
+        list_record_files(config.input_file)  # no records: one line, nothing written
     if replace and is_chief(strategy):
         output_guard.set_aside(config.output_dir, "pretrain")
     with strategy.scope():
@@ -154,18 +154,30 @@ def run(config: PretrainConfig) -> None:
             # --skip_corrupt_records has met it (Trainer rebuilds the pipeline).
             return pretraining_dataset(
                 records.paths(), config.max_seq_length, config.max_predictions_per_seq,
-                ctx.get_per_replica_batch_size(global_batch), is_training=training,
-                input_context=ctx, seed=config.seed)
-        return make
+                ctx.get_per_replica_batch_size(global_batch), is_training=False,
+                input_context=ctx)
+
+        def make_training(ctx: tf.distribute.InputContext, position):
+            # The Trainer's position: the recorded seed and the step to continue from
+            # (resuming counts the records once to skip whole epochs; counting first,
+            # as it may replace a damaged file by its sound copy in paths()).
+            counts = records.record_counts() if position.step else None
+            return pretraining_dataset(
+                records.paths(), config.max_seq_length, config.max_predictions_per_seq,
+                ctx.get_per_replica_batch_size(global_batch), is_training=True,
+                input_context=ctx, position=position, records_per_file=counts)
+        return make_training if training else make
 
     # Made once, when first needed: the held-out curve during training and the final
     # evaluation share its file list and any copies --skip_corrupt_records made.
     @functools.lru_cache(maxsize=None)
     def eval_record_files() -> RecordFiles:
         return RecordFiles(config.eval_input_file or config.input_file,
-                           config.skip_corrupt_records)
+                           config.skip_corrupt_records, should_stop=trainer.stop_requested)
 
     if config.do_train:
+        records = RecordFiles(config.input_file, config.skip_corrupt_records,
+                              should_stop=trainer.stop_requested)
         held_out = {}
         if config.eval_every_steps > 0:  # a held-out curve while training
             eval_records = eval_record_files()
@@ -176,14 +188,16 @@ def run(config: PretrainConfig) -> None:
                             eval_on_data_loss=eval_records.handle_data_loss)
         result = trainer.train(dataset_fn(records, config.train_batch_size, True),
                                config.train_batch_size, config.num_train_steps,
-                               on_data_loss=records.handle_data_loss, **held_out)
+                               on_data_loss=records.handle_data_loss,
+                               input_seed=config.seed, **held_out)
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)
         if result["status"] == "preempted":
             trainer.close()
             raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                            f"same command resumes from it")
+                            f"same command resumes from it",
+                            exit_code=result.get("exit_code", 143))
     if config.do_eval:
         eval_records = eval_record_files()
         trainer.evaluate(dataset_fn(eval_records, config.eval_batch_size, False),

@@ -14,6 +14,15 @@ sequence lengths (no new kernels or compilations per request). Padded keys get -
 attention, so the outputs equal those of an unpadded run; per-token outputs are cut back
 to the longest sequence of the request.
 
+Every signature refuses, in the graph and with INVALID_ARGUMENT naming the limit, a
+request of more than `max_batch_size` rows, and the raw-text ones a string input longer
+than `max_text_length` UTF-8 bytes (NER and SQuAD split a long text into windows: one huge
+request would otherwise become thousands of rows). The ids signature refuses
+`input_word_ids` outside [0, vocab_size) and `input_type_ids` outside
+[0, type_vocab_size) the same way on every device (a GPU or TPU embedding lookup would
+read zeros for them silently). `export_model --max_batch_size --max_text_length` set the
+limits (defaults below), recorded in `assets.extra/serving_limits.json`.
+
 Example:
 
 >>> bucket_lengths(128)
@@ -45,6 +54,13 @@ LABELS_FILE = "labels.txt"
 #: are short: SST-2 dev has a median of 24 tokens, batches of 32 a longest row of 40-60);
 #: each length is one more shape the kernels are planned for, not a retrace.
 SEQUENCE_BUCKETS = tuple(range(16, 129, 16)) + tuple(range(192, 513, 64))
+
+#: Default request limits of an export (export_model --max_batch_size, --max_text_length):
+#: rows per request, and UTF-8 bytes per string of a raw-text request (20000 bytes:
+#: about 5000 WordPiece tokens of English, 40 SQuAD windows of 384 with stride 128).
+DEFAULT_MAX_BATCH_SIZE = 256
+DEFAULT_MAX_TEXT_LENGTH = 20000
+LIMITS_FILE = "serving_limits.json"
 
 #: Sentences the warmup requests are built from (mixed lengths, a pair, Korean).
 WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.",
@@ -106,6 +122,51 @@ def check_length(word_ids: tf.Tensor, max_positions: int) -> tf.Tensor:
         return tf.identity(word_ids)
 
 
+def check_request(inputs: Sequence[tf.Tensor], max_batch_size: int,
+                  max_text_length: int = 0) -> List[tf.Tensor]:
+    """`inputs` (a signature's arguments; batch first) gated on the request limits: at
+    most `max_batch_size` rows and, with `max_text_length` (raw text), strings of at most
+    that many UTF-8 bytes. A request beyond them fails with INVALID_ARGUMENT.
+
+    >>> ok = check_request([tf.constant(["ab", "c"])], max_batch_size=2, max_text_length=2)
+    >>> check_request([tf.constant(["abc"])], 2, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensorflow.python.framework.errors_impl.InvalidArgumentError: ...text longer than max_text_length=2 bytes...
+    """
+    first = inputs[0]
+    checks = [tf.debugging.assert_less_equal(
+        tf.shape(first)[0], max_batch_size,
+        message=f"request of more rows than max_batch_size={max_batch_size} (set at export: "
+                f"export_model --max_batch_size); split the request")]
+    if max_text_length:
+        longest = tf.reduce_max(tf.concat(
+            [tf.reshape(tf.strings.length(t), [-1]) for t in inputs] + [[0]], 0))
+        checks.append(tf.debugging.assert_less_equal(
+            longest, max_text_length,
+            message=f"text longer than max_text_length={max_text_length} bytes of UTF-8 (set "
+                    f"at export: export_model --max_text_length); split or shorten the text"))
+    with tf.control_dependencies(checks):
+        return [tf.identity(t) for t in inputs]
+
+
+def check_ids(word_ids: tf.Tensor, type_ids: tf.Tensor, vocab_size: int,
+              type_vocab_size: int):
+    """(word_ids, type_ids) gated on range checks: ids outside the embedding tables fail
+    with INVALID_ARGUMENT on every device (a GPU/TPU lookup would read zeros)."""
+    checks = [
+        tf.debugging.assert_non_negative(word_ids, message="input_word_ids below 0"),
+        tf.debugging.assert_less(word_ids, tf.constant(vocab_size, word_ids.dtype),
+                                 message=f"input_word_ids >= vocab_size={vocab_size}: ids of "
+                                         f"another vocab? Use this export's vocab.txt"),
+        tf.debugging.assert_non_negative(type_ids, message="input_type_ids below 0"),
+        tf.debugging.assert_less(type_ids, tf.constant(type_vocab_size, type_ids.dtype),
+                                 message=f"input_type_ids >= type_vocab_size="
+                                         f"{type_vocab_size}")]
+    with tf.control_dependencies(checks):
+        return tf.identity(word_ids), tf.identity(type_ids)
+
+
 @contextlib.contextmanager
 def attention_fused_for_inference(model):
     """Within the block, the attention layers of `model` run their inference calls with
@@ -142,7 +203,12 @@ class ServingModule(tf.Module):
     """What every serving module holds: the Keras model (kept out of tracking: its
     variables are saved once, as `_serving_variables`; its attention fused while an
     export traces, see `attention_fused_for_inference`), the tokenizer, the ids signature
-    (`serve_ids`, calling `self._serve_ids`) and the lengths."""
+    (`serve_ids`, calling `self._serve_ids`), the lengths and the request limits
+    (`max_batch_size`, `max_text_length`: read when the signatures are traced, so set
+    them before exporting, as `export.export_module` does)."""
+
+    max_batch_size = DEFAULT_MAX_BATCH_SIZE
+    max_text_length = DEFAULT_MAX_TEXT_LENGTH
 
     def __init__(self, model, tokenizer, max_seq_length: int, max_positions: int, name: str,
                  text_signatures: bool = True):
@@ -151,8 +217,29 @@ class ServingModule(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(max_positions)
         attach_tokenizer(self, tokenizer, text_signatures)
-        self.serve_ids = tf.function(self._serve_ids, autograph=False,
-                                     input_signature=ids_spec())
+        self.serve_ids = tf.function(self.bounded(self._serve_ids, text=False),
+                                     autograph=False, input_signature=ids_spec())
+
+    def bounded(self, fn: Callable, text: bool) -> Callable:
+        """`fn` (a signature) behind the request limits (`check_request`) and, for ids,
+        the vocab range (`check_ids`)."""
+        def signature(*inputs):
+            inputs = check_request(inputs, self.max_batch_size,
+                                   self.max_text_length if text else 0)
+            if not text:
+                config = getattr(self.model, "config", None) or self.model.encoder.config
+                word_ids, mask, type_ids = inputs
+                word_ids, type_ids = check_ids(word_ids, type_ids, config.vocab_size,
+                                               config.type_vocab_size)
+                inputs = [word_ids, mask, type_ids]
+            return fn(*inputs)
+        return signature
+
+    def limits(self) -> Dict[str, int]:
+        """What `assets.extra/serving_limits.json` records."""
+        return {"max_batch_size": int(self.max_batch_size),
+                "max_text_length_utf8_bytes": int(self.max_text_length),
+                "max_seq_length": self.max_seq_length}
 
     @property
     def model(self):
@@ -183,8 +270,8 @@ class EncoderServing(ServingModule):
                          encoder.config.max_position_embeddings, "bert_encoder_serving",
                          text_signatures)
         if tokenizer is not None and text_signatures:
-            self.serve_text = tf.function(self._serve_text, autograph=False,
-                                          input_signature=[text_spec("text")])
+            self.serve_text = tf.function(self.bounded(self._serve_text, text=True),
+                                          autograph=False, input_signature=[text_spec("text")])
 
     @property
     def encoder(self):
@@ -305,8 +392,9 @@ class TaskServing(ServingModule):
                          model.encoder.config.max_position_embeddings, name, text_signatures)
         if text_signatures:
             text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
-            self.serve_text = tf.function(text_fn, autograph=False, input_signature=[
-                text_spec(n) for n in self.text_inputs])
+            self.serve_text = tf.function(self.bounded(text_fn, text=True), autograph=False,
+                                          input_signature=[text_spec(n)
+                                                           for n in self.text_inputs])
 
     def _model(self, inputs):
         inputs = dict(inputs, input_word_ids=check_length(inputs["input_word_ids"],

@@ -14,6 +14,11 @@ run again, so an interrupted sweep continues where it stopped. The summary goes 
 OUTPUT_DIR/sweep_results.json (every point + the best) and sweep_results.tsv, ranked by
 the task's primary metric (MRPC f1, CoLA matthews_corr, STS-B pearson, SQuAD f1, ...)
 unless --metric names another.
+
+SIGTERM and SIGINT sent to the sweep are passed on to the running point (which runs in
+its own process group, so a terminal's Ctrl-C reaches it once, through the sweep): the
+point saves its checkpoint and exits 143/130, and the sweep stops with the same code;
+the same command resumes that point from its checkpoint.
 """
 
 from __future__ import annotations
@@ -22,15 +27,17 @@ import itertools
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 from typing import Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import output_guard
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, Preempted
 
 PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
 PAPER_EPOCHS = (2, 3, 4)
@@ -90,14 +97,35 @@ def pick_best(results: Sequence[Dict], metric: str) -> Optional[Dict]:
     return max(scored, key=lambda r: r["metrics"][metric]) if scored else None
 
 
+def run_forwarding_signals(command: Sequence[str]) -> subprocess.CompletedProcess:
+    """Runs `command` in its own process group and waits for it, passing SIGTERM and
+    SIGINT on to it (it then saves its checkpoint and exits 143 / 130)."""
+    child = subprocess.Popen(list(command), start_new_session=True)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        def forward(number, _frame):
+            logging.warning("%s: passing it on to the running point (pid %d)",
+                            signal.Signals(number).name, child.pid)
+            child.send_signal(number)
+        previous = {number: signal.signal(number, forward)
+                    for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = child.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return subprocess.CompletedProcess(list(command), code)
+
+
 def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], metric: str,
-              runner=subprocess.run) -> Dict:
+              runner=run_forwarding_signals) -> Dict:
     """Runs (or reuses) every point and writes the summary; returns it.
 
     A point is reused only when its eval_results.json exists (finetune writes it whole)
     and `POINTS_FILE` records the same finetune flags for it (checkpoint, data and every flag
     passed through); a point dir made with other flags is refused (one line), never
-    silently reused or retrained over."""
+    silently reused or retrained over. A point stopped by SIGTERM/SIGINT (exit 143/130)
+    stops the sweep with errors.Preempted (same code)."""
     results = []
     output_guard.claim_output_dir(output_dir, "sweep", flag="--output_dir")
     record_file = os.path.join(output_dir, POINTS_FILE)
@@ -120,6 +148,10 @@ def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], me
             command = finetune_command(point, directory, common)
             logging.info("sweep point %s: %s", point_name(point), shlex.join(command))
             completed = runner(command)
+            if completed.returncode in (128 + signal.SIGTERM, 128 + signal.SIGINT):
+                raise Preempted(f"sweep stopped during point {point_name(point)} (exit "
+                                f"{completed.returncode}): its checkpoint is written and the "
+                                f"same command resumes it", exit_code=completed.returncode)
             if completed.returncode != 0:
                 logging.error("point %s failed (exit %d)", point_name(point),
                               completed.returncode)

@@ -331,11 +331,13 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
     assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{step}")
 
     # 2. The same command (a few more steps) resumes both, then evaluates and predicts.
+    # (60 steps at 1e-3: the resumed run continues the data instead of replaying its first
+    # batches, and 30 steps at 5e-3 from step 1 left the tiny model at chance.)
     logs = [tmp_path / f"resume{i}.log" for i in range(2)]
     processes = _start_workers(_finetune(
         root, out, strategy_flag, f"--init_checkpoint={root / 'init'}", "--do_train",
         "--do_eval", "--do_predict", f"--input_file={root / 'train.tf_record'}",
-        f"--num_train_steps={step + 30}", "--steps_per_loop=10", "--learning_rate=5e-3"),
+        f"--num_train_steps={step + 60}", "--steps_per_loop=10", "--learning_rate=1e-3"),
         logs)
     codes, texts = _wait_all(processes, logs)
     assert codes == [0, 0], "\n".join(t[-3000:] for t in texts)
@@ -344,7 +346,7 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
     # Written once: by the chief only.
     assert "wrote " in texts[0] and "wrote " not in texts[1]
     two_results = json.loads((out / "eval_results.json").read_text())
-    assert two_results["global_step"] == step + 30 and two_results["eval_examples"] == 12
+    assert two_results["global_step"] == step + 60 and two_results["eval_examples"] == 12
 
     # 3. One device evaluates and predicts with the same weights.
     one = tmp_path / "one_device"

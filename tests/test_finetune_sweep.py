@@ -1,13 +1,21 @@
 """bert_tf.sweep: the paper's grid, one finetune command per point, reuse of finished
-points, failures recorded, the best dev score picked (with a stand-in runner)."""
+points, failures recorded, the best dev score picked (with a stand-in runner); SIGTERM and
+SIGINT to the sweep reach the running point, and stop the sweep with its exit code."""
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import threading
+import time
+
+import pytest
 
 import pytest
 
 from bert_tf import sweep
+from bert_tf.errors import Preempted
 
 
 def test_grid_is_the_papers():
@@ -74,3 +82,38 @@ def test_pick_best_ignores_missing_metrics():
     assert sweep.pick_best([{"metrics": {"f1": 0.1}}, {"error": "exit 1"}], "accuracy") is None
     assert sweep.pick_best([{"metrics": {"f1": 0.3}}, {"metrics": {"f1": 0.3}}],
                            "f1") is not None
+
+
+_CHILD = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+print("ready", flush=True)
+time.sleep(120)
+sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("number,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signals_to_the_sweep_reach_the_running_point_and_stop_the_sweep(tmp_path, number,
+                                                                         code):
+    ready = tmp_path / "ready"
+    child = [sys.executable, "-c", _CHILD.replace('print("ready", flush=True)',
+                                                  f'open({str(ready)!r}, "w").close()')]
+
+    def send_when_ready():
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling for the child's start, not a wait for an outcome
+        os.kill(os.getpid(), number)
+
+    runner = lambda command: sweep.run_forwarding_signals(child)
+    previous = signal.getsignal(number)
+    thread = threading.Thread(target=send_when_ready)
+    thread.start()
+    points = sweep.grid([5e-5, 3e-5], [2], [16])
+    with pytest.raises(Preempted, match="during point lr5e-05_ep2_bs16") as stopped:
+        sweep.run_sweep(points, str(tmp_path / "sweep"), [], "f1", runner=runner)
+    thread.join()
+    assert stopped.value.exit_code == code
+    assert signal.getsignal(number) is previous  # the sweep's handlers are gone

@@ -25,12 +25,15 @@ so its GLUE records read here too; shapes and dtypes come from `Task.feature_spe
 
 from __future__ import annotations
 
+import random
 from typing import Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.constants import MODEL_INPUTS
+from bert_tf.data import position as position_lib
+from bert_tf.data.position import InputPosition
 from bert_tf.data.pretraining import list_record_files
 
 # model name -> record name (the original run_classifier's)
@@ -164,55 +167,122 @@ def bucket_by_length(dataset: tf.data.Dataset, batch_size: int,
     return dataset.map(static_batch)
 
 
+def _training_stream(one_epoch, epoch_size: int, batch_size: int, parse,
+                     length_buckets, position: InputPosition, input_context):
+    """Epochs of `one_epoch(e)` (raw elements), parsed (`parse`, None: they are rows
+    already) and batched, starting where `position` says: before parsing, by
+    arithmetic (`position.epochs`); with length
+    buckets, whose batches depend on the rows before them, by skipping batches."""
+    skip = position.batches(input_context)
+    if epoch_size == 0:
+        raise ValueError("this input pipeline has no training rows")
+    parsed = lambda dataset: (dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+                              if parse else dataset)
+    if length_buckets:
+        dataset = bucket_by_length(parsed(position_lib.epochs(one_epoch)), batch_size,
+                                   length_buckets)
+        return dataset.skip(skip) if skip else dataset
+    dataset = parsed(position_lib.epochs(one_epoch, skip * batch_size, epoch_size))
+    return dataset.batch(batch_size, drop_remainder=True)
+
+
+def _rows_of_pipeline(rows: int, pipelines: int, pipeline_id: int) -> int:
+    """How many of `rows` `Dataset.shard(pipelines, pipeline_id)` keeps."""
+    return max(0, (rows - pipeline_id + pipelines - 1) // pipelines)
+
+
 def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool,
                    input_context: Optional[tf.distribute.InputContext] = None,
                    seed: Optional[int] = None, shuffle_buffer: int = 10000,
-                   length_buckets: Optional[Sequence[int]] = None) -> tf.data.Dataset:
+                   length_buckets: Optional[Sequence[int]] = None,
+                   position: Optional[InputPosition] = None,
+                   records_per_file: Optional[Sequence[int]] = None) -> tf.data.Dataset:
     """Task records -> batches of `(features, labels)`; static shapes (drop_remainder)
     when training, every record once otherwise. With `length_buckets` (training), rows
-    are batched by length (`bucket_by_length`)."""
+    are batched by length (`bucket_by_length`).
+
+    Training reads epoch after epoch, epoch e shuffled by a seed drawn from (seed, e)
+    (`bert_tf.data.position`), from where `position` (the Trainer's `InputPosition`; else
+    the start, with `seed`) says; `records_per_file` (aligned with the sorted files,
+    else counted here) is the epoch size that positioning needs."""
     files = list_record_files(file_patterns)
-    dataset = tf.data.Dataset.from_tensor_slices(files)
     pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
     # By file when every pipeline gets one; else by record (every pipeline reads every
     # file and keeps its share), so no worker is left without data.
     by_file = len(files) >= pipelines
+    mine = list(range(len(files)))
     if pipelines > 1 and by_file:
-        dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8))
-    if pipelines > 1 and not by_file:
-        dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
-    if is_training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed).repeat()
-    dataset = dataset.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE)
-    if is_training and length_buckets:
-        return bucket_by_length(dataset, batch_size, length_buckets).prefetch(tf.data.AUTOTUNE)
-    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+        mine = mine[pipeline_id::pipelines]
+
+    def read(dataset):
+        dataset = dataset.interleave(tf.data.TFRecordDataset,
+                                     cycle_length=min(len(mine), 8))
+        if pipelines > 1 and not by_file:
+            dataset = dataset.shard(pipelines, pipeline_id)
+        return dataset
+
+    names = [files[i] for i in mine]
+    if not is_training:
+        dataset = read(tf.data.Dataset.from_tensor_slices(names)).map(
+            _parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    if position is None:
+        position = InputPosition(seed if seed is not None else random.randrange(1 << 31))
+
+    def one_epoch(epoch):
+        return position_lib.shuffle(read(tf.data.Dataset.from_tensor_slices(names)),
+                                    shuffle_buffer, position.seed, epoch)
+
+    epoch_size = None
+    if position.step:
+        from bert_tf.data.pretraining import _count_records
+
+        counts = (list(records_per_file) if records_per_file is not None
+                  else [_count_records(f) for f in files])
+        epoch_size = sum(counts[i] for i in mine)
+        if pipelines > 1 and not by_file:
+            epoch_size = _rows_of_pipeline(epoch_size, pipelines, pipeline_id)
+    return _training_stream(one_epoch, epoch_size, batch_size, _parse_fn(spec),
+                            length_buckets, position, input_context
+                            ).prefetch(tf.data.AUTOTUNE)
 
 
 def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str],
                   batch_size: int, is_training: bool,
                   input_context: Optional[tf.distribute.InputContext] = None,
                   seed: Optional[int] = None,
-                  length_buckets: Optional[Sequence[int]] = None) -> tf.data.Dataset:
+                  length_buckets: Optional[Sequence[int]] = None,
+                  position: Optional[InputPosition] = None) -> tf.data.Dataset:
     """In-memory features (Task.convert_examples) -> batches of `(features, labels)`.
 
-    Training shuffles all rows each epoch (seeded) and repeats, batched by length with
-    `length_buckets` (`bucket_by_length`); evaluation keeps order.
+    Training shuffles all rows each epoch, epoch e with a seed drawn from (seed, e), and
+    goes on without end, batched by length with `length_buckets` (`bucket_by_length`),
+    from where `position` (the Trainer's `InputPosition`; else the start, with `seed`)
+    says; evaluation keeps order.
     """
     inputs = {k: np.asarray(features[k], np.int32) for k in MODEL_INPUTS}
     labels = {k: features[k] for k in label_names if k in features}
     dataset = tf.data.Dataset.from_tensor_slices((inputs, labels))
-    if input_context and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines,
-                                input_context.input_pipeline_id)
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    if pipelines > 1:
+        dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
     if is_training:
-        size = len(inputs["input_word_ids"])
-        dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True).repeat()
-    if is_training and length_buckets:
-        dataset = bucket_by_length(dataset, batch_size, length_buckets)
+        if position is None:
+            position = InputPosition(seed if seed is not None else
+                                     random.randrange(1 << 31))
+        rows = len(inputs["input_word_ids"])
+        if pipelines > 1:
+            rows = _rows_of_pipeline(rows, pipelines, input_context.input_pipeline_id)
+        rows_dataset = dataset
+
+        def one_epoch(epoch):
+            return position_lib.shuffle(rows_dataset, rows, position.seed, epoch)
+
+        dataset = _training_stream(one_epoch, rows, batch_size, None,
+                                   length_buckets, position, input_context)
     else:
-        dataset = dataset.batch(batch_size, drop_remainder=is_training)
+        dataset = dataset.batch(batch_size)
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     # No tf.data autotuning model for rows already in memory: its background thread
     # sleeps for up to a minute between optimisations, and deleting the iterator at the

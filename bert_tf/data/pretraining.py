@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from bert_tf.data import position as position_lib
+from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError
 
 # record feature -> (model name, length kind, dtype)
@@ -147,55 +150,90 @@ def pretraining_dataset(file_patterns: Union[str, Iterable[str]], max_seq_length
                         input_context: Optional[tf.distribute.InputContext] = None,
                         seed: Optional[int] = None, shuffle_buffer_size: int = 10000,
                         cycle_length: int = 8, check_files: bool = True,
-                        deterministic: Optional[bool] = None) -> tf.data.Dataset:
+                        deterministic: Optional[bool] = None,
+                        position: Optional[InputPosition] = None,
+                        records_per_file: Optional[Sequence[int]] = None) -> tf.data.Dataset:
     """Batched (features, labels) of per-replica `batch_size` from pretraining records.
 
     Training: files sharded per input pipeline (records instead when there are fewer
-    files than pipelines), shuffled file order, parallel interleave, record shuffle,
-    repeat. Evaluation: the files in order, read once. Both drop the last partial
-    batch so shapes are static (TPU, XLA).
+    files than pipelines), then epoch after epoch (`bert_tf.data.position`): epoch e
+    reads the pipeline's files in an order drawn from (seed, e), interleaved
+    deterministically, through a record shuffle buffer seeded by (seed, e). The order is
+    thus a function of the seed alone, and `position` (the Trainer's `InputPosition`)
+    starts the stream where a run stopped at `position.step` left it: whole epochs are
+    skipped by arithmetic (`records_per_file`, aligned with the sorted files, else
+    counted here), the rest of the epoch by reading past its raw records. Evaluation:
+    the files in order, read once. Both drop the last partial batch so shapes are
+    static (TPU, XLA).
 
-    `deterministic` defaults to True when `seed` is given (reproducible order) and to
-    False otherwise (faster interleave).
+    `seed` (used without `position`; None: a random one) fixes the order.
+    `deterministic` applies to evaluation's decoding only: training is always
+    deterministic, as resuming needs.
     """
     files = list_record_files(file_patterns)
     if check_files:
         for path in files:
             check_record_file(path, max_seq_length, max_predictions_per_seq)
-    if deterministic is None:
-        deterministic = seed is not None
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
-
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    shard_records = False
-    if num_pipelines > 1:
-        if len(files) >= num_pipelines:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        else:
-            # Every pipeline reads every file and keeps its own records: correct, slower.
-            logging.warning("%d record files for %d input pipelines: sharding by record; "
-                            "write at least as many shards as workers", len(files),
-                            num_pipelines)
-            shard_records = True
-    if is_training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        dataset = dataset.repeat()
-    if is_training:
-        dataset = dataset.interleave(
-            tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(files)),
-            num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    else:
-        dataset = dataset.flat_map(tf.data.TFRecordDataset)  # files in order, once
+    shard_records = num_pipelines > 1 and len(files) < num_pipelines
     if shard_records:
-        dataset = dataset.shard(num_pipelines, pipeline_id)
-    if is_training:
-        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-    dataset = dataset.map(
-        lambda r: decode_record(r, max_seq_length, max_predictions_per_seq),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic or not is_training)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+        # Every pipeline reads every file and keeps its own records: correct, slower.
+        logging.warning("%d record files for %d input pipelines: sharding by record; "
+                        "write at least as many shards as workers", len(files),
+                        num_pipelines)
+
+    def decode(dataset, ordered):
+        dataset = dataset.map(
+            lambda r: decode_record(r, max_seq_length, max_predictions_per_seq),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+        return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    if not is_training:
+        dataset = tf.data.Dataset.from_tensor_slices(files)
+        if num_pipelines > 1 and not shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        dataset = dataset.flat_map(tf.data.TFRecordDataset)  # files in order, once
+        if shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        return decode(dataset, True)
+
+    if position is None:
+        position = InputPosition(seed if seed is not None else random.randrange(1 << 31))
+    mine = list(range(len(files)))
+    if num_pipelines > 1 and not shard_records:
+        mine = mine[pipeline_id::num_pipelines]
+    names = tf.constant([files[i] for i in mine])
+    def one_epoch(epoch):
+        order = tf.random.experimental.stateless_shuffle(
+            names, seed=tf.stack([tf.constant(position.seed, tf.int64), epoch]))
+        dataset = tf.data.Dataset.from_tensor_slices(order).interleave(
+            tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(mine)),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        if shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        return position_lib.shuffle(dataset, shuffle_buffer_size, position.seed, epoch)
+
+    start = position.batches(input_context) * batch_size
+    epoch_size = None
+    if start:
+        counts = (list(records_per_file) if records_per_file is not None
+                  else [_count_records(f) for f in files])
+        epoch_size = sum(counts[i] for i in mine)
+        if shard_records:  # records pipeline_id, pipeline_id + P, ... of the epoch
+            epoch_size = max(0, (epoch_size - pipeline_id + num_pipelines - 1)
+                             // num_pipelines)
+        if epoch_size == 0:
+            raise RecordFormatError(f"input pipeline {pipeline_id} has no records in "
+                                    f"{','.join(files[i] for i in mine)}")
+    return decode(position_lib.epochs(one_epoch, start, epoch_size), True)
+
+
+def _count_records(path: str) -> int:
+    # Counted in batches: a per-record reduce costs ~15x more (measured 0.33 s against
+    # 5.7 s for 100k records, 26 MB).
+    return int(tf.data.TFRecordDataset(path, buffer_size=1 << 22).batch(4096).reduce(
+        tf.constant(0, tf.int64), lambda n, batch: n + tf.cast(tf.shape(batch)[0], tf.int64)))
 
 
 # ----------------------------------------------------------------- corrupt records
@@ -262,16 +300,31 @@ def _next_sound_record(path: str, reader, offset: int, size: int) -> int:
     return size
 
 
-def copy_sound_records(path: str, output_path: str) -> List[Tuple[int, int]]:
+def _check_stop(should_stop: Optional[Callable[[], bool]], what: str) -> None:
+    if should_stop is not None and should_stop():
+        from bert_tf.training.preemption import StopRequested
+
+        raise StopRequested(f"stop requested while {what}")
+
+
+def copy_sound_records(path: str, output_path: str,
+                       should_stop: Optional[Callable[[], bool]] = None
+                       ) -> List[Tuple[int, int]]:
     """Copies every sound record of `path` to `output_path`; returns the skipped byte
     ranges `(start, end)`, one per damaged record (end: the next sound record or EOF).
 
     After a damaged record the next sound one is found by trying the following byte
     offsets: a false match needs two CRC32C checksums to agree by chance.
+    `should_stop()` is polled every 4096 records and 16 MB copied: when true, the copy
+    is removed and StopRequested raised (a stop request during training).
     """
     reader, offset, skipped = _random_reader(path), 0, []
     size = tf.io.gfile.stat(path).length
+    records = 0
     while offset < size:  # checks every record's CRCs (C++), keeps only the damaged ranges
+        records += 1
+        if records % 4096 == 0:
+            _check_stop(should_stop, f"checking {path}")
         record, following = _read_at(reader, offset)
         if record is not None:
             offset = following
@@ -282,14 +335,21 @@ def copy_sound_records(path: str, output_path: str) -> List[Tuple[int, int]]:
         offset = skipped[-1][1]
     # The sound ranges are valid TFRecord streams as they are: copy their bytes.
     chunk = 16 << 20
-    with tf.io.gfile.GFile(path, "rb") as source, tf.io.gfile.GFile(output_path, "wb") as out:
-        position = 0
-        for start, end in skipped + [(size, size)]:
-            while position < start:
-                out.write(source.read(min(chunk, start - position)))
-                position = source.tell()
-            source.seek(end)
-            position = end
+    try:
+        with tf.io.gfile.GFile(path, "rb") as source, \
+                tf.io.gfile.GFile(output_path, "wb") as out:
+            position = 0
+            for start, end in skipped + [(size, size)]:
+                while position < start:
+                    _check_stop(should_stop, f"copying {path}")
+                    out.write(source.read(min(chunk, start - position)))
+                    position = source.tell()
+                source.seek(end)
+                position = end
+    except BaseException:
+        if tf.io.gfile.exists(output_path):
+            tf.io.gfile.remove(output_path)
+        raise
     return skipped
 
 
@@ -345,11 +405,16 @@ class RecordFiles:
     """
 
     def __init__(self, file_patterns: Union[str, Sequence[str]],
-                 skip_corrupt_records: bool = False):
+                 skip_corrupt_records: bool = False,
+                 should_stop: Optional[Callable[[], bool]] = None):
         self.files = list_record_files(file_patterns)
         self.skip_corrupt_records = skip_corrupt_records
+        # Polled during long host work (copies, counts): a stop request during training
+        # (Trainer.stop_requested) ends it with StopRequested.
+        self.should_stop = should_stop
         self.skipped_records = 0
         self._copies = {}
+        self._counts = {}  # path (or its sound copy) -> records
         self._scratch = None
 
     def paths(self) -> List[str]:
@@ -377,7 +442,7 @@ class RecordFiles:
             self._scratch = tempfile.mkdtemp(prefix="bert_tf_sound_records_")
             atexit.register(shutil.rmtree, self._scratch, ignore_errors=True)
         copy = os.path.join(self._scratch, f"{len(self._copies):05d}-{os.path.basename(path)}")
-        skipped = copy_sound_records(path, copy)
+        skipped = copy_sound_records(path, copy, self.should_stop)
         self._copies[path] = copy
         self.skipped_records += len(skipped)
         for start, end in skipped:
@@ -390,12 +455,20 @@ class RecordFiles:
     def count_records(self) -> int:
         """Counts the records of every file (reading them all), handling damaged ones
         file by file as `handle_data_loss` does."""
-        total = 0
+        return sum(self.record_counts())
+
+    def record_counts(self) -> List[int]:
+        """The records of each file of `paths()` (read once per file and kept; a damaged
+        file is handled as `handle_data_loss` does and its sound copy counted)."""
+        counts = []
         for path in self.files:
             while True:
+                key = self._copies.get(path, path)
+                if key in self._counts:
+                    break
+                _check_stop(self.should_stop, "counting the records")
                 try:
-                    total += int(tf.data.TFRecordDataset(self._copies.get(path, path)).reduce(
-                        tf.constant(0, tf.int64), lambda n, _: n + 1))
+                    self._counts[key] = _count_records(key)
                     break
                 except tf.errors.DataLossError as e:
                     if path in self._copies:
@@ -405,4 +478,5 @@ class RecordFiles:
                         raise RecordFormatError(f"{path}: cannot be read: {e.message}") \
                             from None
                     self._handle(*where)
-        return total
+            counts.append(self._counts[key])
+        return counts

@@ -193,11 +193,13 @@ class MultipleChoiceServing(serving.TaskServing):
         self.num_choices = int(num_choices)
         super().__init__(model, tokenizer, max_seq_length, name="bert_multiple_choice_serving",
                          text_signatures=text_signatures)
-        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=[
+        self.serve_ids = tf.function(self.bounded(self._serve_ids, text=False),
+                                     autograph=False, input_signature=[
             tf.TensorSpec([None, self.num_choices, None], tf.int32, name=n)
             for n in MODEL_INPUTS])
         if text_signatures:
-            self.serve_text = tf.function(self._serve_text_2, autograph=False, input_signature=[
+            self.serve_text = tf.function(self.bounded(self._serve_text_2, text=True),
+                                          autograph=False, input_signature=[
                 serving.text_spec("text"),
                 tf.TensorSpec([None, self.num_choices], tf.string, name="endings")])
 

@@ -12,7 +12,12 @@ Contracts:
   **per-replica** batches: `input_context.get_per_replica_batch_size(global_batch_size)`,
   sharded with `input_context` (see `bert_tf.data.pretraining`). Use
   `drop_remainder=True` for training: shapes must be static (TPU, XLA), and the loop
-  traces its step function once.
+  traces its step function once. A training `dataset_fn(input_context, position)` of
+  two parameters also gets an `InputPosition` (`bert_tf.data.position`): the run's
+  data seed and the step the pipeline starts at, so that a resumed run reads, from
+  step N on, what the uninterrupted run would have read (DESIGN 2.6). The seed is the
+  `input_seed` given to `train`, or drawn at the first start; the checkpoint keeps it
+  (root child `input_seed`), so every restart continues the same order.
 * `loss_fn(labels, outputs) -> scalar` or `-> (scalar, {name: (numerator, denominator)})`:
   the mean loss of this replica's (micro-)batch, float32, and optionally the metrics
   computed from the same per-example quantities (the pretraining loss returns the
@@ -26,8 +31,8 @@ Contracts:
 * `label_fn(labels) -> labels` (optional) runs in replica context on the whole
   per-replica batch before the forward pass, outside XLA: the place for all-reduces
   that a loss needs (the pretraining loss normalises by the global masked-LM weight).
-* `checkpoint_items`: the checkpoint's root children besides `optimizer` and `step`,
-  named as `bert_tf.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
+* `checkpoint_items`: the checkpoint's root children besides `optimizer`, `step` and
+  `input_seed`, named as `bert_tf.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
   `encoder`, `task_head`), so `output_dir` is a model dir any `--init_checkpoint`
   accepts. Write `bert_config.json`/vocab into it with `model_dir.write_metadata`.
 
@@ -60,10 +65,17 @@ preemption flag, so a TPU runs the steps back to back; the loss and metrics are 
 on the side and read once per loop. A non-finite loss is checked at the loop's end: the
 loop raises `NonFiniteLossError` naming the first bad step, without saving.
 
-Preemption (`bert_tf.training.preemption`): SIGTERM during `train` stops the loop after
-the running step (not the running block), saves a checkpoint and returns
-`"preempted"`. Under multi_worker_mirrored the notice rides on the gradient all-reduce,
-so every worker stops after the same step and they save the same checkpoint.
+Preemption (`bert_tf.training.preemption`): SIGTERM or SIGINT during `train` stops the
+loop after the running step (not the running block), saves a checkpoint and returns
+`"preempted"` with the `exit_code` (143 or 130). Under multi_worker_mirrored the notice
+rides on the gradient all-reduce, so every worker stops after the same step and they
+save the same checkpoint. Outside the step loop: during the held-out evaluation the
+notice rides on each batch's reduction (the evaluation ends after the running batch on
+every worker, its values are dropped, and the checkpoint is saved); during a
+`--skip_corrupt_records` copy or the record count that positions the input, the host
+work polls `stop_requested()` and ends; during the first trace/compile it is read after
+the first step; during a checkpoint write, the write finishes and (one worker) is the
+checkpoint, or (several) the next step stops them all.
 
 Mixed float16: a step the loss scaler skips (non-finite gradients) still counts as a
 step: the optimizer's `iterations` (the learning-rate schedule's step) is set to the
@@ -72,7 +84,9 @@ Trainer's `step` after each step, so the schedule never lags the step counter.
 
 from __future__ import annotations
 
+import inspect
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -87,8 +101,9 @@ from tensorflow.core.framework import summary_pb2
 from bert_tf import model_dir as model_dir_lib
 from bert_tf import output_guard
 from bert_tf.constants import MODEL_INPUTS
+from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, UsageError
-from bert_tf.training.preemption import PreemptionWatcher
+from bert_tf.training.preemption import PreemptionWatcher, StopRequested
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
 EVAL_RESULTS_FILE = "eval_results.json"
@@ -101,6 +116,20 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 
 class NonFiniteLossError(BertTfError, RuntimeError):
     """The training loss became NaN or Inf; the run stopped without saving."""
+
+
+class WorkerMismatchError(BertTfError, RuntimeError):
+    """The workers of one multi-worker run resumed from different steps."""
+
+
+def _takes_position(dataset_fn) -> bool:
+    """Whether `dataset_fn` takes `(input_context, position)` (see the module doc)."""
+    try:
+        parameters = inspect.signature(dataset_fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in positional for p in parameters) >= 2
 
 
 def _inner_optimizer(optimizer):
@@ -282,9 +311,13 @@ class InferenceLoop:
         return {k: np.concatenate(v)[keep] for k, v in parts.items()}
 
     def sum(self, dataset_fn: Callable, replica_fn: Callable,
-            num_steps: Optional[int] = None):
+            num_steps: Optional[int] = None, stop_flag: Optional[tf.Variable] = None):
         """(sums over batches and replicas of `replica_fn(features, labels)` as floats,
-        number of batches), over at most `num_steps` batches of `dataset_fn`'s data."""
+        number of batches), over at most `num_steps` batches of `dataset_fn`'s data.
+
+        `stop_flag` (a host bool variable, the PreemptionWatcher's): each worker's flag is
+        summed with the batch's values, so every worker sees a stop request after the
+        same batch; then it raises StopRequested (the sums are dropped)."""
         strategy = self.strategy
         if self._several_workers:
             # Several workers: the batch dimension made unknown, so the strategy hands
@@ -297,6 +330,11 @@ class InferenceLoop:
             relaxed_fn = dataset_fn
         dataset = self._distribute(relaxed_fn)
         fn = tf.autograph.experimental.do_not_convert(replica_fn)
+        if stop_flag is not None:
+            inner = fn
+
+            def fn(features, labels):  # the stop votes ride on the batch's reduction
+                return inner(features, labels), tf.cast(stop_flag.read_value(), tf.float32)
 
         def build():
             def step(features, labels):
@@ -306,13 +344,18 @@ class InferenceLoop:
                     values)
             return step
 
-        step = self._step(("sum", replica_fn), dataset.element_spec, build)
+        step = self._step(("sum", replica_fn, stop_flag is not None), dataset.element_spec,
+                          build)
         totals, steps = None, 0
         for features, labels in dataset:
             if num_steps is not None and steps >= num_steps:
                 break
             values = tf.nest.map_structure(lambda t: float(t.numpy()),
                                            step(features, labels))
+            if stop_flag is not None:
+                values, votes = values
+                if votes > 0:
+                    raise StopRequested(f"stop requested during evaluation (batch {steps})")
             totals = values if totals is None else tf.nest.map_structure(
                 lambda a, b: a + b, totals, values)
             steps += 1
@@ -355,10 +398,16 @@ class Trainer:
         with self.strategy.scope():
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            # The training data's seed (-1: not chosen yet), kept so a resumed run
+            # continues the same order (see `train`).
+            self.input_seed = tf.Variable(
+                -1, dtype=tf.int64, trainable=False, name="input_seed",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint_items = dict(checkpoint_items or {"model": model})
         self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
-                                              optimizer=self.optimizer, step=self.step)
+                                              optimizer=self.optimizer, step=self.step,
+                                              input_seed=self.input_seed)
         tf.io.gfile.makedirs(output_dir)
         # Non-chief workers must take part in saving but write to a scratch dir.
         self._save_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="ckpt_worker_")
@@ -425,7 +474,8 @@ class Trainer:
         # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
         # variable of another shape), without the unrestored-values warning flood.
         model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
-                                       "step": self.step}, require_all=True)
+                                       "step": self.step, "input_seed": self.input_seed},
+                              require_all=True)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
@@ -585,14 +635,21 @@ class Trainer:
               on_data_loss: Optional[Callable] = None,
               eval_dataset_fn: Optional[Callable] = None, eval_every_steps: int = 0,
               eval_steps: Optional[int] = None,
-              eval_on_data_loss: Optional[Callable] = None) -> Dict:
+              eval_on_data_loss: Optional[Callable] = None,
+              input_seed: Optional[int] = None) -> Dict:
         """Trains until `step == num_steps`; returns the last loop's values.
 
+        A `dataset_fn(input_context, position)` gets the `InputPosition` to start at (see
+        the module doc): the seed recorded in the checkpoint, else `input_seed`, else a
+        random one (under multi_worker_mirrored, the chief's), and the current step.
+        Several workers first check that they all resumed the same step (else
+        WorkerMismatchError naming the workers that differ from the chief).
+
         Returns a dict with `status` ("finished" or "preempted"), `step`, `loss` and the
-        metrics of the last loop. While it trains, SIGTERM (a preemption notice) makes it
-        stop after the running step, save a checkpoint and return "preempted" (on every
-        worker, at the same step); outside of it SIGTERM keeps its previous meaning
-        (by default: terminate).
+        metrics of the last loop. While it trains, SIGTERM (a preemption notice) or SIGINT
+        makes it stop after the running step (or evaluation batch), save a checkpoint and
+        return "preempted" with `exit_code` 143 or 130 (on every worker, at the same
+        step); outside of it the signals keep their previous meaning.
 
         A damaged input record (tf.errors.DataLossError) stops the run without saving;
         `on_data_loss(error)` (e.g. `bert_tf.data.pretraining.RecordFiles.handle_data_loss`)
@@ -607,7 +664,63 @@ class Trainer:
         with self._preemption:
             return self._train(dataset_fn, global_batch_size, num_steps, on_data_loss,
                                eval_dataset_fn, eval_every_steps if eval_dataset_fn else 0,
-                               eval_steps, eval_on_data_loss)
+                               eval_steps, eval_on_data_loss, input_seed)
+
+    def _gather_from_workers(self, values: Sequence[int]) -> np.ndarray:
+        """Every worker's `values` (ints), one row per worker in task order (a collective:
+        every worker calls it at the same point)."""
+        strategy = self.strategy
+        mine = tf.constant([list(values)], tf.int64)
+
+        @tf.function(autograph=False)
+        def gather():
+            return strategy.gather(strategy.run(lambda: tf.identity(mine)), axis=0)
+
+        rows = gather().numpy()
+        return rows[::max(1, len(rows) // num_workers(strategy))]
+
+    def _input_position(self, input_seed: Optional[int]) -> InputPosition:
+        """Chooses (or reads back) the data seed and checks that all workers resumed the
+        same step; the position training starts at."""
+        step = int(self.step.numpy())
+        recorded = int(self.input_seed.numpy())
+        if recorded >= 0:
+            seed = recorded
+            if input_seed is not None and input_seed != recorded:
+                logging.warning("the checkpoint's input order was drawn with seed %d, not "
+                                "%d: continuing it", recorded, input_seed)
+        else:
+            seed = input_seed if input_seed is not None else random.randrange(1 << 31)
+        if num_workers(self.strategy) > 1:
+            rows = self._gather_from_workers([step, seed])
+            differ = [w for w in range(1, len(rows)) if rows[w][0] != rows[0][0]]
+            if differ:
+                raise WorkerMismatchError(
+                    "workers resumed from different steps: " + ", ".join(
+                        f"worker {w} at step {rows[w][0]}" for w in differ) +
+                    f", the chief (worker 0) at step {rows[0][0]}; every worker must read "
+                    f"the chief's checkpoints: give all of them the same --output_dir on "
+                    f"a shared filesystem (e.g. gs://...)")
+            seed = int(rows[0][1])  # the chief's: a drawn seed differs per worker
+        self.input_seed.assign(seed)
+        return InputPosition(seed=seed, step=step)
+
+    def _training_dataset(self, dataset_fn, position: InputPosition):
+        try:  # positioning may read the records (a damaged one is the user's to fix)
+            if _takes_position(dataset_fn):
+                return self._distribute(lambda ctx: dataset_fn(ctx, position),
+                                        must_be_static=True)
+            return self._distribute(dataset_fn, must_be_static=True)
+        except BertTfError as e:
+            self._raise_with_checkpoint_state(e)
+
+    def _raise_with_checkpoint_state(self, error: BertTfError):
+        """Re-raises a user error that stops training with what was saved."""
+        latest = self.manager.latest_checkpoint
+        state = (f"the last checkpoint ({latest}) is intact and the same command "
+                 f"resumes from it" if latest else "no checkpoint had been written yet")
+        raise type(error)(f"{error}. Stopped at step {int(self.step.numpy())} without "
+                          f"saving; {state}") from None
 
     def _data_loss(self, error, on_data_loss) -> None:
         """Lets `on_data_loss` explain or repair a damaged input record; a user error it
@@ -617,39 +730,49 @@ class Trainer:
         try:
             on_data_loss(error)
         except BertTfError as e:
-            latest = self.manager.latest_checkpoint
-            state = (f"the last checkpoint ({latest}) is intact and the same command "
-                     f"resumes from it" if latest else "no checkpoint had been written yet")
-            raise type(e)(f"{e}. Stopped at step {int(self.step.numpy())} without saving; "
-                          f"{state}") from None
+            self._raise_with_checkpoint_state(e)
 
     def _train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int,
                on_data_loss: Optional[Callable] = None,
                eval_dataset_fn: Optional[Callable] = None, eval_every: int = 0,
                eval_steps: Optional[int] = None,
-               eval_on_data_loss: Optional[Callable] = None) -> Dict:
+               eval_on_data_loss: Optional[Callable] = None,
+               input_seed: Optional[int] = None) -> Dict:
         divisor = self.strategy.num_replicas_in_sync * self.accumulation
         if global_batch_size % divisor:
             raise UsageError(
                 f"train_batch_size {global_batch_size} must be a multiple of replicas x "
                 f"gradient_accumulation_steps = {divisor}")
-        step = int(self.step.numpy())
+        position = self._input_position(input_seed)
+        step = position.step
         if step >= num_steps:
             logging.info("step %d >= num_train_steps %d: nothing to train", step, num_steps)
             return {"status": "finished", "step": step}
-        dataset = self._distribute(dataset_fn, must_be_static=True)
+        result = {}
+        try:  # a stop request outside the step loop (see `_stopped`)
+            dataset = self._training_dataset(dataset_fn, position)
+        except StopRequested:
+            return self._stopped(result, "while positioning the input")
         if self._train_loop is None:
             self._train_loop = self._build_train_loop()
         seq_length = self._sequence_length(dataset)
         iterator = iter(dataset)
-        result = {}
+
         def evaluate_at(step):  # the held-out curve: at the start and every eval_every steps
             if eval_every > 0 and step % eval_every == 0:
+                logging.info("held-out evaluation at step %d", step)
                 self.eval_history.append(self.evaluate(eval_dataset_fn, eval_steps,
                                                        write_results=False,
-                                                       on_data_loss=eval_on_data_loss))
+                                                       on_data_loss=eval_on_data_loss,
+                                                       stop_on_request=True))
 
-        evaluate_at(step)
+        try:
+            evaluate_at(step)
+        except StopRequested:
+            return self._stopped(result, "during the held-out evaluation")
+        # The first call traces (and with XLA compiles) the loop: a stop request then is
+        # read after its first step.
+        logging.info("training from step %d to %d", step, num_steps)
         while step < num_steps:
             next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
             n = min(self.steps_per_loop, num_steps - step, next_save - step)
@@ -660,10 +783,14 @@ class Trainer:
                 out = self._train_loop(iterator, tf.constant(n, tf.int32))
                 out = tf.nest.map_structure(lambda t: t.numpy(), out)
             except tf.errors.DataLossError as e:
-                self._data_loss(e, on_data_loss)  # raises, or the input was repaired
-                step = int(self.step.numpy())
-                logging.warning("continuing from step %d with a new input pipeline", step)
-                iterator = iter(self._distribute(dataset_fn, must_be_static=True))
+                try:
+                    self._data_loss(e, on_data_loss)  # raises, or the input was repaired
+                    step = int(self.step.numpy())
+                    logging.warning("continuing from step %d with a new input pipeline", step)
+                    position = InputPosition(seed=position.seed, step=step)
+                    iterator = iter(self._training_dataset(dataset_fn, position))
+                except StopRequested:
+                    return self._stopped(result, "while skipping a damaged record")
                 continue
             seconds = time.time() - start
             if out["bad_step"] >= 0:
@@ -675,18 +802,46 @@ class Trainer:
             step = int(self.step.numpy())
             result = self._report(out, step, seconds, global_batch_size, seq_length)
             if bool(out["stopped"]):
-                path = self.save()
-                logging.info("SIGTERM: saved checkpoint %s at step %d; rerun the same "
-                             "command to resume", path or "(chief's)", step)
-                result.update(status="preempted", step=step)
-                return result
+                return self._stopped(result, "")
             if step % self.save_checkpoints_steps == 0 or step >= num_steps:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
-            evaluate_at(step)
+                if self.stop_requested() and not self._agree_on_stop and step < num_steps:
+                    # One worker: the request came during the save; it is the checkpoint.
+                    return self._stopped(result, "", saved=path)
+            try:
+                evaluate_at(step)
+            except StopRequested:
+                return self._stopped(result, "during the held-out evaluation")
+        if self.stop_requested() and not self._agree_on_stop:
+            # The request came during the last steps or the final save: training is done
+            # and saved, but the command must still stop (one worker: several would
+            # disagree on the evaluation's collectives that follow).
+            return self._stopped(result, "after the last step",
+                                 saved=self.manager.latest_checkpoint)
         self._flush()
         result.update(status="finished", step=step)
+        return result
+
+    def stop_requested(self) -> bool:
+        """Whether SIGTERM/SIGINT (or the termination watcher) asked this worker to stop
+        (while `train` runs); long host work inside training polls it."""
+        return self._preemption.event.is_set()
+
+    def _stopped(self, result: Dict, where: str, saved: Optional[str] = None) -> Dict:
+        """Saves a checkpoint of the current step (unless `saved`) and returns the
+        "preempted" result: every worker gets here after the same step (the stop vote
+        rides on a collective), so they save the same checkpoint."""
+        step = int(self.step.numpy())
+        path = saved or self.save()
+        watcher = self._preemption
+        logging.info("%s: saved checkpoint %s at step %d%s; rerun the same command to "
+                     "resume", watcher.signal_name, path or "(chief's)", step,
+                     f" ({where})" if where else "")
+        self._flush()
+        result.update(status="preempted", step=step, exit_code=watcher.exit_code,
+                      signal=watcher.signal_name)
         return result
 
     @staticmethod
@@ -746,7 +901,8 @@ class Trainer:
         return {"loss_sum": loss_sum, "weight": weight, "metrics": metrics}
 
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
-                 write_results: bool = True, on_data_loss: Optional[Callable] = None) -> Dict:
+                 write_results: bool = True, on_data_loss: Optional[Callable] = None,
+                 stop_on_request: bool = False) -> Dict:
         """Runs over the eval dataset (at most `num_steps` batches) and returns metrics.
 
         `loss` is the mean of the batches' losses weighted by their rows. Writes
@@ -754,17 +910,21 @@ class Trainer:
         `eval_steps`) on the chief. Under multi_worker_mirrored, workers whose eval data
         ends first take part with empty batches until every worker's data has ended.
         A damaged record goes to `on_data_loss` as in `train`; when it returns, the
-        evaluation starts over on the repaired input.
+        evaluation starts over on the repaired input. `stop_on_request` (the held-out
+        evaluation inside `train`): a stop request ends it after the running batch, on
+        every worker, with StopRequested.
         """
+        stop_flag = self._preemption.requested if stop_on_request else None
         while True:
             try:
-                return self._evaluate(dataset_fn, num_steps, write_results)
+                return self._evaluate(dataset_fn, num_steps, write_results, stop_flag)
             except tf.errors.DataLossError as e:
                 self._data_loss(e, on_data_loss)
                 logging.warning("evaluating again on the repaired input")
 
-    def _evaluate(self, dataset_fn, num_steps, write_results) -> Dict:
-        totals, steps = self.inference.sum(dataset_fn, self._replica_eval_step, num_steps)
+    def _evaluate(self, dataset_fn, num_steps, write_results, stop_flag=None) -> Dict:
+        totals, steps = self.inference.sum(dataset_fn, self._replica_eval_step, num_steps,
+                                           stop_flag)
         if steps == 0:
             raise UsageError("evaluate: the eval dataset yielded no batch; is the eval "
                              "batch size larger than the eval data?")

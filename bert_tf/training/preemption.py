@@ -1,4 +1,9 @@
-"""Preemption notices for the training loop: a host flag the running loop reads between steps.
+"""Stop requests for the training loop: a host flag the running loop reads between steps.
+
+SIGTERM (a preemption notice) and SIGINT (Ctrl-C) both ask the run to stop: the Trainer
+finishes the running step (or held-out evaluation batch, or record copy), saves a
+checkpoint and the command exits 143 (SIGTERM) or 130 (SIGINT). A second SIGINT quits at
+once without saving (exit 130).
 
 A preempted machine gets SIGTERM and a grace period (30 s on GCE preemptible and spot VMs)
 before it is killed. The Trainer runs `steps_per_loop` steps (the official configs: 1000)
@@ -39,13 +44,23 @@ import tensorflow as tf
 from absl import logging
 
 
+class StopRequested(Exception):
+    """Raised inside training (held-out evaluation, a record copy) when a stop was
+    requested: the Trainer saves a checkpoint and returns "preempted"."""
+
+
+# The signals that ask a run to stop, and what the command then exits with (128 + signal).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 class PreemptionWatcher:
-    """Context manager: while active, SIGTERM (or `termination_watcher_fn()`) sets
-    `requested` (a host bool tf.Variable) and `event` (a threading.Event).
+    """Context manager: while active, SIGTERM or SIGINT (or `termination_watcher_fn()`)
+    sets `requested` (a host bool tf.Variable) and `event` (a threading.Event);
+    `signal_number` says which signal came first (SIGTERM for a termination notice).
 
     Only the main thread can install signal handlers; elsewhere only
     `termination_watcher_fn` is watched. Leaving the context restores the previous
-    SIGTERM handler, so outside training SIGTERM keeps its meaning (terminate).
+    handlers, so outside training the signals keep their meaning (terminate, interrupt).
     """
 
     def __init__(self, handle_sigterm: bool = True,
@@ -59,18 +74,36 @@ class PreemptionWatcher:
             # strategy.scope(), as the Trainer is).
             self.requested = tf.Variable(False, trainable=False, name="preemption_requested")
         self.event = threading.Event()
+        self.signal_number = None
         self._stop = threading.Event()
         self._threads = []
         self._previous = None
 
-    def _set(self, why: str):
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal that asked to stop (143: SIGTERM, 130: SIGINT)."""
+        return 128 + int(self.signal_number or signal.SIGTERM)
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signal_number or signal.SIGTERM).name
+
+    def _set(self, why: str, number=signal.SIGTERM):
         if not self.event.is_set():
-            logging.warning("%s: stopping after the running step to save a checkpoint", why)
+            self.signal_number = number
+            logging.warning("%s: stopping after the running step to save a checkpoint%s",
+                            why, " (Ctrl-C again: quit without saving)"
+                            if number == signal.SIGINT else "")
+        elif number == signal.SIGINT and self.signal_number == signal.SIGINT:
+            logging.warning("SIGINT again: quitting without saving")
+            logging.flush()
+            os._exit(130)
         self.event.set()
         self.requested.assign(True)
 
     def reset(self):
         self.event.clear()
+        self.signal_number = None
         self.requested.assign(False)
 
     def __enter__(self):
@@ -82,8 +115,10 @@ class PreemptionWatcher:
             os.set_blocking(write_fd, False)
             self._fds = (read_fd, write_fd)
             # A no-op Python handler: the C-level handler writes the signal number to
-            # the wakeup fd at once, whatever the main thread is doing.
-            self._previous = signal.signal(signal.SIGTERM, lambda *_: None)
+            # the wakeup fd at once, whatever the main thread is doing (for SIGINT also
+            # no KeyboardInterrupt in the middle of a step or a checkpoint write).
+            self._previous = {number: signal.signal(number, lambda *_: None)
+                              for number in STOP_SIGNALS}
             self._previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
             self._start(self._read_signals)
         if self.termination_watcher_fn is not None:
@@ -101,8 +136,9 @@ class PreemptionWatcher:
             data = os.read(read_fd, 64)
             if not data or self._stop.is_set():
                 return
-            if signal.SIGTERM in data:
-                self._set("SIGTERM")
+            for number in data:
+                if number in STOP_SIGNALS:
+                    self._set(signal.Signals(number).name, number)
 
     def _poll(self):
         while not self._stop.wait(self.poll_seconds):
@@ -114,7 +150,8 @@ class PreemptionWatcher:
         self._stop.set()
         if self._previous is not None:
             signal.set_wakeup_fd(self._previous_fd)
-            signal.signal(signal.SIGTERM, self._previous)
+            for number, handler in self._previous.items():
+                signal.signal(number, handler)
             self._previous = None
             os.write(self._fds[1], b"\0")  # wakes the reader, which sees _stop
         for thread in self._threads:

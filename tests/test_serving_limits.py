@@ -1,0 +1,116 @@
+"""Serving bounds (issue 24): every signature refuses more rows than `max_batch_size`, the
+raw-text ones strings longer than `max_text_length` UTF-8 bytes, and the ids signatures
+ids outside the embedding tables, in the graph with INVALID_ARGUMENT naming the limit
+(the same on every device); the limits come from export_model's flags and are recorded
+in assets.extra/serving_limits.json."""
+
+import json
+import os
+
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from bert_tf import export, export_model, serving
+from tests.test_export import encoder_dir, ids_batch, read_warmup  # noqa: F401 (fixture)
+from tests.test_export_tasks import (as_bytes, call, fine_tuned_dir, packed, tokenizer,  # noqa: F401
+                                     vocab_file)
+
+
+def _refused(fn, match, **inputs):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        call(fn, **inputs)
+
+
+@pytest.fixture(scope="module")
+def encoder_export(encoder_dir, tmp_path_factory):  # noqa: F811
+    src, _ = encoder_dir
+    path = export.export_model_dir(str(src), str(tmp_path_factory.mktemp("limits")),
+                                   max_batch_size=3, max_text_length=40)
+    return path, tf.saved_model.load(path)
+
+
+def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
+    path, loaded = encoder_export
+    # The warmup requests are cut to the limits: TF Serving would not load the model if
+    # one of them failed.
+    warmup = read_warmup(path)
+    assert len(warmup) == 2
+    for log in warmup:
+        request = log.predict_log.request
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        assert max(len(t) for t in inputs.get("text", [b""])) <= 40
+        call(loaded.signatures[request.model_spec.signature_name], **inputs)
+    limits = json.load(open(os.path.join(path, "assets.extra", serving.LIMITS_FILE)))
+    assert limits["max_batch_size"] == 3 and limits["max_text_length_utf8_bytes"] == 40
+    ids_fn = loaded.signatures[export.SERVING_DEFAULT]
+    text_fn = loaded.signatures[export.TEXT_SIGNATURE]
+    good = ids_batch(batch=3)
+    assert call(ids_fn, **good)["pooled_output"].shape[0] == 3
+    _refused(ids_fn, "max_batch_size=3", **ids_batch(batch=4))
+    vocab_size = 40  # tests.test_export.TINY
+    for bad, match in ((vocab_size, "input_word_ids >= vocab_size=40"),
+                       (-1, "input_word_ids below 0")):
+        ids = {k: v.copy() for k, v in good.items()}
+        ids["input_word_ids"][1, 2] = bad
+        _refused(ids_fn, match, **ids)
+    types = {k: v.copy() for k, v in good.items()}
+    types["input_type_ids"][0, 1] = 2
+    _refused(ids_fn, "input_type_ids >= type_vocab_size=2", **types)
+    # Raw text: 40 bytes pass, 41 do not; a multi-byte character counts its bytes.
+    assert call(text_fn, text=as_bytes(["a" * 40]))["pooled_output"].shape[0] == 1
+    _refused(text_fn, "max_text_length=40 bytes", text=as_bytes(["ok", "a" * 41]))
+    _refused(text_fn, "max_text_length=40 bytes", text=as_bytes(["서" * 14]))
+    _refused(text_fn, "max_batch_size=3", text=as_bytes(["a"] * 4))
+
+
+def test_defaults_apply_without_the_flags(encoder_dir, tmp_path):  # noqa: F811
+    src, _ = encoder_dir
+    path = export.export_model_dir(str(src), str(tmp_path))
+    limits = json.load(open(os.path.join(path, "assets.extra", serving.LIMITS_FILE)))
+    assert limits["max_batch_size"] == serving.DEFAULT_MAX_BATCH_SIZE == 256
+    assert limits["max_text_length_utf8_bytes"] == serving.DEFAULT_MAX_TEXT_LENGTH == 20000
+    loaded = tf.saved_model.load(path)
+    _refused(loaded.signatures[export.TEXT_SIGNATURE], "max_text_length=20000",
+             text=as_bytes(["word " * 4001]))
+
+
+def test_ner_and_squad_long_texts_are_refused_not_split_into_thousands_of_windows(
+        tmp_path, vocab_file, tokenizer):  # noqa: F811
+    (tmp_path / "ner").mkdir()
+    fine_tuned_dir(tmp_path / "ner", "conll2003", vocab_file, tokenizer, max_seq_length=8)
+    ner = tf.saved_model.load(export.export_model_dir(
+        str(tmp_path / "ner"), str(tmp_path / "ner_export"), max_text_length=100))
+    fn = ner.signatures[export.SERVING_DEFAULT]
+    assert call(fn, text=as_bytes(["the lazy dog " * 7]))["num_words"].tolist() == [21]
+    _refused(fn, "max_text_length=100", text=as_bytes(["the lazy dog " * 8]))
+    ids = packed(tokenizer, ["the fox"], length=8)
+    ids["input_word_ids"][0, 1] = 10 ** 6
+    _refused(ner.signatures[export.IDS_SIGNATURE], "vocab_size", **ids)
+
+    (tmp_path / "squad").mkdir()
+    fine_tuned_dir(tmp_path / "squad", "squad", vocab_file, tokenizer, max_seq_length=16,
+                   doc_stride=3, max_query_length=4, n_best_size=5, max_answer_length=4)
+    squad = tf.saved_model.load(export.export_model_dir(
+        str(tmp_path / "squad"), str(tmp_path / "squad_export"), max_text_length=60,
+        max_batch_size=2))
+    fn = squad.signatures[export.SERVING_DEFAULT]
+    question, context = as_bytes(["where is seoul?"]), as_bytes(["seoul is the capital"])
+    assert call(fn, question=question, context=context)["answer_text"].shape == (1,)
+    _refused(fn, "max_text_length=60", question=question,
+             context=as_bytes(["seoul is the capital of korea . " * 3]))
+    _refused(fn, "max_batch_size=2", question=as_bytes(["q"] * 3),
+             context=as_bytes(["c"] * 3))
+
+
+def test_export_model_flags_set_the_limits_and_refuse_zero():
+    fv = flags.FlagValues()
+    export_model.define_flags(fv)
+    fv(["export_model", "--init_checkpoint=m", "--export_dir=e", "--max_batch_size=8",
+        "--max_text_length=1000"])
+    config = export_model.ExportConfig.from_flags(fv)
+    assert (config.max_batch_size, config.max_text_length) == (8, 1000)
+    bad = flags.FlagValues()
+    export_model.define_flags(bad)
+    with pytest.raises(flags.IllegalFlagValueError, match="max_batch_size"):
+        bad(["export_model", "--init_checkpoint=m", "--export_dir=e", "--max_batch_size=0"])
