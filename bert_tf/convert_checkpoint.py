@@ -45,6 +45,7 @@ the input.
 """
 
 import dataclasses
+import json
 import os
 from typing import Optional
 
@@ -158,15 +159,36 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
     inputs = [input_path, input_path + ".index", bert_config_file, vocab_file]
+    # What this conversion is: a rerun of it (after a kill once the output was in place)
+    # finds its output complete instead of refusing the now non-empty --output_dir.
+    job = json.dumps([source_format, target_format, os.path.abspath(input_path),
+                      bert_config_file, vocab_file, do_lower_case, task_name])
+    if output_guard.is_complete(output_dir, "convert_checkpoint", job) and not overwrite:
+        logging.info("%s: already holds this conversion, nothing to do", output_dir)
+        return _written_prefix(output_dir)
     # Built beside --output_dir and swapped in when complete; --overwrite replaces only an
     # earlier bert_tf output, never an input or a folder holding one (DESIGN 2.6).
     with output_guard.new_output_dir(output_dir, "convert_checkpoint", overwrite=overwrite,
-                                     inputs=inputs) as tmp_dir:
+                                     inputs=inputs, job=job) as tmp_dir:
         prefix = _convert_into(source_format, target_format, input_path, tmp_dir,
                                bert_config_file, vocab_file, do_lower_case, task_name)
     prefix = os.path.join(output_dir, os.path.basename(prefix))
     logging.info("wrote %s", prefix)
     return prefix
+
+
+def _written_prefix(output_dir: str) -> str:
+    """The checkpoint prefix or weights file an earlier run of the job wrote there."""
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(output_dir)
+    if latest:
+        return latest
+    for name in ("model.safetensors", "bert_model.ckpt", "model.weights.h5"):
+        if os.path.exists(os.path.join(output_dir, name)) or os.path.exists(
+                os.path.join(output_dir, name + ".index")):
+            return os.path.join(output_dir, name)
+    return output_dir
 
 
 def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config_file,

@@ -413,7 +413,8 @@ _SHAPE_ERROR = re.compile(r"shape \(([^)]*)\) when attempting to restore variabl
                           r"shape \(([^)]*)\) and name ([^\s]+?)(:0)?\.?$")
 
 
-def restore(path, objects: Mapping[str, object], *, require_all: bool = True):
+def restore(path, objects: Mapping[str, object], *, require_all: bool = True,
+            checkpoint: Optional[tf.train.Checkpoint] = None):
     """Restores `objects` (root-child name -> trackable) from a checkpoint.
 
     `path` is a model dir, a checkpoint prefix or a `ResolvedModelDir` (whose verified
@@ -422,6 +423,8 @@ def restore(path, objects: Mapping[str, object], *, require_all: bool = True):
     Raises CheckpointMismatchError naming the variable and both shapes when the
     checkpoint does not fit, and, with `require_all`, when a variable of `objects` has
     no value in the checkpoint or the checkpoint holds more encoder layers.
+    `checkpoint`: the caller's own tf.train.Checkpoint of `objects` (a Trainer's, whose
+    save counter must continue), read instead of a new one.
     Returns the checkpoint prefix restored.
     """
     if isinstance(path, ResolvedModelDir):
@@ -430,7 +433,7 @@ def restore(path, objects: Mapping[str, object], *, require_all: bool = True):
         prefix = resolve_checkpoint(path)
         reader = check_checkpoint_files(prefix)
     _check_layer_count(prefix, objects, reader)
-    checkpoint = tf.train.Checkpoint(**objects)
+    checkpoint = checkpoint or tf.train.Checkpoint(**objects)
     try:
         status = checkpoint.read(prefix)
     except (tf.errors.DataLossError, tf.errors.OutOfRangeError, IndexError) as e:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import uuid
 from typing import Iterable, Iterator, Optional, Sequence
@@ -156,6 +157,13 @@ def owner(directory: str) -> Optional[dict]:
     return record if isinstance(record, dict) and "command" in record else None
 
 
+def is_complete(directory: str, command: str, job: str) -> bool:
+    """`directory` is `command`'s finished output of this very `job` (`new_output_dir`):
+    a rerun after a kill that came once the output was in place has nothing to do."""
+    record = owner(directory)
+    return bool(record) and record["command"] == command and record.get("job") == job
+
+
 def is_ours(directory: str, command: Optional[str] = None) -> bool:
     """`directory` bears a marker (of `command`, when given)."""
     record = owner(directory)
@@ -222,6 +230,31 @@ def _temporary_name(path: str) -> str:
     return os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
 
 
+_LEFT_OVER = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{12}\.(tmp|old)$")
+
+
+def remove_left_overs(path: str) -> None:
+    """Removes what a killed writer of `path` left beside it: hidden `.NAME.<12 hex>.tmp`
+    files or dirs (`atomic_file`, `new_output_dir`) and `.NAME.<12 hex>.old` dirs of an
+    interrupted swap. Only this module makes such names, so a rerun may delete them."""
+    remote = file_io.is_remote(path)
+    path = path.rstrip("/") if remote else os.path.abspath(path)
+    directory, name = os.path.split(path)
+    if not _isdir(directory):
+        return
+    for entry in _listdir(directory):
+        match = _LEFT_OVER.match(entry)
+        if match and match.group("name") == name:
+            left = os.path.join(directory, entry)
+            if _isdir(left):
+                _rmtree(left)
+            elif remote:
+                _gfile().remove(left)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(left)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str) -> Iterator[str]:
     """Yields a hidden, unpredictable temporary path beside `path` (a left-over one never
@@ -241,6 +274,7 @@ def atomic_file(path: str) -> Iterator[str]:
     directory = os.path.dirname(path)
     if directory:
         _makedirs(directory)
+    remove_left_overs(path)  # a killed earlier writer's temporary
     tmp = _temporary_name(path)
     try:
         yield tmp
@@ -316,12 +350,15 @@ def _publish(tmp: str, target: str, last: Sequence[str]) -> None:
 def new_output_dir(output_dir: str, command: str, *, overwrite: bool = False,
                    inputs: Sequence[Optional[str]] = (), flag: str = "--output_dir",
                    last: Sequence[str] = ("saved_model.pb", "checkpoint"),
-                   allow_existing_empty: bool = True, marked: bool = True) -> Iterator[str]:
+                   allow_existing_empty: bool = True, marked: bool = True,
+                   job: Optional[str] = None) -> Iterator[str]:
     """Yields a hidden directory beside `output_dir` to build the output in; when the
     block ends without error it becomes `output_dir` (marked as `command`'s), replacing
     an earlier output only with `overwrite` and only when that one bears a bert_tf marker;
     on error it is removed and `output_dir` is untouched. `marked=False` leaves out the
-    marker (outputs that are never replaced, such as SavedModel versions).
+    marker (outputs that are never replaced, such as SavedModel versions); `job` (what
+    made the output, recorded in the marker) lets a rerun see it is already done
+    (`is_complete`).
 
     Refused (OutputGuardError, nothing written): `output_dir` is, contains or lies inside
     an input; it exists, is not empty, and `overwrite` is off; with `overwrite`, it holds
@@ -347,12 +384,13 @@ def new_output_dir(output_dir: str, command: str, *, overwrite: bool = False,
         replace = True
     parent = os.path.dirname(target)
     _makedirs(parent)
+    remove_left_overs(target)  # a killed earlier build of the same output
     tmp = os.path.join(parent, f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.tmp")
     _makedirs(tmp)
     try:
         yield tmp
         if marked:
-            mark(tmp, command)
+            mark(tmp, command, **({"job": job} if job else {}))
         if replace:
             old = os.path.join(parent,
                                f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.old")

@@ -807,6 +807,10 @@ def run(cfg: JobConfig) -> Dict:
             replaced = [p for p in previous.get("output_files", []) if isinstance(p, str)]
         elif all(os.path.exists(s) for s in shards):
             log.info("%s: already complete, nothing to do", summary_file)
+            # A kill between the summary and the clean-up left the work dir: ours to go.
+            requested = work_dir_path(cfg)
+            for work in (requested, os.path.join(requested, "create_pretraining_data.work")):
+                output_guard.release_work_dir(work, "create_pretraining_data")
             return previous
     # Only the job's own files there are removed at the end (DESIGN 2.6): a --work_dir of
     # the user's, or the output directory itself, gets a marked subfolder.

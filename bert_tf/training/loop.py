@@ -475,7 +475,7 @@ class Trainer:
         # variable of another shape), without the unrestored-values warning flood.
         model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
                                        "step": self.step, "input_seed": self.input_seed},
-                              require_all=True)
+                              require_all=True, checkpoint=self.checkpoint)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
