@@ -7,7 +7,8 @@ changed. For each command below this script
 1. runs it uninterrupted into a reference output (the run's duration, and for
    create_pretraining_data each pass's, are measured);
 2. repeatedly starts it into a fresh output and sends SIGKILL to its whole process group
-   (workers too) at a moment drawn from a seeded RNG within the reference duration
+   (workers too) at a moment drawn from a seeded RNG within the duration of an
+   uninterrupted run (the median of those measured, as the load changes)
    (three in four after the reference run's first write to its folder: before it,
    TensorFlow is still starting; half after its first checkpoint, for the commands that
    write checkpoints; create_pretraining_data: within one chosen pass, each of its four
@@ -35,7 +36,7 @@ starts over) are reported in their own column and fail the run only with
         --kills=30 --seed=1 [--commands=cpd,pretrain,finetune,convert,export] [--keep]
 
 Commands and their tiny settings (SCENARIOS below): create_pretraining_data on
-wikitext2_bert_format.txt (2.3 MB, --pool_size=8: 16 work units, 8 shards, 1 worker);
+wikitext2_bert_format.txt (2.3 MB, --pool_size=8: 16 work units, --dupe_factor=5, 8 shards, 1 worker);
 pretrain (L2/H32, 200 steps, a checkpoint every 25) on those records; finetune SST-2 (256
 examples, 32 steps, a checkpoint every 8, --do_eval) from that pretrained dir;
 convert_checkpoint of the MiniLM-L6 shipped in the venv (HF -> bert_tf); export_model of
@@ -89,6 +90,7 @@ class Scenario:
     kills: int = 0
     passes: Tuple[str, ...] = ()  # progress-bar names of the passes to aim at
     control_run: bool = False  # a second uninterrupted run: is the command deterministic?
+    trains: bool = False  # half the kills after the first checkpoint (training, saving)
     shared_inputs: Tuple[str, ...] = ()  # files/dirs outside parent the command reads
     # Where a killed run was, from the files it had made (more exact than its log, which
     # reaches the file through the commands' stderr filter a moment late).
@@ -111,6 +113,7 @@ class Attempt:
     hit: str = ""  # the pass / last log line at the kill
     left: List[str] = dataclasses.field(default_factory=list)  # new names after the kill
     log: str = ""
+    resumed: str = ""  # the step a training command said it resumed from
 
 
 @dataclasses.dataclass
@@ -123,6 +126,7 @@ class Trial:
     strays: List[str] = dataclasses.field(default_factory=list)
     mismatches: List[str] = dataclasses.field(default_factory=list)
     weight_diffs: List[str] = dataclasses.field(default_factory=list)
+    failures: List[str] = dataclasses.field(default_factory=list)  # reruns that failed
     kept: str = ""
 
     @property
@@ -131,7 +135,8 @@ class Trial:
 
     @property
     def ok(self) -> bool:
-        return self.completed and not (self.lost or self.strays or self.mismatches)
+        return self.completed and not (self.lost or self.strays or self.mismatches
+                                       or self.failures)
 
 
 @dataclasses.dataclass
@@ -408,6 +413,21 @@ def _strip_volatile(obj):
     return obj
 
 
+def _json_difference(reference: str, trial: str) -> str:
+    """'' when the two JSON files are equal but for timings; else what differs."""
+    try:
+        want, got = _strip_volatile(_json(reference)), _strip_volatile(_json(trial))
+    except ValueError as e:
+        return f"not valid JSON ({e})"
+    if want == got:
+        return ""
+    if isinstance(want, dict) and isinstance(got, dict):
+        keys = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+        return "differs: " + ", ".join(f"{k} {got.get(k)!r} (uninterrupted: {want.get(k)!r})"
+                                       for k in keys[:4])
+    return "differs"
+
+
 def _checkpoint_state(path: str) -> List[str]:
     # The TF `checkpoint` file: which checkpoints exist and the latest (timestamps differ).
     with open(path, encoding="utf-8") as f:
@@ -524,24 +544,16 @@ def compare_outputs(scenario: Scenario, reference: str, trial: str, files: Seque
                                       f"({_checkpoint_state(b)[:1]} vs {_checkpoint_state(a)[:1]})")
             continue
         if WEIGHT_DEPENDENT.search(rel) and prefixes:
-            if rel.endswith(".json"):
-                same = _strip_volatile(_json(a)) == _strip_volatile(_json(b))
-            else:
-                same = sha256(a) == sha256(b)
-            if not same:
+            what = _json_difference(a, b) if rel.endswith(".json") else (
+                "differs" if sha256(a) != sha256(b) else "")
+            if what:
                 (cmp.mismatches if weights_equal else cmp.weight_diffs).append(
-                    f"{rel}: differs" + ("" if weights_equal else " (the weights differ)"))
+                    f"{rel}: {what}" + ("" if weights_equal else " (the weights differ)"))
             continue
         if name.endswith(".json"):
-            try:
-                want, got = _strip_volatile(_json(a)), _strip_volatile(_json(b))
-            except ValueError as e:
-                cmp.mismatches.append(f"{rel}: not valid JSON ({e})")
-                continue
-            if want != got:
-                keys = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k)) \
-                    if isinstance(want, dict) and isinstance(got, dict) else []
-                cmp.mismatches.append(f"{rel}: differs (keys {keys})")
+            what = _json_difference(a, b)
+            if what:
+                cmp.mismatches.append(f"{rel}: {what}")
         elif sha256(a) != sha256(b):
             cmp.mismatches.append(f"{rel}: bytes differ")
     if scenario.kind == "model_dir":
@@ -597,6 +609,8 @@ def run_scenario(scenario: Scenario, rng: random.Random, root: str, code_dir: st
                    fresh=listing(scenario.parent))
     first_write = pass_times.pop(FIRST_WRITE, 0.0)
     first_checkpoint = pass_times.pop(FIRST_CHECKPOINT, None)
+    if not scenario.trains:
+        first_checkpoint = None  # convert_checkpoint's `checkpoint` file: its output is done
     if ref.rc != 0:
         raise RuntimeError(f"{scenario.name}: the uninterrupted run failed (exit {ref.rc}): "
                            f"{_tail(ref.log)}")
@@ -634,6 +648,10 @@ def run_scenario(scenario: Scenario, rng: random.Random, root: str, code_dir: st
                          if not problems else "no: two uninterrupted runs differ: "
                          + "; ".join(problems[:3]))
         say(f"[{scenario.name}] deterministic? {deterministic}")
+    # Uninterrupted durations seen so far (the reference, the control run, runs the kill
+    # came too late for): kill moments scale with their median, as the machine's load
+    # changes (a reference slowed by a busy minute would put every kill past the end).
+    full = [duration] + ([control.seconds] if scenario.control_run else [])
     trials: List[Trial] = []
     kills_done, aim_index, misses = 0, 0, 0
     fixed = list(moments) if moments is not None else None
@@ -673,15 +691,17 @@ def run_scenario(scenario: Scenario, rng: random.Random, root: str, code_dir: st
                         since = (first_checkpoint if first_checkpoint is not None and u >= 0.5
                                  else first_write)
                         fraction = rng.uniform(since / duration, 0.98)
-                    at = fraction * duration
+                    at = fraction * sorted(full)[len(full) // 2]
                     attempt = run_once(scenario, log_path, env, kill_at=at, timeout=timeout,
                                        fresh=fresh)
-                    attempt.aimed = f"t={at:.1f} s ({fraction:.0%} of the reference)"
+                    attempt.aimed = f"t={at:.1f} s ({fraction:.0%} of an uninterrupted run)"
             else:
                 attempt = run_once(scenario, log_path, env, timeout=timeout)
             trial.attempts.append(attempt)
             if kill and not attempt.killed:
                 misses += 1
+                if number == 1 and attempt.rc == 0:
+                    full.append(attempt.seconds)
                 say(f"[{scenario.name}] trial {trial.index} run {number}: finished before "
                     f"the kill ({attempt.aimed or 'aimed too late'})")
             if attempt.killed:
@@ -690,7 +710,7 @@ def run_scenario(scenario: Scenario, rng: random.Random, root: str, code_dir: st
                     f"{attempt.at:.2f} s (aimed {attempt.aimed}; at: {attempt.hit})"
                     + (f"; left {attempt.left}" if attempt.left else ""))
                 continue
-            resumed = _resumed_from(log_path)
+            resumed = attempt.resumed = _resumed_from(log_path)
             say(f"[{scenario.name}] trial {trial.index} run {number}: exit {attempt.rc} "
                 f"after {attempt.seconds:.1f} s" + (f" (resumed from step {resumed})"
                                                      if resumed else ""))
@@ -698,12 +718,11 @@ def run_scenario(scenario: Scenario, rng: random.Random, root: str, code_dir: st
                 trial.completed = True
                 break
             trial.failed_reruns += 1
-            trial.mismatches.append(f"run {number} after the kill exited {attempt.rc}: "
-                                    f"{_tail(log_path, 3)}")
+            trial.failures.append(f"run {number} exited {attempt.rc}: {_tail(log_path, 3)}")
             if trial.failed_reruns >= 2:
                 break
         check_trial(scenario, reference, before, ref_listing, trial)
-        for what in ("lost", "strays", "mismatches", "weight_diffs"):
+        for what in ("failures", "lost", "strays", "mismatches", "weight_diffs"):
             for item in getattr(trial, what):
                 say(f"[{scenario.name}] trial {trial.index} {what}: {item}")
         if not trial.ok:
@@ -733,13 +752,14 @@ def cpd_stage(parent: str) -> str:
         return "finish" if works else "exit"
     if any(n.startswith("shard-") for n in names):
         return "write"
+    units = any(n.startswith("unit-") and n.endswith(".tfrecords") for n in names)
     if any(n.startswith("bucket-") for n in names):
-        unit = any(n.startswith("unit-") and n.endswith(".tfrecords") for n in names)
-        return "shuffle" if unit else "write"
-    if any(n.startswith("unit-") for n in names):
-        return "instances"
-    if any(n.startswith(("part-", ".part-")) for n in names):
-        return "tokenize"
+        return "shuffle" if units else "write"  # the units go when the shuffle is done
+    if units:  # the store's parts go when the instances are done
+        return "instances" if any(n.startswith("part-") and n.endswith(".docs")
+                                  for n in names) else "shuffle"
+    if any(n.startswith(("part-", ".part-")) for n in names) or "job.json" in names:
+        return "tokenize"  # job.json: units planned, the first being tokenized
     return "start-up"
 
 
@@ -789,7 +809,7 @@ def build_scenarios(root: str, shared: str, names: Sequence[str],
             "create_pretraining_data", "data_prep.create_pretraining_data",
             [f"--input_file={p}/corpus.txt", f"--output_file={p}/records/wiki.tfrecord",
              f"--vocab_file={vocab}", "--num_workers=1", "--pool_size=8",
-             "--num_output_shards=8", "--dupe_factor=3", "--max_seq_length=128"],
+             "--num_output_shards=8", "--dupe_factor=5", "--max_seq_length=128"],
             p, "records", "records", cpd_setup, passes=PASS_NAMES, shared_inputs=(vocab,),
             stage=cpd_stage),
     }
@@ -803,7 +823,7 @@ def build_scenarios(root: str, shared: str, names: Sequence[str],
          "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_steps=200",
          "--num_warmup_steps=20", "--save_checkpoints_steps=25", "--keep_checkpoint_max=10",
          "--steps_per_loop=1", "--seed=1"],
-        p, "pretrained", "model_dir", lambda p: None, control_run=True,
+        p, "pretrained", "model_dir", lambda p: None, control_run=True, trains=True,
         shared_inputs=(vocab, config, records))
     pretrained = os.path.join(inputs, "pretrained")
     p = parent("finetune")
@@ -814,7 +834,7 @@ def build_scenarios(root: str, shared: str, names: Sequence[str],
          "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3",
          "--save_checkpoints_steps=8", "--keep_checkpoint_max=10", "--steps_per_loop=1",
          "--seed=1"],
-        p, "sst2_model", "model_dir", sst2_setup, control_run=True,
+        p, "sst2_model", "model_dir", sst2_setup, control_run=True, trains=True,
         shared_inputs=(pretrained,))
     minilm = os.path.join(inputs, "minilm_hf")
     p = parent("convert_checkpoint")
@@ -901,11 +921,12 @@ def print_findings(results: Sequence[ScenarioResult], scenarios: Dict[str, Scena
             runs = "; ".join(
                 (f"run {i + 1} killed at {a.at:.2f} s (aimed {a.aimed}, at {a.hit!r}"
                  + (f", left {a.left}" if a.left else "") + ")") if a.killed
-                else f"run {i + 1} exit {a.rc} ({a.seconds:.1f} s)"
+                else f"run {i + 1} exit {a.rc} ({a.seconds:.1f} s"
+                + (f", resumed from step {a.resumed})" if a.resumed else ")")
                 for i, a in enumerate(t.attempts))
             print(f"\n{r.scenario} trial {t.index}: {runs}", file=out)
             print(f"  command: {' '.join(scenarios[r.scenario].command[1:])}", file=out)
-            for what in ("lost", "strays", "mismatches", "weight_diffs"):
+            for what in ("failures", "lost", "strays", "mismatches", "weight_diffs"):
                 for item in getattr(t, what):
                     print(f"  {what}: {item}", file=out)
             if t.kept:
