@@ -20,11 +20,28 @@ task's class (a `finetune` output: BertForSequenceClassification, -TokenClassifi
     python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=huggingface \\
         --input=models/bert_base --output_dir=exported/bert_base_hf
 
-`--target_format=tf1` also accepts a Hugging Face source, `huggingface` a TF1 one. The output is
-built in a hidden directory next to `--output_dir` and swapped in when complete
-(`output_guard.new_output_dir`), so a failed run leaves nothing behind. An existing non-empty
-`--output_dir` is refused; `--overwrite` replaces it only when an earlier bert_tf command wrote
-it, and never when it is, holds or lies inside the input.
+A fine-tuned Hugging Face model (BertForSequenceClassification, -TokenClassification,
+-QuestionAnswering, -MultipleChoice) comes in with its head: the output is a fine-tuned
+model dir (task_config.json, labels from id2label) that export_model serves on raw text;
+`--task_name` says which task when config.json does not (a classifier's GLUE task):
+
+    python -m bert_tf.convert_checkpoint --source_format=huggingface \
+        --input=my_hf_sentiment_model --output_dir=models/sentiment --task_name=sst-2
+
+keras-hub presets (`save_to_preset` directories: BertBackbone, BertTextClassifier with
+its head) both ways, through keras-hub itself:
+
+    python -m bert_tf.convert_checkpoint --source_format=keras_hub \
+        --input=my_preset --output_dir=models/from_keras_hub
+    python -m bert_tf.convert_checkpoint --source_format=bert_tf --target_format=keras_hub \
+        --input=models/bert_base --output_dir=exported/bert_base_keras_hub
+
+Any source format converts to any other (`--target_format=tf1` from a Hugging Face
+source, `keras_hub` from a TF1 one, ...). The output is built in a hidden directory next to
+`--output_dir` and swapped in when complete (`output_guard.new_output_dir`), so a failed run
+leaves nothing behind. An existing non-empty `--output_dir` is refused; `--overwrite` replaces
+it only when an earlier bert_tf command wrote it, and never when it is, holds or lies inside
+the input.
 """
 
 import dataclasses
@@ -36,8 +53,10 @@ from absl import flags, logging
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import errors, flags_common, output_guard
 
-SOURCE_FORMATS = ("tf1", "huggingface", "bert_tf")
-TARGET_FORMATS = ("bert_tf", "tf1", "huggingface")
+SOURCE_FORMATS = ("tf1", "huggingface", "keras_hub", "bert_tf")
+TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
+# Sources whose readers know task heads (and so take --task_name).
+_TASK_SOURCES = ("huggingface", "keras_hub")
 
 FLAGS = flags.FLAGS
 
@@ -55,16 +74,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     fv = {"flag_values": flag_values}
     flags.DEFINE_enum("source_format", None, SOURCE_FORMATS,
                       "Format of --input: tf1 (original google-research/bert checkpoint), "
-                      "huggingface (model.safetensors / pytorch_model.bin), bert_tf (our "
-                      "model dir).", **fv)
+                      "huggingface (model.safetensors / pytorch_model.bin), keras_hub (a "
+                      "keras-hub preset directory: BertBackbone or BertTextClassifier), "
+                      "bert_tf (our model dir).", **fv)
     flags.DEFINE_enum("target_format", "bert_tf", TARGET_FORMATS,
                       "Format to write: bert_tf (model dir for --init_checkpoint), tf1 "
                       "(original layout: bert_model.ckpt + bert_config.json + vocab.txt) or "
                       "huggingface (config.json + model.safetensors + vocab.txt + "
-                      "tokenizer_config.json, for transformers' from_pretrained).", **fv)
+                      "tokenizer_config.json, for transformers' from_pretrained) or "
+                      "keras_hub (a preset directory for keras_hub's from_preset).", **fv)
     flags.DEFINE_string("input", None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its "
-                        "directory; huggingface: model directory or weights file; bert_tf: "
-                        "model dir.", **fv)
+                        "directory; huggingface: model directory or weights file; keras_hub: "
+                        "preset directory; bert_tf: model dir.", **fv)
     flags.DEFINE_string("output_dir", None, "Directory to write (created; must be empty or "
                         "absent unless --overwrite).", **fv)
     flags.DEFINE_bool("overwrite", False, "Replace an earlier output of bert_tf at "
@@ -77,6 +98,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_bool("do_lower_case", None, "Record this casing instead of what the source "
                       "says (tokenizer_config.json, or an `uncased_`/`cased_` directory name).",
                       **fv)
+    flags.DEFINE_string("task_name", None, "A fine-tuned source (huggingface, keras_hub): "
+                        "the task its head serves (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
+                        "rte, wnli, conll2003, squad, squad_v2, swag), when its config does not "
+                        "say (squad_v2: a SQuAD 2.0 model, which may answer nothing); "
+                        "the output is then a fine-tuned model dir that export_model serves.",
+                        **fv)
     flags.mark_flags_as_required(["source_format", "input", "output_dir"], **fv)
 
 
@@ -87,8 +114,12 @@ class UsageError(errors.UsageError):
 def convert(source_format: str, input_path: str, output_dir: str, *,
             target_format: str = "bert_tf", overwrite: bool = False,
             bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
-            do_lower_case: Optional[bool] = None) -> str:
+            do_lower_case: Optional[bool] = None, task_name: Optional[str] = None) -> str:
     """Reads `input_path` in `source_format`, writes `output_dir` in `target_format`.
+
+    A fine-tuned source (a Hugging Face BertFor* task model, a keras-hub
+    BertTextClassifier) keeps its task head: the output is a fine-tuned model dir
+    (`task_config.json`; `task_name` names the task when the source does not).
 
     Returns the written checkpoint prefix or weights file (inside `output_dir`). Raises UsageError for
     impossible argument combinations, FileNotFoundError for missing inputs and
@@ -107,8 +138,18 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     if not input_path or not output_dir:
         raise UsageError("--input and --output_dir are required")
     if source_format == "bert_tf" and (bert_config_file or vocab_file or do_lower_case is not None):
-        raise UsageError("--bert_config_file/--vocab_file/--do_lower_case apply to tf1 and "
-                         "huggingface sources; a bert_tf model dir carries its own")
+        raise UsageError("--bert_config_file/--vocab_file/--do_lower_case apply to tf1, "
+                         "huggingface and keras_hub sources; a bert_tf model dir carries its "
+                         "own")
+    if task_name and source_format not in _TASK_SOURCES:
+        raise UsageError(f"--task_name applies to fine-tuned {' and '.join(_TASK_SOURCES)} "
+                         f"sources; a {source_format} source's task (if any) is its own")
+    if task_name:
+        from bert_tf.checkpoints.huggingface import split_task_name
+        from bert_tf.tasks import canonical_task_name
+
+        # an unknown name is a usage error, before any work
+        canonical_task_name(split_task_name(task_name)[0])
     if ("://" not in input_path and not os.path.exists(input_path)
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
@@ -118,28 +159,32 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     with output_guard.new_output_dir(output_dir, "convert_checkpoint", overwrite=overwrite,
                                      inputs=inputs) as tmp_dir:
         prefix = _convert_into(source_format, target_format, input_path, tmp_dir,
-                               bert_config_file, vocab_file, do_lower_case)
+                               bert_config_file, vocab_file, do_lower_case, task_name)
     prefix = os.path.join(output_dir, os.path.basename(prefix))
     logging.info("wrote %s", prefix)
     return prefix
 
 
 def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config_file,
-                  vocab_file, do_lower_case) -> str:
+                  vocab_file, do_lower_case, task_name) -> str:
     # late: flag errors are reported without loading TF
     from bert_tf import model_dir
-    from bert_tf.checkpoints import huggingface, tf1, weights as weights_lib
+    from bert_tf.checkpoints import huggingface, keras_hub, tf1, weights as weights_lib
 
     if source_format == "bert_tf":
         weights = weights_lib.read_model_dir(input_path)
     else:
-        read = {"tf1": tf1.read_tf1_checkpoint, "huggingface": huggingface.read_huggingface}
+        read = {"tf1": tf1.read_tf1_checkpoint, "huggingface": huggingface.read_huggingface,
+                "keras_hub": keras_hub.read_keras_hub}
+        extra = {"task_name": task_name} if source_format in _TASK_SOURCES else {}
         weights = read[source_format](input_path, config_file=bert_config_file,
-                                      vocab_file=vocab_file, do_lower_case=do_lower_case)
+                                      vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                      **extra)
     logging.info("read %s (%d layers, hidden %d, heads: %s)", input_path,
                  weights.config.num_hidden_layers, weights.config.hidden_size,
-                 ", ".join(weights.heads) or "none")
-    if target_format != "huggingface" and weights.task_config is not None:
+                 ", ".join(weights.heads + ((f"{weights.task_config['task_name']} task head",)
+                                            if weights.task_config else ())) or "none")
+    if target_format == "tf1" and weights.task_config is not None:
         logging.warning("%s: the %s task head is not exported (%s has no place for it); "
                         "only the encoder is", input_path,
                         weights.task_config.get("task_name"), target_format)
@@ -147,10 +192,13 @@ def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config
         return tf1.write_tf1_checkpoint(weights, tmp_dir)
     if target_format == "huggingface":
         return huggingface.write_huggingface(weights, tmp_dir)
+    if target_format == "keras_hub":
+        return keras_hub.write_keras_hub(weights, tmp_dir)
     _, objects = weights_lib.build_model(weights)
     return model_dir.write_model_dir(
         tmp_dir, weights.config, objects, vocab_file=weights.vocab_file,
-        do_lower_case=weights.do_lower_case, strip_accents=weights.strip_accents)
+        do_lower_case=weights.do_lower_case, strip_accents=weights.strip_accents,
+        task_config=weights.task_config)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,6 +212,7 @@ class ConvertConfig:
     bert_config_file: Optional[str] = None
     vocab_file: Optional[str] = None
     do_lower_case: Optional[bool] = None
+    task_name: Optional[str] = None
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ConvertConfig":
@@ -176,7 +225,7 @@ def run(config: ConvertConfig) -> str:
     return convert(config.source_format, config.input, config.output_dir,
                    target_format=config.target_format, overwrite=config.overwrite,
                    bert_config_file=config.bert_config_file, vocab_file=config.vocab_file,
-                   do_lower_case=config.do_lower_case)
+                   do_lower_case=config.do_lower_case, task_name=config.task_name)
 
 
 def main(argv):

@@ -88,10 +88,11 @@ def run(config: ExportConfig) -> str:
     """Exports as `config` says; returns EXPORT_DIR/<version>."""
     from bert_tf import output_guard
 
-    # EXPORT_DIR gains a version folder: never inside the model dir it exports, nor a
-    # parent of it (DESIGN 2.6).
+    # EXPORT_DIR gains a version folder: never the model dir it exports nor a parent of it
+    # (DESIGN 2.6); a folder inside the model dir (MODEL/export/1) changes no input file.
     output_guard.check_apart(config.export_dir, [config.init_checkpoint, config.vocab_file,
-                                                 config.bert_config_file], flag="--export_dir")
+                                                 config.bert_config_file], flag="--export_dir",
+                             allow_inside=True)
     # What both formats take: the version, length and the model dir's overrides.
     common = dict(version=config.version, max_seq_length=config.max_seq_length,
                   bert_config_file=config.bert_config_file, vocab_file=config.vocab_file,

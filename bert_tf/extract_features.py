@@ -219,8 +219,10 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
     """Writes one JSON object per line; returns how many."""
     import tensorflow as tf
 
+    from bert_tf import output_guard  # whole or not at all (DESIGN 2.6)
+
     count = 0
-    with tf.io.gfile.GFile(path, "w") as f:
+    with output_guard.atomic_file(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
             count += 1
@@ -264,6 +266,10 @@ def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
     from bert_tf import model_dir as md
 
+    from bert_tf import output_guard
+
+    output_guard.check_apart(config.output_file, [config.input_file, config.init_checkpoint,
+                                                  config.vocab_file], flag="--output_file")
     resolved = config.resolve().require(config=True, vocab=True)
     layer_indexes = parse_layers(config.layers, resolved.config.num_hidden_layers)
     if config.max_seq_length < 3:

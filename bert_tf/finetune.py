@@ -26,7 +26,6 @@ eval_results.json (--do_eval: the task's official metrics) and the prediction fi
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
@@ -129,22 +128,35 @@ def run(config: FinetuneConfig) -> Dict:
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
+    from bert_tf import model_dir as md
+    from bert_tf import output_guard
+    from bert_tf.training.strategy import is_chief
+
     strategy = config.strategy()
     resolved = _resolve_model_dir(config)
     config.set_precision_and_seed(config.seed)
     task = config.task.make(resolved.tokenizer(), config.max_seq_length)
-    _write_model_dir_metadata(config, resolved, task, strategy)
+    # DESIGN 2.6: --output_dir is checked before anything is written there, and written
+    # only once the inputs were read and the start point restored.
+    record = md.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
+                          config.optimizer if config.do_train else None,
+                          config.max_seq_length, task.task_config())
+    replace = _check_output_dir(config, record)
     with strategy.scope():
         from bert_tf.encoder import BertEncoder
 
         model = task.build_model(BertEncoder(resolved.config, name="encoder"))
-    _restore_start_point(config, resolved, model, task)
+    _restore_start_point(config, resolved, model, task, resuming=not replace)
     options = config.trainer_options(strategy)
     buckets = config.length_buckets(strategy, options["jit_compile"])
     training = _training_data(config, task, buckets) if config.do_train else None
+    if replace and is_chief(strategy):
+        output_guard.set_aside(config.output_dir, "finetune")
     trainer = _make_trainer(config, model, task, strategy, training, options)
     resumed = trainer.resume()  # a rerun continues from --output_dir's checkpoint
     step = 0 if resumed is None else resumed
+    if trainer.is_chief:  # one writer per cluster (workers share --output_dir)
+        md.write_run_record(config.output_dir, record)
     train_speed = _train(config, task, trainer, training, step) if training else {}
     results = {}
     if config.do_eval:
@@ -152,7 +164,31 @@ def run(config: FinetuneConfig) -> Dict:
     if config.do_predict:
         _predict(config, task, trainer, buckets)
     trainer.close()
+    if trainer.is_chief:
+        output_guard.remove_set_aside(config.output_dir)  # --overwrite's earlier run
     return results
+
+
+def _check_output_dir(config: FinetuneConfig, record) -> bool:
+    """Refuses an --output_dir that is or holds an input, or holds another run (one line
+    naming the differing setting); returns True when --overwrite is to replace it."""
+    from bert_tf import model_dir as md
+    from bert_tf import output_guard
+
+    init = config.init_checkpoint
+    same_dir = bool(init) and os.path.abspath(md.model_dir_of(init)) == os.path.abspath(
+        config.output_dir)
+    output_guard.check_apart(config.output_dir,
+                             [None if same_dir else init, config.task.data_dir,
+                              *(config.input_file or "").split(",")],
+                             flag="--output_dir", allow_inside=True)
+    try:
+        md.check_run_dir(config.output_dir, record)
+    except md.RunMismatchError:
+        if not config.overwrite or same_dir:
+            raise
+        return True
+    return False
 
 
 def _resolve_model_dir(config: FinetuneConfig):
@@ -168,25 +204,8 @@ def _resolve_model_dir(config: FinetuneConfig):
     return resolved
 
 
-def _write_model_dir_metadata(config: FinetuneConfig, resolved, task, strategy) -> None:
-    """--output_dir is a model dir from the start (export_model, --init_checkpoint)."""
-    import tensorflow as tf
-
-    from bert_tf import model_dir as md
-    from bert_tf.training.strategy import is_chief
-
-    tf.io.gfile.makedirs(config.output_dir)
-    if is_chief(strategy):  # one writer per cluster (workers share --output_dir)
-        text = resolved.text
-        md.write_metadata(config.output_dir, resolved.config, vocab_file=resolved.vocab_file,
-                          do_lower_case=text.do_lower_case, strip_accents=text.strip_accents,
-                          pre_tokenizer=text.pre_tokenizer)
-        # task_config() records the tokenizer's do_lower_case / strip_accents too.
-        with tf.io.gfile.GFile(os.path.join(config.output_dir, md.TASK_CONFIG_FILE), "w") as f:
-            json.dump(task.task_config(), f, indent=2)
-
-
-def _restore_start_point(config: FinetuneConfig, resolved, model, task) -> None:
+def _restore_start_point(config: FinetuneConfig, resolved, model, task, *,
+                         resuming: bool = True) -> None:
     """Restores what --init_checkpoint provides, unless --output_dir holds a checkpoint to
     resume from: the encoder, plus the head when it is a model dir fine-tuned on this very
     task (same labels). Done before feature conversion, so a checkpoint of another size
@@ -196,7 +215,7 @@ def _restore_start_point(config: FinetuneConfig, resolved, model, task) -> None:
 
     from bert_tf import model_dir as md
 
-    resuming = bool(tf.train.latest_checkpoint(config.output_dir))
+    resuming = resuming and bool(tf.train.latest_checkpoint(config.output_dir))
     if not config.init_checkpoint:
         if not resuming:
             if not config.do_train:
@@ -337,6 +356,8 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
 
+    from bert_tf import output_guard
+
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
     start = time.time()
@@ -351,8 +372,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     logging.info("eval %s: %s", task.name,
                  " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
     if trainer.is_chief:
-        with tf.io.gfile.GFile(os.path.join(config.output_dir, "eval_results.json"), "w") as f:
-            json.dump(results, f, indent=2, sort_keys=True)
+        output_guard.write_json(os.path.join(config.output_dir, "eval_results.json"), results)
         directory = os.path.join(config.output_dir, "eval_predictions")
         tf.io.gfile.makedirs(directory)
         task.write_predictions(predictions, examples, directory)

@@ -69,7 +69,12 @@ def define_common_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                     "an original bert_config.json or a HF config.json. Default: the one in "
                     "--init_checkpoint's directory.", **fv)
     f.DEFINE_string("output_dir", None, "Where checkpoints, summaries and eval results go; "
-                    "also a model dir that --init_checkpoint accepts.", **fv)
+                    "also a model dir that --init_checkpoint accepts. An existing one must "
+                    "hold this same run (config, vocab, text settings, task, optimizer), "
+                    "which then resumes.", **fv)
+    f.DEFINE_bool("overwrite", False, "Start over in an --output_dir that holds another run: "
+                  "the earlier run is moved aside once this run's inputs are read and its "
+                  "start point restored, and deleted when this run finishes.", **fv)
     f.DEFINE_string("init_checkpoint", None, "A model dir (convert_checkpoint, pretrain, "
                     "finetune) or a checkpoint prefix to start from.", **fv)
     f.DEFINE_string("vocab_file", None, "WordPiece vocab (copied into --output_dir). "
@@ -372,6 +377,7 @@ class TrainingConfig(ModelDirFlags):
     gradient_accumulation_steps: int
     jit_compile: Optional[bool]
     skip_corrupt_records: bool
+    overwrite: bool = False
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):

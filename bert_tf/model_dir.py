@@ -124,15 +124,18 @@ def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
 def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, object], *,
                     vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
                     checkpoint_number: int = 0, strip_accents: Optional[bool] = None,
-                    pre_tokenizer: Optional[str] = None) -> str:
-    """Writes config, vocab, tokenizer settings and a checkpoint of `objects`.
+                    pre_tokenizer: Optional[str] = None,
+                    task_config: Optional[dict] = None) -> str:
+    """Writes config, vocab, tokenizer settings, the task config (a fine-tuned model, whose
+    `objects` then include `task_head`) and a checkpoint of `objects`.
 
     Returns the checkpoint prefix. Existing checkpoints in `output_dir` are kept (the
     new one becomes the latest).
     """
     tf.io.gfile.makedirs(output_dir)
     write_metadata(output_dir, config, vocab_file=vocab_file, do_lower_case=do_lower_case,
-                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
+                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
+                   task_config=task_config)
     checkpoint = tf.train.Checkpoint(**objects)
     manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=5)
     return manager.save(checkpoint_number=checkpoint_number)
@@ -140,22 +143,28 @@ def write_model_dir(output_dir: str, config: BertConfig, objects: Mapping[str, o
 
 def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[str] = None,
                    do_lower_case: Optional[bool] = None, strip_accents: Optional[bool] = None,
-                   pre_tokenizer: Optional[str] = None) -> None:
-    """Writes everything of a model dir but the checkpoint.
+                   pre_tokenizer: Optional[str] = None,
+                   task_config: Optional[dict] = None) -> None:
+    """Writes everything of a model dir but the checkpoint, each file whole.
 
     The tokenizer settings are written when `do_lower_case` is known (`strip_accents`
     None means "follows do_lower_case", as in Hugging Face's tokenizer_config.json).
     """
+    from bert_tf import output_guard  # each file whole or not at all (DESIGN 2.6)
+
     tf.io.gfile.makedirs(output_dir)
-    config.to_json_file(os.path.join(output_dir, CONFIG_FILE))
+    output_guard.write_text(os.path.join(output_dir, CONFIG_FILE), config.to_json_string())
     if vocab_file:
         target = os.path.join(output_dir, VOCAB_FILE)
         if os.path.abspath(vocab_file) != os.path.abspath(target):
-            tf.io.gfile.copy(vocab_file, target, overwrite=True)
+            output_guard.copy_file(vocab_file, target)
     if do_lower_case is not None:
         settings = TextSettings(bool(do_lower_case), strip_accents, pre_tokenizer)
-        with tf.io.gfile.GFile(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), "w") as f:
-            json.dump(settings.to_json(), f)
+        output_guard.write_text(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
+                                json.dumps(settings.to_json()))
+    if task_config is not None:
+        output_guard.write_json(os.path.join(output_dir, TASK_CONFIG_FILE), task_config,
+                                sort_keys=False)
 
 
 def model_dir_of(path: str) -> str:
@@ -439,6 +448,7 @@ def restore(path, objects: Mapping[str, object], *, require_all: bool = True):
         try:
             status.assert_existing_objects_matched()
         except AssertionError as e:
+            status.expect_partial()  # no "Value in checkpoint could not be found" flood
             raise CheckpointMismatchError(
                 f"{prefix}: the checkpoint lacks variables the model needs "
                 f"({str(e).splitlines()[0][:300]}); is it a bert_tf checkpoint of this "
@@ -478,3 +488,138 @@ def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):
     encoder = BertEncoder(config, dtype=dtype, name="encoder")
     restore(resolved, {"encoder": encoder})
     return encoder
+
+
+# ------------------------------------------------------------------ the run a model dir holds
+
+
+class RunMismatchError(BertTfError, ValueError):
+    """An --output_dir that holds another run than the one asked for (DESIGN 2.6)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What decides whether a training run may continue in an existing model dir: the
+    command, model config, vocab, text settings, task (name, labels, max_seq_length) and
+    optimizer. `write_run_record` writes it; `check_run_dir` compares it before a run
+    writes anything."""
+    command: str
+    config: BertConfig
+    vocab_file: Optional[str]
+    text: TextSettings
+    optimizer: Optional[str]  # None: a run that does not train (evaluate, predict)
+    max_seq_length: int
+    task_config: Optional[dict] = None
+
+    def marker_fields(self) -> dict:
+        fields = {"optimizer": self.optimizer, "max_seq_length": self.max_seq_length}
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+def _file_digest(path: str) -> str:
+    import hashlib
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _is_model_dir(directory: str) -> bool:
+    return (tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))
+            or bool(tf.train.latest_checkpoint(directory)))
+
+
+def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_dir",
+                  length_may_change: bool = False) -> Optional[str]:
+    """Checks, before a run writes anything, that `output_dir` is new, empty, or a model
+    dir of this very run; raises RunMismatchError naming the first setting that differs
+    (or the foreign files it holds). Returns a note to log when the dir continues with a
+    new max_seq_length (`length_may_change`: pretraining's phase 2), else None.
+
+    >>> import tempfile
+    >>> cfg = BertConfig(vocab_size=3, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16)
+    >>> run = RunRecord("pretrain", cfg, None, TextSettings(), "adamw", 128)
+    >>> d = tempfile.mkdtemp(); write_run_record(d, run)
+    >>> check_run_dir(d, run) is None
+    True
+    >>> check_run_dir(d, dataclasses.replace(run, optimizer="lamb"))
+    Traceback (most recent call last):
+    ...
+    bert_tf.model_dir.RunMismatchError: --output_dir=... holds a pretrain run with optimizer adamw; this run has lamb: ...
+    """
+    from bert_tf import output_guard
+
+    if not tf.io.gfile.isdir(output_dir) or not tf.io.gfile.listdir(output_dir):
+        return None
+    marker = output_guard.owner(output_dir) or {}
+    if not marker and not _is_model_dir(output_dir):
+        raise RunMismatchError(f"{flag}={output_dir} exists and holds files that are not a "
+                               f"bert_tf model dir; choose a new or empty {flag}")
+    previous = marker.get("command", "bert_tf")
+    differences = []
+    old_config = find_config(output_dir)
+    if old_config is not None and old_config != record.config:
+        fields = [f.name for f in dataclasses.fields(BertConfig)
+                  if getattr(old_config, f.name) != getattr(record.config, f.name)]
+        differences += [(f"model config {name}", getattr(old_config, name),
+                         getattr(record.config, name)) for name in fields]
+    if marker.get("command") and marker["command"] != record.command:
+        differences.append(("command", marker["command"], record.command))
+    old_vocab = find_vocab(output_dir)
+    if (old_vocab and record.vocab_file
+            and os.path.abspath(old_vocab) != os.path.abspath(record.vocab_file)
+            and _file_digest(old_vocab) != _file_digest(record.vocab_file)):
+        differences.append(("vocab", old_vocab, record.vocab_file))
+    old_text = read_tokenizer_config(output_dir)
+    if old_text:
+        was = TextSettings(bool(old_text.get("do_lower_case")), old_text.get("strip_accents"),
+                           old_text.get("pre_tokenizer") or None)
+        for name in ("do_lower_case", "strip_accents", "pre_tokenizer"):
+            if getattr(was, name) != getattr(record.text, name):
+                differences.append((name, getattr(was, name), getattr(record.text, name)))
+    old_task = read_task_config(output_dir)
+    new_task = record.task_config
+    if (old_task is None) != (new_task is None):
+        differences.append(("task", (old_task or {}).get("task_name", "none (pretraining)"),
+                            (new_task or {}).get("task_name", "none (pretraining)")))
+    elif old_task is not None:
+        if str(old_task.get("task_name", "")).lower() != str(new_task["task_name"]).lower():
+            differences.append(("task", old_task.get("task_name"), new_task["task_name"]))
+        elif old_task.get("label_list") != new_task.get("label_list"):
+            differences.append(("labels", old_task.get("label_list"),
+                                new_task.get("label_list")))
+    if (record.optimizer is not None and "optimizer" in marker
+            and marker["optimizer"] != record.optimizer):
+        differences.append(("optimizer", marker["optimizer"], record.optimizer))
+    note = None
+    old_length = marker.get("max_seq_length",
+                            (old_task or {}).get("max_seq_length"))
+    if old_length is not None and old_length != record.max_seq_length:
+        if length_may_change:
+            note = (f"{output_dir}: continuing its checkpoints (trained at max_seq_length "
+                    f"{old_length}) with --max_seq_length={record.max_seq_length}, from "
+                    f"their step on (the paper's phase 2 continues phase 1's step count)")
+        else:
+            differences.append(("max_seq_length", old_length, record.max_seq_length))
+    if differences:
+        name, old, new = differences[0]
+        raise RunMismatchError(
+            f"{flag}={output_dir} holds a {previous} run with {name} {old}; this run has "
+            f"{new}: choose another {flag} (with --init_checkpoint={output_dir} to start "
+            f"from it), or pass --overwrite to start over there")
+    return note
+
+
+def write_run_record(output_dir: str, record: RunRecord) -> None:
+    """Writes the model dir's metadata (config, vocab, tokenizer and task settings, each
+    file whole: `output_guard`) and its marker; call it only once the run's inputs were
+    read and its start point restored."""
+    from bert_tf import output_guard
+
+    write_metadata(output_dir, record.config, vocab_file=record.vocab_file,
+                   do_lower_case=record.text.do_lower_case,
+                   strip_accents=record.text.strip_accents,
+                   pre_tokenizer=record.text.pre_tokenizer, task_config=record.task_config)
+    previous = output_guard.owner(output_dir) or {}
+    previous.pop("command", None)
+    output_guard.mark(output_dir, record.command, **{**previous, **record.marker_fields()})

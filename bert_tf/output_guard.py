@@ -107,10 +107,12 @@ def _rmtree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def check_apart(path: str, inputs: Iterable[Optional[str]], *, flag: str) -> None:
+def check_apart(path: str, inputs: Iterable[Optional[str]], *, flag: str,
+                allow_inside: bool = False) -> None:
     """Raises OutputGuardError when the output `path` is an input, contains an input, or
     lies inside an input directory: writing or replacing it could change what the user
-    gave the command to read.
+    gave the command to read. `allow_inside`: a new folder inside an input directory is
+    fine (a training run's --output_dir inside its --data_dir changes no input file).
 
     >>> import tempfile; model = tempfile.mkdtemp()
     >>> check_apart(model + ".out", [model], flag="--output_dir")   # siblings: fine
@@ -128,7 +130,7 @@ def check_apart(path: str, inputs: Iterable[Optional[str]], *, flag: str) -> Non
             what = "is the input"
         elif _within(source, target):
             what = "contains the input"
-        elif _within(target, source) and _isdir(given):
+        elif not allow_inside and _within(target, source) and _isdir(given):
             what = "is inside the input"
         else:
             continue
@@ -402,3 +404,37 @@ def claim_output_dir(directory: str, command: str, *, flag: str,
                                    f"{made_by}; choose a new or empty directory")
     _makedirs(directory)
     mark(directory, command)
+
+
+_SET_ASIDE = ".replaced"
+
+
+def set_aside(directory: str, command: str) -> str:
+    """`--overwrite` of a training run's model dir: moves the earlier run to a hidden
+    sibling (`.NAME.<id>.replaced`, marked) so the new run starts in an empty `directory`;
+    `remove_set_aside` deletes it once the new run has finished. Returns the new path."""
+    parent, name = os.path.split(_norm(directory) if not file_io.is_remote(directory)
+                                 else directory.rstrip("/"))
+    aside = os.path.join(parent, f".{name}.{uuid.uuid4().hex[:12]}{_SET_ASIDE}")
+    if not is_ours(directory):
+        mark(directory, command, role="replaced")
+    if file_io.is_remote(directory):
+        _gfile().rename(directory, aside)
+    else:
+        os.rename(directory, aside)
+    _makedirs(directory)
+    return aside
+
+
+def remove_set_aside(directory: str) -> None:
+    """Deletes the earlier runs `set_aside` moved away from `directory` (only hidden
+    siblings of its name that bear a bert_tf marker)."""
+    remote = file_io.is_remote(directory)
+    parent, name = os.path.split(directory.rstrip("/") if remote else _norm(directory))
+    if not _isdir(parent):
+        return
+    for entry in _listdir(parent):
+        if entry.startswith(f".{name}.") and entry.endswith(_SET_ASIDE):
+            path = os.path.join(parent, entry)
+            if is_ours(path):
+                _rmtree(path)

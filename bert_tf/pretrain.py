@@ -104,9 +104,23 @@ def run(config: PretrainConfig) -> None:
     from bert_tf.training import losses
     from bert_tf.training.loop import Trainer
 
+    from bert_tf import output_guard
+    from bert_tf.training.strategy import is_chief
+
     strategy = config.strategy()
     resolved = _resolve_model_dir(config)
     config.set_precision_and_seed(config.seed)
+    # DESIGN 2.6: --output_dir is checked before anything is written there, and written
+    # only once the records were found and the start point restored.
+    record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,
+                                 resolved.text,
+                                 config.optimizer if config.do_train else None,
+                                 config.max_seq_length)
+    replace, note = _check_output_dir(config, record)
+    records = RecordFiles(config.input_file, config.skip_corrupt_records) \
+        if config.do_train else None
+    if replace and is_chief(strategy):
+        output_guard.set_aside(config.output_dir, "pretrain")
     with strategy.scope():
         model = BertPretrainer(resolved.config, name="pretrainer")
         optimizer = config.create_optimizer(config.num_train_steps, config.num_warmup_steps)
@@ -117,17 +131,21 @@ def run(config: PretrainConfig) -> None:
         checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
                           "next_sentence": model.next_sentence},
         **config.trainer_options(strategy))
-    if trainer.is_chief:
-        # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
-        text = resolved.text
-        model_dir.write_metadata(config.output_dir, resolved.config,
-                                 vocab_file=resolved.vocab_file,
-                                 do_lower_case=text.do_lower_case,
-                                 strip_accents=text.strip_accents,
-                                 pre_tokenizer=text.pre_tokenizer)
-    trainer.restore_or_initialize(
+    step = trainer.restore_or_initialize(
         config.init_checkpoint, init_required={"encoder": model.encoder},
         init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})
+    if note:
+        logging.info("%s", note)
+        if config.do_train and step >= config.num_train_steps:
+            raise UsageError(
+                f"--output_dir={config.output_dir} is at step {step}, which already reaches "
+                f"--num_train_steps={config.num_train_steps}: nothing to train at the new "
+                f"--max_seq_length; pass a larger --num_train_steps to continue its step "
+                f"count, or another --output_dir with --init_checkpoint={config.output_dir} "
+                f"for a phase of its own")
+    if trainer.is_chief:
+        # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
+        model_dir.write_run_record(config.output_dir, record)
 
     def dataset_fn(records: RecordFiles, global_batch, training):
         def make(ctx: tf.distribute.InputContext):
@@ -147,7 +165,6 @@ def run(config: PretrainConfig) -> None:
                            config.skip_corrupt_records)
 
     if config.do_train:
-        records = RecordFiles(config.input_file, config.skip_corrupt_records)
         held_out = {}
         if config.eval_every_steps > 0:  # a held-out curve while training
             eval_records = eval_record_files()
@@ -172,6 +189,34 @@ def run(config: PretrainConfig) -> None:
                          num_steps=config.max_eval_steps,
                          on_data_loss=eval_records.handle_data_loss)
     trainer.close()
+    if trainer.is_chief:
+        output_guard.remove_set_aside(config.output_dir)  # --overwrite's earlier run
+
+
+def _check_output_dir(config: PretrainConfig, record):
+    """Refuses an --output_dir that is or holds an input, or holds another run (one line
+    naming the differing setting). Returns (replace with --overwrite, note to log when
+    it continues at a new --max_seq_length: phase 2 in phase 1's dir)."""
+    import os
+
+    from bert_tf import model_dir, output_guard
+
+    init = config.init_checkpoint
+    same_dir = bool(init) and os.path.abspath(model_dir.model_dir_of(init)) == \
+        os.path.abspath(config.output_dir)
+    inputs = [None if same_dir else init]
+    for pattern in (config.input_file or "").split(",") + \
+            (config.eval_input_file or "").split(","):
+        inputs.append(pattern.strip() or None)
+    output_guard.check_apart(config.output_dir, inputs, flag="--output_dir",
+                             allow_inside=True)
+    try:
+        return False, model_dir.check_run_dir(config.output_dir, record,
+                                              length_may_change=True)
+    except model_dir.RunMismatchError:
+        if not config.overwrite or same_dir:
+            raise
+        return True, None
 
 
 def main(argv):

@@ -29,6 +29,8 @@ from typing import Dict, List, Optional, Sequence
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import output_guard
+from bert_tf.errors import BertTfError
 
 PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
 PAPER_EPOCHS = (2, 3, 4)
@@ -64,6 +66,24 @@ def finetune_command(point: Dict, output_dir: str, common: Sequence[str],
             + [f"--{k}={v}" for k, v in point.items()])
 
 
+POINTS_FILE = "sweep_points.json"  # point name -> the finetune flags its dir was made with
+
+
+class SweepError(BertTfError, ValueError):
+    """A sweep that cannot go on as asked; says which directory or flag."""
+
+
+def _read_points(path: str) -> Dict[str, List[str]]:
+    try:
+        with open(path) as f:
+            value = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        raise SweepError(f"{path}: not valid JSON; move it away to start the sweep over")
+    return value if isinstance(value, dict) else {}
+
+
 def pick_best(results: Sequence[Dict], metric: str) -> Optional[Dict]:
     """The result with the highest `metric` (the first of equals); None if none has it."""
     scored = [r for r in results if isinstance(r.get("metrics", {}).get(metric), (int, float))]
@@ -72,13 +92,31 @@ def pick_best(results: Sequence[Dict], metric: str) -> Optional[Dict]:
 
 def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], metric: str,
               runner=subprocess.run) -> Dict:
-    """Runs (or reuses) every point and writes the summary; returns it."""
+    """Runs (or reuses) every point and writes the summary; returns it.
+
+    A point is reused only when its eval_results.json exists (finetune writes it whole)
+    and `POINTS_FILE` records the same finetune flags for it (checkpoint, data and every flag
+    passed through); a point dir made with other flags is refused (one line), never
+    silently reused or retrained over."""
     results = []
-    os.makedirs(output_dir, exist_ok=True)
+    output_guard.claim_output_dir(output_dir, "sweep", flag="--output_dir")
+    record_file = os.path.join(output_dir, POINTS_FILE)
+    records = _read_points(record_file)
     for point in points:
         directory = os.path.join(output_dir, point_name(point))
         results_file = os.path.join(directory, "eval_results.json")
-        if not os.path.exists(results_file):
+        flags_used = list(common) + [f"--{k}={v}" for k, v in point.items()]
+        recorded = records.get(point_name(point))
+        if recorded is not None and recorded != flags_used:
+            raise SweepError(
+                f"{directory} was made with other finetune flags ({shlex.join(recorded)}); "
+                f"choose another --output_dir for this sweep")
+        if recorded is None and os.path.exists(directory):
+            raise SweepError(f"{directory} exists but records no sweep point; choose another "
+                             f"--output_dir for this sweep")
+        if recorded is None or not os.path.exists(results_file):
+            records[point_name(point)] = flags_used
+            output_guard.write_json(record_file, records)
             command = finetune_command(point, directory, common)
             logging.info("sweep point %s: %s", point_name(point), shlex.join(command))
             completed = runner(command)
@@ -93,16 +131,16 @@ def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], me
                             "metrics": json.load(f)})
     best = pick_best(results, metric)
     summary = {"metric": metric, "best": best, "results": results}
-    with open(os.path.join(output_dir, "sweep_results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    with open(os.path.join(output_dir, "sweep_results.tsv"), "w") as f:
-        f.write(f"point\tlearning_rate\tnum_train_epochs\ttrain_batch_size\t{metric}\n")
-        ranked = sorted(results, key=lambda r: -r.get("metrics", {}).get(metric, float("-inf")))
-        for r in ranked:
-            value = r.get("metrics", {}).get(metric, r.get("error", ""))
-            p = r["point"]
-            f.write(f"{r['name']}\t{p['learning_rate']:g}\t{p['num_train_epochs']:g}\t"
-                    f"{p['train_batch_size']}\t{value}\n")
+    output_guard.write_json(os.path.join(output_dir, "sweep_results.json"), summary,
+                            sort_keys=False)
+    lines = [f"point\tlearning_rate\tnum_train_epochs\ttrain_batch_size\t{metric}\n"]
+    ranked = sorted(results, key=lambda r: -r.get("metrics", {}).get(metric, float("-inf")))
+    for r in ranked:
+        value = r.get("metrics", {}).get(metric, r.get("error", ""))
+        p = r["point"]
+        lines.append(f"{r['name']}\t{p['learning_rate']:g}\t{p['num_train_epochs']:g}\t"
+                     f"{p['train_batch_size']}\t{value}\n")
+    output_guard.write_text(os.path.join(output_dir, "sweep_results.tsv"), "".join(lines))
     if best:
         logging.info("best %s = %.4f at %s", metric, best["metrics"][metric], best["name"])
     return summary
@@ -141,7 +179,13 @@ def main(argv):
     common = [f"--task_name={FLAGS.task_name}"]
     common += [f"--{k}={FLAGS[k].value}" for k in ("data_dir", "init_checkpoint")
                if FLAGS[k].value]
-    common += shlex.split(FLAGS.finetune_flags)
+    extra = shlex.split(FLAGS.finetune_flags)
+    for flag in extra:  # the sweep owns where each point goes and what it does
+        name = flag.lstrip("-").split("=", 1)[0]
+        if name in ("output_dir", "overwrite", "nooverwrite"):
+            raise SweepError(f"--finetune_flags sets --{name}: the sweep writes each point "
+                             f"to --output_dir/<point>; pass --output_dir to the sweep itself")
+    common += extra
     points = grid([float(v) for v in FLAGS.learning_rates], [float(v) for v in FLAGS.epochs],
                   [int(v) for v in FLAGS.batch_sizes])
     summary = run_sweep(points, FLAGS.output_dir, common, metric)

@@ -48,11 +48,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
-import os
 import sys
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from bert_tf import file_io
+from bert_tf import file_io, output_guard
 from bert_tf.constants import PAD_TOKEN, SPECIAL_TOKENS
 from data_prep import corpus
 # One reader of the corpus format: input errors, globs and the binary sniff are corpus.py's
@@ -387,22 +386,10 @@ def write_vocab(tokens: Sequence[str], path: str) -> None:
     >>> open(p).read()
     '[PAD]\\na\\n'
     """
-    import tensorflow as tf
-
     bad = [t for t in tokens if not t or any(c in t for c in "\n\r")]
     if bad:
         raise ValueError(f"vocab tokens must be non-empty single lines, got {bad[:3]!r}")
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write("".join(t + "\n" for t in tokens))
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
+    output_guard.write_text(path, "".join(t + "\n" for t in tokens))  # whole or not at all
 
 
 def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_case: bool,
@@ -419,6 +406,7 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
     Returns the vocabulary and what was read. Nothing is written if anything fails.
     """
     paths = corpus.expand_input_globs(input_file)
+    output_guard.check_apart(vocab_file, paths, flag="--vocab_file")  # never over the corpus
     probe = pretokenize  # which characters the tokenizer isolates: never pre-split
     if pretokenize is None:
         probe = bert_pretokenizer(do_lower_case, strip_accents)

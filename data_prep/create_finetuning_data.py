@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import flags_common, text_flags
+from bert_tf import flags_common, output_guard, text_flags
 from bert_tf.errors import UsageError
 from bert_tf.tasks import TaskSpec
 
@@ -80,21 +80,29 @@ def shard_paths(output_dir: str, split: str, shards: int):
             for i in range(shards)]
 
 
-def write_split(task, split: str, output_dir: str, shards: int = 1, max_examples=None) -> dict:
-    """Converts one split and writes its records + meta; returns the meta dict."""
+def convert_split(task, split: str, max_examples=None):
+    """One split's examples and features (read and converted; nothing written)."""
+    examples = task.get_examples(split)
+    if max_examples:
+        examples = examples[:max_examples]
+    return examples, task.convert_examples(examples, split)
+
+
+def write_split(task, split: str, output_dir: str, shards: int = 1, max_examples=None,
+                converted=None) -> dict:
+    """Writes one split's records + meta (each file whole: `output_guard`); returns the
+    meta dict. `converted`: `convert_split`'s result, when already made."""
     import numpy as np
     import tensorflow as tf
 
     from bert_tf.data.finetuning import write_records
 
-    examples = task.get_examples(split)
-    if max_examples:
-        examples = examples[:max_examples]
-    features = task.convert_examples(examples, split)
+    examples, features = converted or convert_split(task, split, max_examples)
     spec = task.feature_spec()
     count = len(features["input_word_ids"])
-    tf.io.gfile.makedirs(output_dir)
     paths = shard_paths(output_dir, split, shards)
+    meta_file = os.path.join(output_dir, f"{split}.meta.json")
+    earlier = _read_meta_files(meta_file)  # an earlier run's shards of this split
     # Contiguous row ranges per shard keep the files deterministic; the reader shuffles.
     bounds = np.linspace(0, count, len(paths) + 1).astype(int)
     for path, lo, hi in zip(paths, bounds[:-1], bounds[1:]):
@@ -103,19 +111,44 @@ def write_split(task, split: str, output_dir: str, shards: int = 1, max_examples
             "num_examples": len(examples), "num_features": count,
             "files": [os.path.basename(p) for p in paths],
             "feature_spec": {k: [list(shape), dtype] for k, (shape, dtype) in spec.items()}}
-    with tf.io.gfile.GFile(os.path.join(output_dir, f"{split}.meta.json"), "w") as f:
-        json.dump(meta, f, indent=2)
+    output_guard.write_json(meta_file, meta, sort_keys=False)
+    for name in set(earlier) - set(meta["files"]):  # its surplus shards, named by its meta
+        surplus = os.path.join(output_dir, name)
+        if tf.io.gfile.exists(surplus):
+            tf.io.gfile.remove(surplus)
     logging.info("%s %s: %d examples -> %d features in %d file(s) under %s", task.name, split,
                  len(examples), count, len(paths), output_dir)
     return meta
 
 
+def _read_meta_files(meta_file: str) -> List[str]:
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(meta_file):
+        return []
+    try:
+        with tf.io.gfile.GFile(meta_file) as f:
+            files = json.load(f).get("files", [])
+    except (ValueError, AttributeError):
+        return []
+    return [name for name in files if isinstance(name, str) and "/" not in name]
+
+
 def run(config: FinetuningDataConfig) -> List[dict]:
-    """Writes the records `config` asks for; returns each split's meta dict."""
+    """Writes the records `config` asks for; returns each split's meta dict. --output_dir
+    must be new, empty or an earlier output of this command (whose records of the same
+    split are replaced, each file whole, and its surplus shards removed)."""
+    inputs = [config.init_checkpoint, config.task.data_dir, config.vocab_file]
+    output_guard.check_apart(config.output_dir, inputs, flag="--output_dir")
     task = config.task.make(config.resolve().tokenizer(), config.max_seq_length)
-    # TaskDataError (a BertTfError): one line from cli.run_main
+    # Every split is read first (TaskDataError, a BertTfError: one line from
+    # cli.run_main), so a bad input leaves --output_dir as it was.
+    converted = {split: convert_split(task, split, config.max_examples)
+                 for split in config.splits}
+    output_guard.claim_output_dir(config.output_dir, "create_finetuning_data",
+                                  flag="--output_dir", inputs=inputs)
     return [write_split(task, split, config.output_dir, config.num_output_shards,
-                        config.max_examples) for split in config.splits]
+                        converted=converted[split]) for split in config.splits]
 
 
 def main(argv):

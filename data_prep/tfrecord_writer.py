@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import os
 import struct
 import tempfile
 from array import array
 from itertools import chain
 from typing import Iterator, NamedTuple, Sequence
 
+from bert_tf import output_guard
 from bert_tf.constants import length_delimited, varint
 
 
@@ -446,7 +446,9 @@ class RecordSpill:
 
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
-    """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds.
+    """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds
+    (`bert_tf.output_guard.atomic_file`: a hidden, unpredictable name a left-over never
+    shares with a glob of the records).
 
     An interrupted or failed write leaves no file at `path` (and removes the temporary), so
     a file at `path` is always complete.
@@ -458,15 +460,8 @@ def atomic_output(path: str) -> Iterator[str]:
         >>> open(p).read()
         'done'
     """
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
-    try:
+    with output_guard.atomic_file(path) as tmp:
         yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,8 +31,11 @@ _configure_logical_cpus()
 
 @pytest.fixture(scope="session")
 def shared_data():
-    """../shared/data (real corpora and GLUE); tests that need it skip when absent."""
+    """../shared/data (real corpora and GLUE); tests that need it skip when absent, and
+    fail under CI (CI=true), where a silent skip would hide the checks that matter most."""
     if not SHARED_DATA.is_dir():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{SHARED_DATA} not present under CI")
         pytest.skip(f"{SHARED_DATA} not present")
     return SHARED_DATA
 

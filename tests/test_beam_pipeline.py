@@ -46,8 +46,12 @@ def test_direct_runner_writes_the_local_jobs_records(tmp_path, shared_data):
               "--pool_size=3", "--num_output_shards=3", "--random_seed=99",
               "--max_seq_length=64", "--max_predictions_per_seq=10"]
     beam_out = tmp_path / "beam" / "p.tfrecord"
-    summary = beam_pipeline.run(common + [f"--output_file={beam_out}",
+    mine = tmp_path / "mine"  # a folder of the user's as --work_dir keeps its files
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    summary = beam_pipeline.run(common + [f"--output_file={beam_out}", f"--work_dir={mine}",
                                           "--direct_num_workers=1"])
+    assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "my notes"
     beam_files = sorted(glob.glob(str(tmp_path / "beam" / "*")))
     assert [os.path.basename(f) for f in beam_files] == [
         f"p.tfrecord-0000{s}-of-00003" for s in range(3)]

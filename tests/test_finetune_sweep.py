@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from bert_tf import sweep
 
 
@@ -54,6 +56,18 @@ def test_run_sweep_picks_the_best_and_reuses_finished_points(tmp_path):
     scores["lr2e-05_ep2_bs16"] = 0.9
     summary = sweep.run_sweep(points, str(tmp_path), common, "f1", runner=runner)
     assert len(calls) == 1 and summary["best"]["name"] == "lr2e-05_ep2_bs16"
+
+    # a sweep with other flags into the same dir is refused, not mixed with these points
+    with pytest.raises(sweep.SweepError, match="other finetune flags"):
+        sweep.run_sweep(points, str(tmp_path), common + ["--max_seq_length=64"], "f1",
+                        runner=runner)
+    # a finished point is reused only with its eval_results.json
+    os.remove(tmp_path / "lr5e-05_ep2_bs16" / "eval_results.json")
+    calls.clear()
+    import shutil
+    shutil.rmtree(tmp_path / "lr5e-05_ep2_bs16")
+    sweep.run_sweep(points, str(tmp_path), common, "f1", runner=runner)
+    assert len(calls) == 1 and "--learning_rate=5e-05" in calls[0]
 
 
 def test_pick_best_ignores_missing_metrics():

@@ -133,3 +133,32 @@ def test_two_workers_on_loopback_train_and_write_one_checkpoint(setup, tmp_path)
     assert _latest_step(out) == 4
     results = json.loads((out / "eval_results.json").read_text())
     assert results["eval_steps"] == 6 and results["global_step"] == 4
+
+
+def test_a_dir_of_another_run_is_refused_and_phase_2_says_what_it_does(setup, tmp_path):
+    """DESIGN 2.6: an --output_dir holding another run is refused before anything there is
+    written (one line naming the setting); the paper's phase 2 in phase 1's dir continues
+    its step count at the new length, and says so."""
+    import hashlib
+
+    out = tmp_path / "phase1"
+    first = subprocess.run(_command(setup, out, "--num_train_steps=2"), env=command_env(),
+                           capture_output=True, text=True, timeout=TIMEOUT)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    def digests():
+        return {name: hashlib.sha256((out / name).read_bytes()).hexdigest()
+                for name in os.listdir(out) if (out / name).is_file()}
+
+    before = digests()
+    refused = subprocess.run(_command(setup, out, "--num_train_steps=4", "--optimizer=lamb"),
+                             env=command_env(), capture_output=True, text=True,
+                             timeout=TIMEOUT)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "optimizer adamw; this run has lamb" in refused.stderr
+    assert digests() == before
+    done = subprocess.run(_command(setup, out, "--num_train_steps=2",
+                                   f"--max_seq_length={SEQ // 2}"),
+                          env=command_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 1 and "nothing to train at the new" in done.stderr
+    assert digests() == before

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -34,8 +35,8 @@ from bert_tf import constants, model_dir, text_rules
 from bert_tf.checkpoints.names import (HEADS, POOLER, TASK_HEAD_MAPPINGS, hf_name,
                                        hf_names, mappings_for)
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
-                                         checked, checked_vocab, log_unused, read_mapped,
-                                         require_file)
+                                         checked, checked_vocab, collect, log_unused,
+                                         read_mapped, require_file)
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.model_dir import CheckpointMismatchError
 
@@ -89,12 +90,24 @@ def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
         return {key: f.get_tensor(key).float().numpy() for key in f.keys()}
 
 
+_SAFE_TORCH = (2, 6)  # the first torch whose weights_only=True load is safe
+
+
 def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
     try:
         import torch
     except ImportError:
         raise CheckpointFormatError(f"{path}: reading pytorch_model.bin needs torch (pip "
                                     f"install torch), or convert from model.safetensors") from None
+    # weights_only=True unpickles only tensors and plain containers; before torch 2.6 that
+    # loader could still run code from a crafted file (CVE-2025-32434).
+    version = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
+    if version < _SAFE_TORCH:
+        raise CheckpointFormatError(
+            f"{path}: torch {torch.__version__} cannot read pytorch_model.bin safely (its "
+            f"weights_only loader runs code from crafted files before torch "
+            f"{'.'.join(map(str, _SAFE_TORCH))}); upgrade torch, or convert from "
+            f"model.safetensors")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, ValueError) as e:  # e.g. a cut-short zip
@@ -111,7 +124,18 @@ def load_huggingface_tensors(weights_file: str) -> Dict[str, np.ndarray]:
     """All tensors of a safetensors / sharded-safetensors index / pytorch_model.bin file."""
     if weights_file.endswith(".index.json"):
         with tf.io.gfile.GFile(weights_file) as f:
-            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
+            try:
+                weight_map = json.load(f).get("weight_map", {})
+            except (ValueError, AttributeError) as e:
+                raise CheckpointFormatError(f"{weights_file}: not a safetensors index "
+                                            f"({e})") from None
+        shards = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else [None]
+        for shard in shards:  # an untrusted index may not point outside its directory
+            if (not isinstance(shard, str) or shard in ("", ".", "..")
+                    or os.path.basename(shard) != shard or "\\" in shard):
+                raise CheckpointFormatError(
+                    f"{weights_file}: weight_map names {shard!r}; shards must be plain file "
+                    f"names in the index's own directory")
         result = {}
         for shard in shards:
             shard_path = require_file(os.path.join(os.path.dirname(weights_file), shard),
@@ -126,14 +150,22 @@ def load_huggingface_tensors(weights_file: str) -> Dict[str, np.ndarray]:
                                 f".safetensors, .safetensors.index.json or .bin)")
 
 
-def huggingface_config(config_file: str) -> BertConfig:
-    """Reads a Hugging Face config.json, refusing models that are not plain BERT."""
+def _raw_config(config_file: str) -> dict:
     require_file(config_file, "Hugging Face config.json")
     with tf.io.gfile.GFile(config_file) as f:
         try:
             raw = json.load(f)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{config_file}: cannot parse: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{config_file}: expected a JSON object (a Hugging Face config.json)")
+    return raw
+
+
+def huggingface_config(config_file: str, raw: Optional[dict] = None) -> BertConfig:
+    """Reads a Hugging Face config.json, refusing models that are not plain BERT."""
+    if raw is None:
+        raw = _raw_config(config_file)
     model_type = raw.get("model_type", "bert")
     if model_type != "bert":
         raise ConfigError(f"{config_file}: model_type={model_type!r} is not BERT (its "
@@ -167,20 +199,55 @@ def _huggingface_text_settings(directory: str) -> Tuple[Optional[bool], Optional
     return lower, None if strip is None else bool(strip)
 
 
+def vocab_from_tokenizer_json(directory: str) -> Optional[str]:
+    """The WordPiece vocab of `directory`/tokenizer.json as a vocab.txt (in a scratch
+    directory; None when there is no WordPiece tokenizer.json): transformers 5 saves fast
+    tokenizers with tokenizer.json only."""
+    path = os.path.join(directory, "tokenizer.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            model = (json.load(f) or {}).get("model") or {}
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: cannot parse: {e}") from None
+    vocab = model.get("vocab")
+    if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        return None
+    tokens = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in tokens] != list(range(len(tokens))):
+        raise CheckpointFormatError(f"{path}: the WordPiece vocab's ids are not 0..{len(tokens) - 1}")
+    import tempfile
+
+    out = os.path.join(tempfile.mkdtemp(prefix="bert_tf_vocab_"), model_dir.VOCAB_FILE)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in tokens))
+    logging.info("%s: vocab.txt taken from tokenizer.json's WordPiece vocab", directory)
+    return out
+
+
 def read_huggingface(path: str, config_file: Optional[str] = None,
                      vocab_file: Optional[str] = None,
-                     do_lower_case: Optional[bool] = None) -> BertWeights:
+                     do_lower_case: Optional[bool] = None,
+                     task_name: Optional[str] = None) -> BertWeights:
     """Reads Hugging Face BERT weights (BertModel, or BertFor* with the `bert.` prefix).
 
     `path`: a model directory or the weights file in it. Config, vocab and
     do_lower_case default to `config.json`, `vocab.txt` and `tokenizer_config.json`
     next to the weights. The `cls.predictions.*` and `cls.seq_relationship.*` heads are
     read when present; the MLM decoder matrix must be tied to the word embeddings.
+    A fine-tuned model's task head (BertForSequenceClassification, -TokenClassification,
+    -QuestionAnswering, -MultipleChoice) is read too, with a task config naming the task
+    (`huggingface_task_config`; `task_name` says which when config.json does not).
     """
     weights_file = find_huggingface_weights(path)
     directory = os.path.dirname(weights_file)
     config_file = config_file or os.path.join(directory, "config.json")
-    config = huggingface_config(config_file)
+    raw_config = _raw_config(config_file)
+    config = huggingface_config(config_file, raw_config)
+    if vocab_file is None and not tf.io.gfile.exists(os.path.join(directory,
+                                                                  model_dir.VOCAB_FILE)):
+        vocab_file = vocab_from_tokenizer_json(directory)
     vocab_file = checked_vocab(vocab_file, directory, config, config_file)
     tensors = load_huggingface_tensors(weights_file)
     if "bert.embeddings.word_embeddings.weight" in tensors:
@@ -196,6 +263,22 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
         tensors, tensors.__getitem__, config, source=weights_file, hf_prefix=prefix,
         layer_pattern=r"^(?:bert\.)?encoder\.layer\.(\d+)\.")
     used = [n for m in mappings for n in hf_names(m, prefix)]
+    task_config = None
+    architecture = _task_architecture(raw_config, tensors, task_name, config_file)
+    if architecture is not None:
+        head_mappings = list(TASK_HEAD_MAPPINGS[architecture])
+        head, head_sources = collect(head_mappings, tensors, tensors.__getitem__,
+                                     source=weights_file, hf_prefix=prefix)
+        missing = [m.hf for m in head_mappings if m.ours not in head]
+        if missing:
+            raise CheckpointMismatchError(f"{weights_file}: has part of the {architecture} "
+                                          f"head but lacks {', '.join(missing)}")
+        arrays.update(head)
+        sources.update(head_sources)
+        used += [m.hf for m in head_mappings]
+        task_config = huggingface_task_config(
+            raw_config, architecture, head["task_head/dense/kernel"].shape[-1], task_name,
+            config, source=config_file)
     decoder = tensors.get("cls.predictions.decoder.weight")
     if decoder is not None:
         used.append("cls.predictions.decoder.weight")
@@ -210,7 +293,127 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     if do_lower_case is None:
         do_lower_case = recorded_lower
     return checked(BertWeights(config, arrays, heads, vocab_file, do_lower_case, sources,
-                                strip_accents=strip_accents))
+                                strip_accents=strip_accents, task_config=task_config))
+
+
+# --------------------------------------------------------------------------- task heads in
+# The task families a BertFor* class's head serves (the inverse of huggingface_task_class).
+_CLASS_TASKS = {"BertForSequenceClassification": "a GLUE task (cola, sst-2 take one text; "
+                                                  "mrpc, qqp, mnli, qnli, rte, wnli a pair; "
+                                                  "sts-b is the regression)",
+                "BertForTokenClassification": "conll2003",
+                "BertForQuestionAnswering": "squad (v1.1) or squad_v2",
+                "BertForMultipleChoice": "swag"}
+
+
+def _task_architecture(raw: dict, tensors, task_name: Optional[str],
+                       source: str) -> Optional[str]:
+    """The BertFor* class whose head the weights hold (None: no task head)."""
+    named = [a for a in raw.get("architectures") or [] if a in TASK_HEAD_MAPPINGS]
+    has_head = {a for a, ms in TASK_HEAD_MAPPINGS.items() if ms[0].hf in tensors}
+    if not has_head:
+        if task_name:
+            raise CheckpointFormatError(
+                f"{source}: --task_name={task_name} but the weights hold no task head (no "
+                f"`classifier.*` or `qa_outputs.*`); convert without --task_name and "
+                f"fine-tune with bert_tf.finetune")
+        return None
+    if named and named[0] in has_head:
+        return named[0]
+    if task_name:
+        return huggingface_task_class({"task_name": split_task_name(task_name)[0]})
+    raise CheckpointFormatError(
+        f"{source}: the weights hold a `classifier` head but config.json names no BertFor* "
+        f"architecture; pass --task_name (a GLUE task, conll2003 or swag) to say which")
+
+
+# --task_name spellings that name a task and its options (a QA model trained on SQuAD 2.0
+# answers "no answer" when the [CLS] score wins: our SQuAD task's v2.0 mode).
+_TASK_VARIANTS = {"squad_v2": ("squad", {"version_2_with_negative": True}),
+                  "squad2": ("squad", {"version_2_with_negative": True})}
+
+
+def split_task_name(name: str):
+    """`--task_name` -> (our task name, its options); `squad_v2` is SQuAD in v2.0 mode.
+
+    >>> split_task_name("squad_v2"), split_task_name("sst2")
+    (('squad', {'version_2_with_negative': True}), ('sst2', {}))
+    """
+    name, options = _TASK_VARIANTS.get(name.strip().lower().replace("-", "_"), (name, {}))
+    return name, dict(options)
+
+
+def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
+                            task_name: Optional[str], config: BertConfig, *,
+                            source: str) -> dict:
+    """task_config.json for a fine-tuned HF model: the task (`task_name`, else what
+    config.json says: the architecture, `finetuning_task`, a regression's one output),
+    its labels from `id2label` and the task's default max_seq_length.
+
+    >>> from bert_tf.config import BertConfig
+    >>> raw = {"id2label": {"0": "NEGATIVE", "1": "POSITIVE"}, "finetuning_task": "sst2"}
+    >>> c = huggingface_task_config(raw, "BertForSequenceClassification", 2, None,
+    ...                             BertConfig(), source="config.json")
+    >>> c["task_name"], c["label_list"], c["max_seq_length"]
+    ('SST-2', ['NEGATIVE', 'POSITIVE'], 128)
+    """
+    from bert_tf import tasks
+    from bert_tf.errors import UsageError
+
+    family = _CLASS_TASKS[architecture]
+    name, options = split_task_name(task_name) if task_name else (None, {})
+    if name is None:
+        fixed = {"BertForTokenClassification": "conll2003",
+                 "BertForQuestionAnswering": "squad", "BertForMultipleChoice": "swag"}
+        name = fixed.get(architecture)
+    if name is None:  # sequence classification: which GLUE task?
+        given = raw.get("finetuning_task")
+        try:
+            name = tasks.canonical_task_name(given) if given else None
+        except UsageError:
+            name = None
+        if name is None and (raw.get("problem_type") == "regression" or num_outputs == 1):
+            name = "sts-b"
+        if name is None:
+            raise UsageError(
+                f"{source}: a BertForSequenceClassification with {num_outputs} labels and no "
+                f"finetuning_task; pass --task_name to say which task's inputs it takes: "
+                f"{family}")
+    if huggingface_task_class({"task_name": name}) != architecture:
+        raise UsageError(f"--task_name={name}: does not fit {source}'s {architecture} head "
+                         f"(that head serves {family})")
+    if raw.get("problem_type") == "multi_label_classification":
+        raise CheckpointFormatError(f"{source}: problem_type=multi_label_classification (a "
+                                    f"sigmoid per label) has no bert_tf task; only "
+                                    f"single-label classification and regression import")
+    cls = tasks.get_task_class(name)
+    if architecture in ("BertForSequenceClassification", "BertForTokenClassification"):
+        regression = cls(tokenizer=None).label_list is None
+        if regression != (num_outputs == 1) or (
+                regression and raw.get("problem_type") not in (None, "regression")):
+            raise UsageError(
+                f"--task_name={name}: {'a regression' if regression else 'a classification'} "
+                f"task, but {source} has {num_outputs} output(s) (problem_type="
+                f"{raw.get('problem_type')}); name a task of the same kind")
+        if not regression:
+            labels = _labels(raw, num_outputs, source)
+            if labels != cls(tokenizer=None).label_list:
+                options["label_list"] = labels
+    length = min(tasks.default_max_seq_length(name), config.max_position_embeddings)
+    return cls(tokenizer=None, max_seq_length=length, **options).task_config()
+
+
+def _labels(raw: dict, count: int, source: str) -> list:
+    """id2label as a list (index = label id); transformers' LABEL_i when absent."""
+    id2label = raw.get("id2label") or {str(i): f"LABEL_{i}" for i in range(count)}
+    try:
+        by_id = {int(k): str(v) for k, v in id2label.items()}
+    except (AttributeError, ValueError):
+        raise ConfigError(f"{source}: id2label must map label ids to names") from None
+    if sorted(by_id) != list(range(count)):
+        raise CheckpointMismatchError(f"{source}: id2label has ids {sorted(by_id)} but the "
+                                      f"head has {count} outputs; fix id2label")
+    return [by_id[i] for i in range(count)]
 
 
 
@@ -288,6 +491,8 @@ def huggingface_config_dict(weights: BertWeights, architecture: Optional[str] = 
                   position_embedding_type="absolute", pad_token_id=_pad_id(weights.vocab_file),
                   dtype="float32")
     task = weights.task_config
+    if task is not None:  # transformers' field for it; the import reads it back
+        values["finetuning_task"] = task["task_name"]
     if task is not None and architecture != "BertForQuestionAnswering":
         labels = task.get("label_list")
         if architecture == "BertForMultipleChoice" or not labels:

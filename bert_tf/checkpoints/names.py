@@ -1,10 +1,13 @@
-"""One variable under three names: ours, the original TF1 checkpoint's, Hugging Face's.
+"""One variable under four names: ours, the original TF1 checkpoint's, Hugging Face's and
+keras-hub's.
 
 The name mappings are plain data (`ENCODER_MAPPINGS`, `LAYER_MAPPINGS`,
 `MASKED_LM_MAPPINGS`, `NEXT_SENTENCE_MAPPINGS`, `TASK_HEAD_MAPPINGS`), read in both
-directions by every reader and writer (`checkpoints.tf1`, `checkpoints.huggingface`).
+directions by every reader and writer (`checkpoints.tf1`, `checkpoints.huggingface`,
+`checkpoints.keras_hub`).
 Our kernels are [in, out] like TF1's; Hugging Face `Linear` weights are [out, in] and are
-transposed, as is TF1's `cls/seq_relationship/output_weights` ([2, H]). TF-free.
+transposed, as is TF1's `cls/seq_relationship/output_weights` ([2, H]); keras-hub's
+attention kernels are [H, heads, head_size] / [heads, head_size, H], ours reshaped. TF-free.
 
 >>> [m.hf for m in mappings_for(1) if m.ours == "encoder/layer_0/output_dense/kernel"]
 ['encoder.layer.0.output.dense.weight']
@@ -26,6 +29,8 @@ class WeightMapping:
     """One variable under its three names; `{i}` stands for the layer index.
 
     `tf1_transpose` / `hf_transpose`: the source holds the transpose of ours.
+    `keras_hub`: the variable's `path` in keras-hub's BertBackbone / BertTextClassifier
+    ("" where keras-hub has no such variable); its value is ours reshaped.
 
     >>> m = LAYER_MAPPINGS[0].for_layer(3)
     >>> m.ours, m.tf1, m.hf
@@ -37,48 +42,61 @@ class WeightMapping:
     hf: str
     tf1_transpose: bool = False
     hf_transpose: bool = False
+    keras_hub: str = ""
 
     def for_layer(self, i: int) -> "WeightMapping":
         return dataclasses.replace(self, ours=self.ours.format(i=i), tf1=self.tf1.format(i=i),
-                                   hf=self.hf.format(i=i))
+                                   hf=self.hf.format(i=i), keras_hub=self.keras_hub.format(i=i))
 
 
-def _dense(ours: str, tf1: str, hf: str) -> List[WeightMapping]:
+def _dense(ours: str, tf1: str, hf: str, kh: str = "") -> List[WeightMapping]:
     """Kernel + bias of a dense layer (HF stores the kernel as [out, in])."""
-    return [WeightMapping(f"{ours}/kernel", f"{tf1}/kernel", f"{hf}.weight", hf_transpose=True),
-            WeightMapping(f"{ours}/bias", f"{tf1}/bias", f"{hf}.bias")]
+    return [WeightMapping(f"{ours}/kernel", f"{tf1}/kernel", f"{hf}.weight", hf_transpose=True,
+                          keras_hub=f"{kh}/kernel" if kh else ""),
+            WeightMapping(f"{ours}/bias", f"{tf1}/bias", f"{hf}.bias",
+                          keras_hub=f"{kh}/bias" if kh else "")]
 
 
-def _norm(ours: str, tf1: str, hf: str) -> List[WeightMapping]:
+def _norm(ours: str, tf1: str, hf: str, kh: str = "") -> List[WeightMapping]:
     """gamma + beta of a LayerNorm (HF: weight + bias)."""
-    return [WeightMapping(f"{ours}/gamma", f"{tf1}/gamma", f"{hf}.weight"),
-            WeightMapping(f"{ours}/beta", f"{tf1}/beta", f"{hf}.bias")]
+    return [WeightMapping(f"{ours}/gamma", f"{tf1}/gamma", f"{hf}.weight",
+                          keras_hub=f"{kh}/gamma" if kh else ""),
+            WeightMapping(f"{ours}/beta", f"{tf1}/beta", f"{hf}.bias",
+                          keras_hub=f"{kh}/beta" if kh else "")]
 
 
 # HF names here are relative to the encoder (`bert.` is prepended for BertFor* models).
 ENCODER_MAPPINGS: Tuple[WeightMapping, ...] = tuple(
-    [WeightMapping(f"encoder/embeddings/{n}", f"bert/embeddings/{n}", f"embeddings.{n}.weight")
-     for n in ("word_embeddings", "position_embeddings", "token_type_embeddings")]
-    + _norm("encoder/embeddings/layer_norm", "bert/embeddings/LayerNorm", "embeddings.LayerNorm")
-    + _dense("encoder/pooler/dense", "bert/pooler/dense", "pooler.dense"))
+    [WeightMapping(f"encoder/embeddings/{n}", f"bert/embeddings/{n}", f"embeddings.{n}.weight",
+                   keras_hub=f"{kh}/embeddings")
+     for n, kh in (("word_embeddings", "token_embedding"),
+                   ("position_embeddings", "position_embedding"),
+                   ("token_type_embeddings", "segment_embedding"))]
+    + _norm("encoder/embeddings/layer_norm", "bert/embeddings/LayerNorm", "embeddings.LayerNorm",
+            "embeddings_layer_norm")
+    + _dense("encoder/pooler/dense", "bert/pooler/dense", "pooler.dense", "pooled_dense"))
 
 LAYER_MAPPINGS: Tuple[WeightMapping, ...] = tuple(
     [m for part in ("query", "key", "value")
      for m in _dense(f"encoder/layer_{{i}}/attention/{part}",
                      f"bert/encoder/layer_{{i}}/attention/self/{part}",
-                     f"encoder.layer.{{i}}.attention.self.{part}")]
+                     f"encoder.layer.{{i}}.attention.self.{part}",
+                     f"transformer_layer_{{i}}/self_attention_layer/{part}")]
     + _dense("encoder/layer_{i}/attention/output_dense",
              "bert/encoder/layer_{i}/attention/output/dense",
-             "encoder.layer.{i}.attention.output.dense")
+             "encoder.layer.{i}.attention.output.dense",
+             "transformer_layer_{i}/self_attention_layer/attention_output")
     + _norm("encoder/layer_{i}/attention_layer_norm",
             "bert/encoder/layer_{i}/attention/output/LayerNorm",
-            "encoder.layer.{i}.attention.output.LayerNorm")
+            "encoder.layer.{i}.attention.output.LayerNorm",
+            "transformer_layer_{i}/self_attention_layer_norm")
     + _dense("encoder/layer_{i}/intermediate", "bert/encoder/layer_{i}/intermediate/dense",
-             "encoder.layer.{i}.intermediate.dense")
+             "encoder.layer.{i}.intermediate.dense",
+             "transformer_layer_{i}/feedforward_intermediate_dense")
     + _dense("encoder/layer_{i}/output_dense", "bert/encoder/layer_{i}/output/dense",
-             "encoder.layer.{i}.output.dense")
+             "encoder.layer.{i}.output.dense", "transformer_layer_{i}/feedforward_output_dense")
     + _norm("encoder/layer_{i}/output_layer_norm", "bert/encoder/layer_{i}/output/LayerNorm",
-            "encoder.layer.{i}.output.LayerNorm"))
+            "encoder.layer.{i}.output.LayerNorm", "transformer_layer_{i}/feedforward_layer_norm"))
 
 MASKED_LM_MAPPINGS: Tuple[WeightMapping, ...] = tuple(
     _dense("masked_lm/transform", "cls/predictions/transform/dense",
@@ -97,11 +115,13 @@ NEXT_SENTENCE_MAPPINGS: Tuple[WeightMapping, ...] = (
 
 HEAD_MAPPINGS = {"masked_lm": MASKED_LM_MAPPINGS, "next_sentence": NEXT_SENTENCE_MAPPINGS}
 # A fine-tuned model's `task_head` (bert_tf.tasks), by the transformers class that has the
-# same head; TF1 names are those of the original run_classifier / run_squad.
+# same head; TF1 names are those of the original run_classifier / run_squad, keras-hub's
+# those of BertTextClassifier (sequence classification only).
 _CLASSIFIER_MAPPINGS: Tuple[WeightMapping, ...] = (
     WeightMapping("task_head/dense/kernel", "output_weights", "classifier.weight",
-                  tf1_transpose=True, hf_transpose=True),
-    WeightMapping("task_head/dense/bias", "output_bias", "classifier.bias"))
+                  tf1_transpose=True, hf_transpose=True, keras_hub="logits/kernel"),
+    WeightMapping("task_head/dense/bias", "output_bias", "classifier.bias",
+                  keras_hub="logits/bias"))
 TASK_HEAD_MAPPINGS: Dict[str, Tuple[WeightMapping, ...]] = {
     "BertForSequenceClassification": _CLASSIFIER_MAPPINGS,
     "BertForTokenClassification": _CLASSIFIER_MAPPINGS,

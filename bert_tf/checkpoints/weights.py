@@ -5,6 +5,7 @@ vocab, casing); every writer takes one, so a conversion is `reader -> writer`:
 
     checkpoints.tf1.read_tf1_checkpoint / write_tf1_checkpoint   original google-research/bert
     checkpoints.huggingface.read_huggingface / write_huggingface  transformers' BertModel / BertFor*
+    checkpoints.keras_hub.read_keras_hub / write_keras_hub        keras-hub presets
     read_model_dir (here)                                          a bert_tf model dir
 
 A bert_tf model dir is written by `bert_tf.model_dir.write_model_dir` from the checkpoint
@@ -165,7 +166,31 @@ def build_model(weights: BertWeights):
         variable.assign(value)
     objects = {"encoder": model.encoder}
     objects.update({head: getattr(model, head) for head in weights.heads})
+    if weights.task_config is not None:
+        objects["task_head"] = build_task_head(weights)
     return model, objects
+
+
+def build_task_head(weights: BertWeights):
+    """The task head `weights.task_config` names (the task's own `build_head`), holding the
+    `task_head/dense/*` arrays; CheckpointMismatchError when they do not fit it."""
+    from bert_tf.tasks import task_from_config
+
+    head = task_from_config(weights.task_config).build_head(weights.config)
+    if not head.built:
+        head.build()
+    for part in ("kernel", "bias"):
+        name, variable = f"task_head/dense/{part}", getattr(head.dense, part)
+        if name not in weights.arrays:
+            raise CheckpointMismatchError(f"no value for `{name}` in the source")
+        value = weights.arrays[name]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointMismatchError(
+                f"{weights.source_of(name)}: shape {list(value.shape)} does not fit the "
+                f"{weights.task_config.get('task_name')} head, which needs "
+                f"{list(variable.shape)} for `{name}`")
+        variable.assign(value)
+    return head
 
 
 # --------------------------------------------------------------------------- shared by the readers

@@ -50,8 +50,10 @@ def write_records(path: str, features: Mapping[str, np.ndarray], spec: Spec) -> 
     if missing:
         raise ValueError(f"{path}: features lack {missing} (spec {sorted(spec)}); test "
                          f"splits without labels are not written as training records")
+    from bert_tf import output_guard  # the file appears whole or not at all
+
     count = len(features[next(iter(spec))])
-    with tf.io.TFRecordWriter(path) as writer:
+    with output_guard.atomic_file(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for i in range(count):
             record = {}
             for name, (_, dtype) in spec.items():

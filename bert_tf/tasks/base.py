@@ -23,8 +23,8 @@ Contract of each piece:
 * `__init__(tokenizer, max_seq_length=128, data_dir=None, files=None, **options)`:
   no flags here. `files` maps a split to a file and overrides the file `data_dir` would
   give (SQuAD's `--train_file` / `--predict_file`). `options` are the task's own settings,
-  named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...);
-  the CLI passes exactly those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
+  named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
+  GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
   (may be None for tasks used only to read examples or compute metrics).
 * `get_examples(split)`: split is "train", "dev" or "test". Pure: same file, same list.
   Bad input raises `TaskDataError` naming file, line and what to do.
@@ -73,7 +73,6 @@ True
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -221,19 +220,10 @@ class Task:
         return "".join(c if c.isalnum() else "_" for c in self.name.lower())
 
 
-def write_json(path: str, obj) -> str:
-    import tensorflow as tf  # gfile: output dirs may be gs://
-
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    return path
-
-
 def write_tsv_lines(path: str, lines: Sequence[str]) -> str:
-    import tensorflow as tf
+    from bert_tf import output_guard  # whole or not at all (DESIGN 2.6)
 
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    output_guard.write_text(path, "\n".join(lines) + "\n")
     return path
 
 

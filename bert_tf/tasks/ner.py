@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -55,8 +55,9 @@ def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
     return out
 
 
-def read_conll(path: str) -> List[NerExample]:
-    """Sentences of a CoNLL-2003 file with IOB2 tags (the NER tag is the last column)."""
+def read_conll(path: str, labels: Sequence[str] = CONLL2003_LABELS) -> List[NerExample]:
+    """Sentences of a CoNLL-2003 file with IOB2 tags (the NER tag is the last column);
+    every tag's B- form must be one of `labels`."""
     import tensorflow as tf  # gfile: data may live on gs://
 
     try:
@@ -84,10 +85,12 @@ def read_conll(path: str) -> List[NerExample]:
             raise TaskDataError(f"{path}:{line_no}: expected `word ... NER-tag` columns, "
                                 f"got {line!r}; is this a CoNLL-2003 file?")
         tag = fields[-1]
-        if tag != "O" and (tag[:2] not in ("B-", "I-") or
-                           "B-" + tag[2:] not in CONLL2003_LABELS):
-            raise TaskDataError(f"{path}:{line_no}: tag {tag!r} is not a CoNLL-2003 NER "
-                                f"tag (expected O or B-/I- with PER, ORG, LOC, MISC)")
+        if tag != "O" and (tag[:2] not in ("B-", "I-") or "B-" + tag[2:] not in labels):
+            kinds = ", ".join(sorted({t[2:] for t in labels if t != "O"}))
+            what = ("a CoNLL-2003 NER tag" if list(labels) == CONLL2003_LABELS
+                    else "one of the model's tags")
+            raise TaskDataError(f"{path}:{line_no}: tag {tag!r} is not {what} (expected O "
+                                f"or B-/I- with {kinds})")
         if not words:
             first_line = line_no
         words.append(fields[0])
@@ -103,10 +106,20 @@ class Conll2003NerTask(Task):
     primary_metric = "f1"
     label_names = ("label_ids",)
     submission_name = "conll2003_predictions.txt"
+    # `label_list` replaces the CoNLL-2003 tags (a tagger imported with its own tag set,
+    # e.g. a Hugging Face model's id2label); task_config.json records it.
+    option_names = ("label_list",)
+
+    def __init__(self, tokenizer=None, max_seq_length: int = 128, data_dir=None, files=None,
+                 label_list: Optional[Sequence[str]] = None):
+        super().__init__(tokenizer=tokenizer, max_seq_length=max_seq_length,
+                         data_dir=data_dir, files=files,
+                         **({} if label_list is None else {"label_list": list(label_list)}))
+        self.labels = [str(t) for t in (CONLL2003_LABELS if label_list is None else label_list)]
 
     @property
     def label_list(self):
-        return list(CONLL2003_LABELS)
+        return list(self.labels)
 
     def default_file(self, split: str) -> str:
         names = {"train": ("eng.train", "train.txt"), "dev": ("eng.testa", "valid.txt"),
@@ -121,7 +134,7 @@ class Conll2003NerTask(Task):
     def get_examples(self, split: str) -> List[NerExample]:
         if split not in ("train", "dev", "test"):
             raise ValueError(f"conll2003: unknown split {split!r} (train, dev or test)")
-        return read_conll(self.split_file(split))
+        return read_conll(self.split_file(split), self.labels)
 
     # ------------------------------------------------------------------ features
     def _word_pieces(self, examples, batch_size=50000) -> List[List[int]]:
@@ -151,7 +164,7 @@ class Conll2003NerTask(Task):
         cls_id = self._special_id("cls_id", "[CLS]")
         sep_id = self._special_id("sep_id", "[SEP]")
         pad_id = self._special_id("pad_id", "[PAD]")
-        label_index = {label: i for i, label in enumerate(CONLL2003_LABELS)}
+        label_index = {label: i for i, label in enumerate(self.labels)}
         pieces = iter(self._word_pieces(examples))
         rows = []  # (example index, [(word index, piece ids)])
         for n, example in enumerate(examples):
@@ -192,7 +205,7 @@ class Conll2003NerTask(Task):
 
     # ------------------------------------------------------------------ model
     def build_head(self, config):
-        return make_head(config, len(CONLL2003_LABELS), input_key="sequence_output")
+        return make_head(config, len(self.labels), input_key="sequence_output")
 
     def loss(self, features, outputs):
         labels = features["label_ids"]
@@ -208,7 +221,7 @@ class Conll2003NerTask(Task):
         for row, position in zip(rows.tolist(), positions.tolist()):
             n = int(features["example_index"][row])
             predictions[n][features["word_index"][row, position]] = \
-                CONLL2003_LABELS[best[row, position]]
+                self.labels[best[row, position]]
         return predictions
 
     def serving_module(self, model, tokenizer, max_seq_length: int,

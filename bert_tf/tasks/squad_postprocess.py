@@ -29,7 +29,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import serving
+from bert_tf import output_guard, serving
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks.squad_data import BasicFn, SquadExample
 
@@ -230,8 +230,7 @@ def write_prediction_files(predictions: Sequence[SquadPrediction], output_dir: s
     paths = []
     for name, obj in contents.items():
         path = os.path.join(output_dir, name)
-        with tf.io.gfile.GFile(path, "w") as f:
-            f.write(json.dumps(obj, indent=4) + "\n")
+        output_guard.write_text(path, json.dumps(obj, indent=4) + "\n")
         paths.append(path)
     return paths
 

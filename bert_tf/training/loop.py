@@ -72,7 +72,6 @@ Trainer's `step` after each step, so the schedule never lags the step counter.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -86,6 +85,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
+from bert_tf import output_guard
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.training.preemption import PreemptionWatcher
@@ -422,8 +422,10 @@ class Trainer:
         latest = tf.train.latest_checkpoint(self.output_dir)
         if not latest:
             return None
-        status = self.checkpoint.read(latest)
-        status.assert_existing_objects_matched()
+        # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
+        # variable of another shape), without the unrestored-values warning flood.
+        model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
+                                       "step": self.step}, require_all=True)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
@@ -779,10 +781,8 @@ class Trainer:
                                  if k not in ("global_step", "eval_steps")}, step)
         self._flush()
         if write_results and self.is_chief:
-            path = os.path.join(self.output_dir, EVAL_RESULTS_FILE)
-            with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-                json.dump(results, f, indent=2, sort_keys=True)
-            tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+            output_guard.write_json(os.path.join(self.output_dir, EVAL_RESULTS_FILE),
+                                    results)
         return results
 
     def predict(self, features: Mapping[str, np.ndarray], batch_size: int,

@@ -1,0 +1,413 @@
+"""DESIGN 2.6: nothing a user already has is lost or changed by a failed or mistaken
+command. Each test makes the mistake a user would (a folder of theirs as --work_dir, the
+output dir as the work dir, --overwrite onto a parent of the input, a rerun into a dir of
+another task, a failed run into a fine-tuned dir) and checks the bytes of every file that
+was there before."""
+
+import hashlib
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import model_dir as md
+from bert_tf import output_guard
+from bert_tf.output_guard import OutputGuardError
+from data_prep import create_pretraining_data as cpd
+from data_prep.corpus import CorpusError
+from tests.helpers import (REPO, SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, run_command,
+                           tiny_config, write_sst2_dir, write_vocab)
+
+
+def snapshot(root) -> dict:
+    """Every file below `root` -> sha256 of its bytes."""
+    out = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def assert_kept(before: dict, root) -> None:
+    after = snapshot(root)
+    changed = {k for k in before if after.get(k) != before[k]}
+    assert not changed, f"changed or lost: {sorted(changed)}"
+
+
+# ------------------------------------------------------------------ the guard itself
+
+
+def test_work_dir_of_the_user_keeps_its_files_and_ours_is_reused(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    before = snapshot(tmp_path)
+    work = output_guard.claim_work_dir(str(mine), "job")
+    assert work == str(mine / "job.work")
+    assert output_guard.claim_work_dir(str(mine), "job") == work  # the rerun finds it
+    (mine / "job.work" / "part-0").write_text("x")
+    output_guard.release_work_dir(work, "job")
+    assert_kept(before, tmp_path)
+    assert sorted(os.listdir(mine)) == ["notes.txt"]
+    # A work dir the job creates is its own and goes whole; one holding an output is not.
+    new = output_guard.claim_work_dir(str(tmp_path / "new"), "job")
+    assert new == str(tmp_path / "new")
+    output_guard.release_work_dir(new, "job")
+    assert not (tmp_path / "new").exists()
+    holding = output_guard.claim_work_dir(str(tmp_path / "w"), "job",
+                                          outputs=[str(tmp_path / "w" / "records")])
+    assert holding == str(tmp_path / "w" / "job.work")
+    with pytest.raises(OutputGuardError, match="contains the input"):
+        output_guard.claim_work_dir(str(tmp_path), "job", inputs=[str(mine / "notes.txt")])
+
+
+def test_new_output_dir_refusals_write_nothing(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights").write_text("w")
+    before = snapshot(tmp_path)
+    for target, overwrite, message in [
+            (model, True, "is the input"), (tmp_path, True, "contains the input"),
+            (model / "sub", False, "is inside the input")]:
+        with pytest.raises(OutputGuardError, match=message):
+            with output_guard.new_output_dir(str(target), "c", overwrite=overwrite,
+                                             inputs=[str(model)]):
+                pass
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("k")
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputGuardError, match="no bert_tf command wrote"):
+        with output_guard.new_output_dir(str(other), "c", overwrite=True):
+            pass
+    # A failure while building leaves neither a partial output nor a temporary.
+    with pytest.raises(RuntimeError):
+        with output_guard.new_output_dir(str(tmp_path / "out"), "c") as tmp:
+            output_guard.write_text(os.path.join(tmp, "half"), "h")
+            raise RuntimeError("disk full")
+    assert_kept(before, tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["model", "other"]
+
+
+def test_atomic_file_leaves_nothing_on_failure(tmp_path):
+    path = tmp_path / "eval_results.json"
+    output_guard.write_json(str(path), {"accuracy": 1.0})
+    with pytest.raises(RuntimeError):
+        with output_guard.atomic_file(str(path)) as tmp:
+            open(tmp, "w").write("{half")
+            raise RuntimeError("killed")
+    assert json.loads(path.read_text()) == {"accuracy": 1.0}
+    assert os.listdir(tmp_path) == ["eval_results.json"]
+
+
+def test_saved_model_on_an_object_store_gets_saved_model_pb_last(monkeypatch):
+    """ram:// is a filesystem whose rename is not one atomic step for a directory (as
+    gs://): the version must become loadable only with its last file."""
+    from bert_tf import export
+
+    class Doubler(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = tf.Variable([2.0])
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def double(self, x):
+            return {"y": x * self.scale}
+
+    copied, real_copy = [], tf.io.gfile.copy
+
+    def recording_copy(source, target, overwrite=False):
+        if target.endswith("saved_model.pb"):  # everything else is there already
+            root = os.path.dirname(target)
+            assert tf.io.gfile.exists(os.path.join(root, "variables", "variables.index"))
+        copied.append(os.path.basename(target))
+        real_copy(source, target, overwrite=overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "copy", recording_copy)
+    module = Doubler()
+    version = export.save_versioned(module, {"serving_default": module.double},
+                                    "ram://guard_test/export")
+    assert copied[-1] == "saved_model.pb" and len(copied) > 2
+    assert tf.io.gfile.listdir("ram://guard_test/export") == ["1"]  # no temporary left
+    loaded = tf.saved_model.load(version)
+    assert loaded.signatures["serving_default"](x=tf.constant([3.0]))["y"].numpy() == [6.0]
+
+
+# ------------------------------------------------------------------ create_pretraining_data
+
+
+def _corpus(path, docs=30):
+    words = SST2_POSITIVE + SST2_NEGATIVE
+    lines = []
+    for d in range(docs):
+        lines += [f"{words[(d + i) % len(words)]} again and again ." for i in range(6)] + [""]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _vocab(path):
+    words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
+    return write_vocab(path, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "again", "and",
+                              ".", *words])
+
+
+def _job(tmp_path, **kw):
+    return cpd.JobConfig(input_file=str(tmp_path / "corpus.txt"),
+                         output_file=str(tmp_path / "out" / "p.tfrecord"),
+                         vocab_file=str(tmp_path / "vocab.txt"), num_workers=0,
+                         progress=False, dupe_factor=2, max_seq_length=16,
+                         max_predictions_per_seq=3, **kw)
+
+
+def test_create_pretraining_data_work_dir_mistakes(tmp_path):
+    _corpus(tmp_path / "corpus.txt")
+    _vocab(tmp_path / "vocab.txt")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    before = snapshot(tmp_path)
+    # A folder of the user's as --work_dir: its notes survive the end-of-job cleanup.
+    summary = cpd.run(_job(tmp_path, work_dir=str(mine), num_output_shards=3))
+    assert_kept(before, tmp_path)
+    assert os.listdir(mine) == ["notes.txt"]
+    reference = {p: open(p, "rb").read() for p in summary["output_files"]}
+    # --work_dir = the output directory: the shards it just wrote survive.
+    out2 = tmp_path / "out2"
+    cfg = _job(tmp_path, work_dir=str(out2), num_output_shards=3)
+    cfg = cpd.dataclasses.replace(cfg, output_file=str(out2 / "p.tfrecord"))
+    second = cpd.run(cfg)
+    assert sorted(os.listdir(out2)) == sorted(os.path.basename(p)
+                                              for p in second["output_files"])
+    assert [open(p, "rb").read() for p in second["output_files"]] == list(reference.values())
+
+
+def test_create_pretraining_data_overwrite_removes_only_its_surplus_shards(tmp_path):
+    _corpus(tmp_path / "corpus.txt")
+    _vocab(tmp_path / "vocab.txt")
+    first = cpd.run(_job(tmp_path, num_output_shards=3))
+    (tmp_path / "out" / "README.txt").write_text("mine")
+    before = snapshot(tmp_path)
+    with pytest.raises(CorpusError, match="--overwrite"):
+        cpd.run(_job(tmp_path, num_output_shards=2))
+    assert_kept(before, tmp_path)
+    second = cpd.run(_job(tmp_path, num_output_shards=2, overwrite=True))
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(
+        ["README.txt"] + [os.path.basename(p) for p in second["output_files"]])
+    assert set(first["output_files"]) - set(second["output_files"])  # one was surplus
+    assert sum(second["shard_instances"]) == sum(first["shard_instances"])
+    # The records' folder given as --output_file's parent of the corpus: refused.
+    with pytest.raises(OutputGuardError, match="is the input"):
+        cpd.run(cpd.dataclasses.replace(_job(tmp_path), output_file=str(tmp_path / "corpus.txt")))
+
+
+def test_create_pretraining_data_cli_refuses_in_one_line(tmp_path):
+    _corpus(tmp_path / "corpus.txt")
+    _vocab(tmp_path / "vocab.txt")
+    before = snapshot(tmp_path)
+    result = run_command("data_prep.create_pretraining_data",
+                         f"--input_file={tmp_path / 'corpus.txt'}",
+                         f"--output_file={tmp_path / 'corpus.txt'}",
+                         f"--vocab_file={tmp_path / 'vocab.txt'}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "is the input" in result.stderr.strip().splitlines()[-1]
+    assert_kept(before, tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]
+
+
+# ------------------------------------------------------------------ extend_vocab, demo
+
+
+def test_extend_vocab_overwrite_onto_its_own_init_checkpoint_is_refused(tmp_path):
+    from bert_tf.extend_vocab import extend_model_dir
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+    init = make_model_dir(tmp_path / "init", tokens, tiny_config(vocab_size=len(tokens)))
+    _corpus(tmp_path / "corpus.txt", docs=3)
+    before = snapshot(tmp_path)
+    for output, message in [(init, "is the input"), (str(tmp_path), "contains the input")]:
+        with pytest.raises(OutputGuardError, match=message):
+            extend_model_dir(init, str(tmp_path / "corpus.txt"), output, num_new_tokens=3,
+                             overwrite=True)
+    assert_kept(before, tmp_path)
+    md.load_encoder(init)
+
+
+def test_demo_refuses_the_checkout_and_folders_of_the_user(tmp_path):
+    from demo import run_demo
+
+    with pytest.raises(OutputGuardError, match="contains the input"):
+        output_guard.claim_output_dir(REPO, "run_demo", flag="--output_dir",
+                                      inputs=[run_demo.DATA], clear=True)
+    assert not os.path.exists(os.path.join(REPO, output_guard.MARKER_FILE))
+    (tmp_path / "thesis.tex").write_text("years of work")
+    before = snapshot(tmp_path)
+    result = run_command("demo.run_demo", f"--output_dir={tmp_path}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "not made by bert_tf" in result.stderr
+    assert_kept(before, tmp_path)
+
+
+# ------------------------------------------------------------------ finetune model dirs
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("guard_finetune")
+    words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    make_model_dir(root / "init", tokens, tiny_config(vocab_size=len(tokens)))
+    write_sst2_dir(root / "sst2", train_repeats=2)
+    out = root / "out"
+    result = run_command("bert_tf.finetune", "--task_name=SST-2", "--max_seq_length=16",
+                         f"--data_dir={root / 'sst2'}", f"--init_checkpoint={root / 'init'}",
+                         f"--output_dir={out}", "--do_train", "--train_batch_size=8",
+                         "--num_train_epochs=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+def test_failed_finetune_into_a_finetuned_dir_changes_nothing(finetuned, tmp_path):
+    """The issue's mistake 2: a --data_dir without train.tsv used to rewrite the dir's
+    config, vocab and task_config before failing."""
+    empty = tmp_path / "no_train"
+    empty.mkdir()
+    before = snapshot(finetuned / "out")
+    result = run_command("bert_tf.finetune", "--task_name=SST-2", "--max_seq_length=16",
+                         f"--data_dir={empty}", f"--init_checkpoint={finetuned / 'init'}",
+                         f"--output_dir={finetuned / 'out'}", "--do_train",
+                         "--train_batch_size=8")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert_kept(before, finetuned / "out")
+    assert set(snapshot(finetuned / "out")) == set(before)
+
+
+def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
+    before = snapshot(finetuned / "out")
+    cola = finetuned / "cola"
+    cola.mkdir()
+    (cola / "train.tsv").write_text("".join(f"src\t1\t\t{s}\n" for s in SST2_POSITIVE))
+    for flags, setting in [(["--task_name=CoLA", f"--data_dir={cola}"], "task SST-2"),
+                           (["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
+                             "--optimizer=lamb"], "optimizer adamw"),
+                           (["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
+                             "--max_seq_length=32"], "max_seq_length 16")]:
+        result = run_command("bert_tf.finetune", "--max_seq_length=16", *flags,
+                             f"--init_checkpoint={finetuned / 'init'}",
+                             f"--output_dir={finetuned / 'out'}", "--do_train",
+                             "--train_batch_size=8")
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert setting in result.stderr and "--overwrite" in result.stderr
+        assert_kept(before, finetuned / "out")
+
+
+# ------------------------------------------------------------------ untrusted model dirs
+
+
+def test_safetensors_index_may_not_name_files_outside_its_directory(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from bert_tf.checkpoints import huggingface
+    from bert_tf.checkpoints.weights import CheckpointFormatError
+
+    outside = tmp_path / "secret.safetensors"
+    save_file({"x": np.zeros(2, np.float32)}, str(outside))
+    model = tmp_path / "model"
+    model.mkdir()
+    for shard in ["../secret.safetensors", str(outside), "sub/../../secret.safetensors", 7]:
+        index = model / "model.safetensors.index.json"
+        index.write_text(json.dumps({"weight_map": {"x": shard}}))
+        with pytest.raises(CheckpointFormatError, match="plain file names"):
+            huggingface.load_huggingface_tensors(str(index))
+    save_file({"x": np.ones(2, np.float32)}, str(model / "part-1.safetensors"))
+    index.write_text(json.dumps({"weight_map": {"x": "part-1.safetensors"}}))
+    assert huggingface.load_huggingface_tensors(str(index))["x"].tolist() == [1.0, 1.0]
+
+
+def test_pytorch_bin_is_refused_with_a_torch_whose_weights_only_load_is_unsafe(
+        tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from bert_tf.checkpoints import huggingface
+    from bert_tf.checkpoints.weights import CheckpointFormatError
+
+    path = tmp_path / "pytorch_model.bin"
+    torch.save({"x": torch.ones(2)}, str(path))
+    assert huggingface.load_huggingface_tensors(str(path))["x"].tolist() == [1.0, 1.0]
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(CheckpointFormatError, match="cannot read pytorch_model.bin safely"):
+        huggingface.load_huggingface_tensors(str(path))
+
+
+# ------------------------------------------------------------------ the other commands
+
+
+def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
+    from bert_tf import export_model, extract_features
+    from bert_tf.flags_common import parse_args
+    from data_prep import build_vocab
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+    model = make_model_dir(tmp_path / "model", tokens, tiny_config(vocab_size=len(tokens)))
+    corpus = _corpus(tmp_path / "corpus.txt", docs=2)
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputGuardError, match="is the input"):
+        export_model.run(export_model.ExportConfig.from_flags(parse_args(
+            export_model.define_flags,
+            [f"--init_checkpoint={model}", f"--export_dir={model}"])))
+    with pytest.raises(OutputGuardError, match="contains the input"):
+        export_model.run(export_model.ExportConfig.from_flags(parse_args(
+            export_model.define_flags,
+            [f"--init_checkpoint={model}", f"--export_dir={tmp_path}"])))
+    with pytest.raises(OutputGuardError, match="is the input"):
+        build_vocab.build_vocab(corpus, corpus, 50, do_lower_case=True)
+    with pytest.raises(OutputGuardError, match="is the input"):
+        extract_features.run(extract_features.ExtractConfig.from_flags(parse_args(
+            extract_features.define_flags,
+            [f"--init_checkpoint={model}", f"--input_file={corpus}",
+             f"--output_file={corpus}"])))
+    assert_kept(before, tmp_path)
+    assert set(snapshot(tmp_path)) == set(before)
+
+
+def test_create_finetuning_data_writes_nothing_on_bad_input_and_keeps_others_files(tmp_path):
+    from bert_tf.flags_common import parse_args
+    from data_prep import create_finetuning_data as cfd
+
+    words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
+    model = make_model_dir(tmp_path / "model", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                *words], tiny_config(vocab_size=5 + len(words)))
+    data = write_sst2_dir(tmp_path / "sst2", train_repeats=1)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "results.tsv").write_text("keep")
+
+    def run(data_dir, output_dir, shards):
+        return cfd.run(cfd.FinetuningDataConfig.from_flags(parse_args(cfd.define_flags, [
+            "--task_name=SST-2", f"--data_dir={data_dir}", f"--init_checkpoint={model}",
+            "--max_seq_length=16", f"--output_dir={output_dir}",
+            f"--num_output_shards={shards}"])))
+
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputGuardError, match="not made by bert_tf"):
+        run(data, theirs, 1)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(Exception):  # no train.tsv: the task's one-line error
+        run(empty, tmp_path / "records", 1)
+    assert_kept(before, tmp_path)
+    assert not (tmp_path / "records").exists()
+    run(data, tmp_path / "records", 3)
+    run(data, tmp_path / "records", 2)  # a rerun with fewer shards removes its surplus
+    assert sorted(n for n in os.listdir(tmp_path / "records") if n.startswith("train")) == [
+        "train-00000-of-00002.tf_record", "train-00001-of-00002.tf_record", "train.meta.json"]
+
+
+def test_sweep_refuses_finetune_flags_that_set_the_output_dir(tmp_path):
+    result = run_command("bert_tf.sweep", "--task_name=SST-2", f"--output_dir={tmp_path}/s",
+                         f"--finetune_flags=--output_dir={tmp_path}/elsewhere")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "--finetune_flags sets --output_dir" in result.stderr
+    assert os.listdir(tmp_path) == []
