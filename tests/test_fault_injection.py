@@ -98,9 +98,6 @@ def test_killed_convert_checkpoint_reruns_to_the_same_files(killed_convert):
     assert result.count("lost") == 0 and result.count("mismatches") == 0, log
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23: a killed convert_checkpoint leaves its "
-                   "hidden .OUTPUT.<hex>.tmp dir beside --output_dir; the rerun builds a new "
-                   "one and never removes the old (output_guard.new_output_dir)")
 def test_killed_convert_checkpoint_leaves_nothing_behind(killed_convert):
     result, log = killed_convert
     assert result.count("strays") == 0, log
