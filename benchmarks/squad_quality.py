@@ -89,8 +89,10 @@ def define_flags():
                       "(report: just print the table of the results found).")
     flags.DEFINE_string("ours_flags", "", "Extra bert_tf.finetune flags (space-separated).")
     flags.DEFINE_string("tag", "", "Suffix of the run directories (for variants).")
-    flags.DEFINE_bool("cross_check", False, "Reference: also score its model through our "
-                      "eval windows and post-processing (our_postprocess_* keys).")
+    flags.DEFINE_bool("cross_check", False, "Also score each side's trained model through "
+                      "the other side's eval windows and post-processing (reference: "
+                      "our_postprocess_* keys; ours, exported to transformers: "
+                      "hf_postprocess_*).")
     flags.DEFINE_string("model_dir", None, "HF MiniLM dir (default: the package's).")
 
 
@@ -226,10 +228,30 @@ def run_ours(converted, data, out_dir, seed):
             null_odds = json.load(f)
     with open(log_path) as f:
         windows = re.search(r"(\d+) training examples -> (\d+) features", f.read())
-    return dict(score(data, best_text, null_odds), train_steps=results["train_steps"],
-                train_windows=int(windows.group(2)) if windows else None,
-                train_seconds=results["train_seconds"], wall_seconds=time.time() - start,
-                command=" ".join(cmd[1:]))
+    result = dict(score(data, best_text, null_odds), train_steps=results["train_steps"],
+                  train_windows=int(windows.group(2)) if windows else None,
+                  train_seconds=results["train_seconds"], command=" ".join(cmd[1:]))
+    if FLAGS.cross_check:
+        result.update(hf_postprocess_of_ours(out_dir, data))
+    result["wall_seconds"] = time.time() - start
+    return result
+
+
+def hf_postprocess_of_ours(out_dir, data):
+    """Our trained model (exported to transformers' BertForQuestionAnswering by
+    convert_checkpoint) through the reference's eval windows and post-processing."""
+    import transformers
+
+    hf_out = os.path.join(out_dir, "hf")
+    subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
+                    "--source_format=bert_tf", "--target_format=huggingface",
+                    f"--input={out_dir}", f"--output_dir={hf_out}", "--overwrite"],
+                   check=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=str(REPO))
+    model = transformers.BertForQuestionAnswering.from_pretrained(hf_out)
+    model.eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(hf_out)
+    crossed = score(data, *hf_predict(model, tokenizer, data))
+    return {"hf_postprocess_" + k: v for k, v in crossed.items()}
 
 
 # ---------------------------------------------------------------------- reference
@@ -377,10 +399,7 @@ def run_reference(hf_dir, data, seed):
     rng = np.random.default_rng(seed)
     order = np.concatenate([rng.permutation(n) for _ in range(steps * batch // n + 2)])
 
-    def padded(rows, key):
-        width = max(len(enc["input_ids"][r]) for r in rows)
-        return torch.as_tensor([list(enc[key][r]) + [0] * (width - len(enc[key][r]))
-                                for r in rows], dtype=torch.long)
+    padded = lambda rows, key: _padded(enc, rows, key)
 
     train_start = time.time()
     for step in range(steps):
@@ -400,7 +419,33 @@ def run_reference(hf_dir, data, seed):
                   flush=True)
     train_seconds = time.time() - train_start
 
+    best_text, null_odds = hf_predict(model, tokenizer, data)
+    result = dict(score(data, best_text, null_odds), train_steps=steps, train_windows=n,
+                  train_seconds=train_seconds)
+    if FLAGS.cross_check:
+        # The same trained model through our eval pipeline (our windows, max-context
+        # answers, get_final_text): separates post-processing from training.
+        crossed = score(data, *_ours_postprocess(model, hf_dir, data["predict"][0]))
+        result.update({"our_postprocess_" + k: v for k, v in crossed.items()})
+    result["wall_seconds"] = time.time() - start_time
+    return result
+
+
+def _padded(enc, rows, key):
+    import torch
+
+    width = max(len(enc["input_ids"][r]) for r in rows)
+    return torch.as_tensor([list(enc[key][r]) + [0] * (width - len(enc[key][r]))
+                            for r in rows], dtype=torch.long)
+
+
+def hf_predict(model, tokenizer, data):
+    """(best non-null text, null odds) of a transformers QA model on the eval questions,
+    with run_qa's validation windows and utils_qa post-processing."""
+    import torch
+
     model.eval()
+    padded = lambda rows, key: _padded(enc, rows, key)
     ids, questions, contexts, _ = _flat(data["predict"][1], train=False)
     enc, offsets = hf_eval_features(tokenizer, questions, contexts)
     starts, ends = [], []
@@ -423,15 +468,7 @@ def run_reference(hf_dir, data, seed):
                                              FLAGS.version == "v2.0")
     best_text = dict(zip(ids, best))
     null_odds = dict(zip(ids, diffs)) if FLAGS.version == "v2.0" else {}
-    result = dict(score(data, best_text, null_odds), train_steps=steps, train_windows=n,
-                  train_seconds=train_seconds)
-    if FLAGS.cross_check:
-        # The same trained model through our eval pipeline (our windows, max-context
-        # answers, get_final_text): separates post-processing from training.
-        crossed = score(data, *_ours_postprocess(model, hf_dir, data["predict"][0]))
-        result.update({"our_postprocess_" + k: v for k, v in crossed.items()})
-    result["wall_seconds"] = time.time() - start_time
-    return result
+    return best_text, null_odds
 
 
 def _ours_postprocess(model, hf_dir, predict_file):
