@@ -36,6 +36,10 @@ Everything else is each side's own:
   to their longest row (run_qa --pad_to_max_length=False), torch AdamW (bias correction)
   with get_linear_schedule_with_warmup, and utils_qa.postprocess_qa_predictions.
 
+`--cross_check` also scores each trained model through the other side's eval windows and
+post-processing (ours exported to BertForQuestionAnswering by convert_checkpoint), which
+separates post-processing from training.
+
 Each (side, seed) writes WORK_DIR/<side>-seed<N>/result.json; every invocation then prints
 the table of all results found (EM/F1 per seed, mean and spread per side, and the
 difference of the means) and writes it to WORK_DIR/squad_quality.json. `--only=ours`
