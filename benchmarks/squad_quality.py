@@ -403,14 +403,12 @@ def run_reference(hf_dir, data, seed):
     rng = np.random.default_rng(seed)
     order = np.concatenate([rng.permutation(n) for _ in range(steps * batch // n + 2)])
 
-    padded = lambda rows, key: _padded(enc, rows, key)
-
     train_start = time.time()
     for step in range(steps):
         rows = order[step * batch:(step + 1) * batch].tolist()
-        out = model(input_ids=padded(rows, "input_ids"),
-                    attention_mask=padded(rows, "attention_mask"),
-                    token_type_ids=padded(rows, "token_type_ids"),
+        out = model(input_ids=_padded(enc, rows, "input_ids"),
+                    attention_mask=_padded(enc, rows, "attention_mask"),
+                    token_type_ids=_padded(enc, rows, "token_type_ids"),
                     start_positions=torch.as_tensor([start_positions[r] for r in rows]),
                     end_positions=torch.as_tensor([end_positions[r] for r in rows]))
         out.loss.backward()
@@ -449,7 +447,6 @@ def hf_predict(model, tokenizer, data):
     import torch
 
     model.eval()
-    padded = lambda rows, key: _padded(enc, rows, key)
     ids, questions, contexts, _ = _flat(data["predict"][1], train=False)
     enc, offsets = hf_eval_features(tokenizer, questions, contexts)
     starts, ends = [], []
@@ -458,9 +455,9 @@ def hf_predict(model, tokenizer, data):
         order = sorted(range(len(enc["input_ids"])), key=lambda r: len(enc["input_ids"][r]))
         for i in range(0, len(order), 64):
             rows = order[i:i + 64]
-            out = model(input_ids=padded(rows, "input_ids"),
-                        attention_mask=padded(rows, "attention_mask"),
-                        token_type_ids=padded(rows, "token_type_ids"))
+            out = model(input_ids=_padded(enc, rows, "input_ids"),
+                        attention_mask=_padded(enc, rows, "attention_mask"),
+                        token_type_ids=_padded(enc, rows, "token_type_ids"))
             for k, r in enumerate(rows):
                 width = len(enc["input_ids"][r])
                 starts.append((r, out.start_logits[k, :width].numpy()))
