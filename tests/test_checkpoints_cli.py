@@ -44,8 +44,13 @@ def test_tf1_to_bert_tf_and_back_through_the_cli(tmp_path):
         np.testing.assert_array_equal(variable.numpy(), weights.arrays[name], err_msg=name)
     assert model_dir.find_do_lower_case(str(out)) is True
 
+    # The same conversion again (a rerun after a kill once the output was in place): done.
     result = run_cli("--source_format=tf1", f"--input={prefix}", f"--output_dir={out}")
-    assert result.returncode != 0 and "not empty" in result.stderr  # refuses, keeps it
+    assert result.returncode == 0 and "already holds this conversion" in result.stderr
+    # Another conversion into it: refused, the dir kept.
+    result = run_cli("--source_format=tf1", f"--input={prefix}", f"--output_dir={out}",
+                     "--nodo_lower_case")
+    assert result.returncode != 0 and "not empty" in result.stderr
     model_dir.load_encoder(str(out))
 
 
