@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Callable, Dict, List, Sequence
 
@@ -233,7 +234,8 @@ class ServingModule(tf.Module):
                                                config.type_vocab_size)
                 inputs = [word_ids, mask, type_ids]
             return fn(*inputs)
-        return signature
+        # fn's parameter names (input_word_ids, ..., text): Python callers pass them by name.
+        return functools.wraps(fn)(signature)
 
     def limits(self) -> Dict[str, int]:
         """What `assets.extra/serving_limits.json` records."""
