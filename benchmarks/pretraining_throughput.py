@@ -8,7 +8,8 @@ utilisation, MFU)?
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/pretraining_throughput.py \
         [--models=bert_mini,bert_small] [--batch_size=32] [--seq_length=128] \
-        [--steps=10] [--repeats=3] [--skip_peer] [--profile_dir=DIR]
+        [--steps=10] [--repeats=3] [--skip_peer] [--profile_dir=DIR] \
+        [--precisions=float32,mixed_bfloat16]
 
 Both sides get the same synthetic batch (random ids, full-length sequences, 20 masked
 positions), so no input pipeline is measured. Ours runs through `Trainer.train` (the
@@ -16,7 +17,10 @@ loop the CLI uses) with `steps_per_loop=--steps`, with and without XLA (`jit_com
 timed by the Trainer itself (the loop's tf.function call only). keras-hub runs a
 `tf.function` step of BertBackbone + MaskedLMHead (tied embeddings) + a Dense NSP head on
 the pooled output with `keras.optimizers.AdamW(global_clipnorm=1)`, with and without
-`jit_compile`.
+`jit_compile`. `--precisions` adds the same four under another Keras dtype policy
+(`mixed_bfloat16`: bfloat16 matmuls, float32 variables, as `pretrain
+--mixed_precision=mixed_bfloat16`), passed to both sides' models; the bfloat16 lines
+also print their speed against float32 (the CPU's bf16 units: AVX512-BF16, AMX).
 
 The machine may be shared, so the four contestants of a model (ours, keras-hub, each
 with and without XLA) are built first and then timed in alternation, --repeats rounds of
@@ -112,12 +116,12 @@ def synthetic_batch(cfg: BertConfig, batch: int, seq: int, seed=0):
     return features, labels
 
 
-def make_ours(cfg, batch, seq, steps, jit):
+def make_ours(cfg, batch, seq, steps, jit, precision="float32"):
     """A function running one more `steps`-step loop of `Trainer.train`; returns ex/s."""
     features, labels = synthetic_batch(cfg, batch, seq)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
-        model = BertPretrainer(cfg)
+        model = BertPretrainer(cfg, dtype=precision)
         optimizer = optimization.create_optimizer(1e-4, 10 ** 6, 10 ** 4)
     trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
@@ -137,7 +141,7 @@ def make_ours(cfg, batch, seq, steps, jit):
     return run
 
 
-def make_keras_hub(cfg, batch, seq, steps, jit):
+def make_keras_hub(cfg, batch, seq, steps, jit, precision="float32"):
     """A function running `steps` keras-hub training steps; returns ex/s."""
     import keras_hub
 
@@ -146,10 +150,10 @@ def make_keras_hub(cfg, batch, seq, steps, jit):
         vocabulary_size=cfg.vocab_size, num_layers=cfg.num_hidden_layers,
         num_heads=cfg.num_attention_heads, hidden_dim=cfg.hidden_size,
         intermediate_dim=cfg.intermediate_size, dropout=cfg.hidden_dropout_prob,
-        max_sequence_length=cfg.max_position_embeddings)
+        max_sequence_length=cfg.max_position_embeddings, dtype=precision)
     mlm_head = keras_hub.layers.MaskedLMHead(token_embedding=backbone.token_embedding,
-                                             intermediate_activation="gelu")
-    nsp_head = keras.layers.Dense(2)
+                                             intermediate_activation="gelu", dtype=precision)
+    nsp_head = keras.layers.Dense(2, dtype=precision)
     inputs = {"token_ids": features["input_word_ids"], "padding_mask": features["input_mask"],
               "segment_ids": features["input_type_ids"]}
     out = backbone(inputs)
@@ -168,12 +172,13 @@ def make_keras_hub(cfg, batch, seq, steps, jit):
             out = backbone({k: data[k] for k in ("token_ids", "padding_mask", "segment_ids")},
                            training=True)
             logits = mlm_head(out["sequence_output"], mask_positions=data["mask_positions"])
-            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(data["masked_lm_ids"], logits)
+            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                data["masked_lm_ids"], tf.cast(logits, tf.float32))
             w = data["masked_lm_weights"]
             loss = tf.reduce_sum(w * nll) / (tf.reduce_sum(w) + 1e-5)
             nsp = nsp_head(out["pooled_output"])
             loss += tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                data["next_sentence_labels"], nsp))
+                data["next_sentence_labels"], tf.cast(nsp, tf.float32)))
         grads = tape.gradient(loss, variables)
         optimizer.apply(grads, variables)
         return loss
@@ -202,6 +207,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip_peer", action="store_true")
+    parser.add_argument("--precisions", default="float32",
+                        help="comma-separated Keras dtype policies: float32, mixed_bfloat16")
     parser.add_argument("--profile_dir", default=None,
                         help="trace one more run of ours and keras-hub (no XLA) here and "
                              "print where the step's time goes")
@@ -224,13 +231,16 @@ def main():
     for name in names:
         cfg = configs[name]
         contestants = {}
-        for jit in (False, True):
-            suffix = " +XLA" if jit else ""
-            contestants["bert_tf" + suffix] = make_ours(
-                cfg, args.batch_size, args.seq_length, args.steps, jit)
-            if not args.skip_peer:
-                contestants["keras-hub" + suffix] = make_keras_hub(
-                    cfg, args.batch_size, args.seq_length, args.steps, jit)
+        precisions = args.precisions.split(",")
+        tags = {p: "" if p == "float32" else " " + p.replace("mixed_", "") for p in precisions}
+        for precision, tag in tags.items():
+            for jit in (False, True):
+                suffix = tag + (" +XLA" if jit else "")
+                contestants["bert_tf" + suffix] = make_ours(
+                    cfg, args.batch_size, args.seq_length, args.steps, jit, precision)
+                if not args.skip_peer:
+                    contestants["keras-hub" + suffix] = make_keras_hub(
+                        cfg, args.batch_size, args.seq_length, args.steps, jit, precision)
         for run in contestants.values():
             run()  # warm-up: tracing, XLA compilation
         results = {label: 0.0 for label in contestants}
@@ -242,18 +252,27 @@ def main():
         load, busy = loaded()
         for label, eps in results.items():
             mfu = eps * flops[name] / 1e9 / peak.best
-            print(f"{name:11s} {label:16s} {eps:7.1f} examples/s  MFU {mfu:6.1%} "
-                  f"(of {peak.best:.0f} GFLOP/s; load {load:.1f})", flush=True)
+            print(f"{name:11s} {label:22s} {eps:7.1f} examples/s  MFU {mfu:6.1%} "
+                  f"(of the float32 {peak.best:.0f} GFLOP/s; load {load:.1f})", flush=True)
         if busy:
             print(f"WARNING: load average {load:.1f} > {os.cpu_count()} cores during "
                   f"{name}: figures depressed", flush=True)
-        if not args.skip_peer:
-            best_ours = max(results["bert_tf"], results["bert_tf +XLA"])
-            best_peer = max(results["keras-hub"], results["keras-hub +XLA"])
-            print(f"{name}: bert_tf best / keras-hub best = {best_ours / best_peer:.2f}x; "
-                  f"without XLA: {results['bert_tf'] / results['keras-hub']:.2f}x; "
-                  f"with XLA: {results['bert_tf +XLA'] / results['keras-hub +XLA']:.2f}x",
-                  flush=True)
+
+        def best(label):  # with or without XLA, whichever was faster
+            return max(results[label], results[label + " +XLA"])
+
+        for precision, tag in tags.items():
+            if not args.skip_peer:
+                ours, peer = "bert_tf" + tag, "keras-hub" + tag
+                print(f"{name} {precision}: bert_tf best / keras-hub best = "
+                      f"{best(ours) / best(peer):.2f}x; without XLA: "
+                      f"{results[ours] / results[peer]:.2f}x; with XLA: "
+                      f"{results[ours + ' +XLA'] / results[peer + ' +XLA']:.2f}x", flush=True)
+            if tag and "float32" in tags:
+                sides = ["bert_tf"] + ([] if args.skip_peer else ["keras-hub"])
+                print(f"{name} {precision} / float32, best of each: " + "; ".join(
+                    f"{side} {best(side + tag) / best(side):.2f}x" for side in sides),
+                    flush=True)
         if args.profile_dir:
             for label in ("bert_tf", "keras-hub"):
                 if label not in contestants:
