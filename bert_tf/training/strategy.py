@@ -157,6 +157,32 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
 _AVX512_OR_ABOVE = ("AVX512", "AVX10", "AMX", "ALL", "DEFAULT")
 
 
+def _cpu_flags(cpuinfo: Optional[str]) -> Optional[frozenset]:
+    """The x86 CPU's flags (from `cpuinfo`, default /proc/cpuinfo); None when unknown
+    (not x86 or no /proc/cpuinfo)."""
+    if cpuinfo is None:
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            return None
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[-1].split())
+    return None
+
+
+def _onednn_cap(environ: Mapping[str, str]) -> str:
+    """oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA), upper case, or ''."""
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        cap = environ.get(name, "").strip().upper()
+        if cap:
+            return cap
+    return ""
+
+
 def cpu_has_avx512(cpuinfo: Optional[str] = None,
                    environ: Mapping[str, str] = os.environ) -> Optional[bool]:
     """Whether this x86 CPU's AVX-512 is usable for TF's kernels: its `avx512f` flag
@@ -171,22 +197,32 @@ def cpu_has_avx512(cpuinfo: Optional[str] = None,
     >>> cpu_has_avx512("flags\t: fpu sse avx2 fma", environ={})
     False
     """
-    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
-        cap = environ.get(name, "").strip().upper()
-        if cap and not cap.startswith(_AVX512_OR_ABOVE):
-            return False
-    if cpuinfo is None:
-        if platform.machine().lower() not in ("x86_64", "amd64"):
-            return None
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo = f.read()
-        except OSError:
-            return None
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return "avx512f" in line.split(":", 1)[-1].split()
-    return None
+    cap = _onednn_cap(environ)
+    if cap and not cap.startswith(_AVX512_OR_ABOVE):
+        return False
+    flags = _cpu_flags(cpuinfo)
+    return None if flags is None else "avx512f" in flags
+
+
+def cpu_has_amx_bf16(cpuinfo: Optional[str] = None,
+                     environ: Mapping[str, str] = os.environ) -> Optional[bool]:
+    """Whether oneDNN may run bfloat16 matmuls on this x86 CPU's AMX tiles: its
+    `amx_bf16` flag (Intel Sapphire Rapids and later), unless oneDNN is capped below AMX
+    (e.g. ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16). None when unknown.
+
+    >>> cpu_has_amx_bf16("flags\t: avx512f avx512_bf16 amx_bf16 amx_tile", environ={})
+    True
+    >>> capped = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}
+    >>> cpu_has_amx_bf16("flags\t: avx512f avx512_bf16 amx_bf16", capped)
+    False
+    >>> cpu_has_amx_bf16("flags\t: avx512f avx512_bf16", environ={})  # AMD Zen 4 / 5
+    False
+    """
+    cap = _onednn_cap(environ)  # oneDNN's names with AMX: AVX512_CORE_AMX(_FP16), ...
+    if cap and "AMX" not in cap and cap not in ("ALL", "DEFAULT"):
+        return False
+    flags = _cpu_flags(cpuinfo)
+    return None if flags is None else "amx_bf16" in flags
 
 
 def default_jit_compile(strategy: tf.distribute.Strategy,
@@ -212,3 +248,30 @@ def default_jit_compile(strategy: tf.distribute.Strategy,
     if has_avx512 is None:
         has_avx512 = cpu_has_avx512()
     return has_avx512 is False
+
+
+def default_mixed_precision(strategy: tf.distribute.Strategy,
+                            has_amx_bf16: Optional[bool] = None) -> str:
+    """The Keras dtype policy training uses when `--mixed_precision` is not given:
+    `mixed_bfloat16` on CPU replicas of a CPU with AMX, `float32` everywhere else.
+
+    AMX runs bfloat16 matmuls at about 3.3x float32's rate (issue 25: 386-439 against
+    113-131 GFLOP/s on a 2-core Xeon), and bfloat16 fine-tuning (float32 variables,
+    LayerNorm, softmax and loss) scores as float32 does (benchmarks/README.md). On CPUs
+    with AVX512-BF16 but no AMX bfloat16 is faster too (1.6x measured on a Zen 5
+    fine-tuning step) but is not chosen for the user: pass
+    `--mixed_precision=mixed_bfloat16`. GPUs and TPUs keep float32 unless asked (their
+    own mixed-precision choice belongs to the user's recipe).
+
+    >>> default_mixed_precision(get_strategy("one_device"), has_amx_bf16=True)  # a CPU
+    'mixed_bfloat16'
+    >>> default_mixed_precision(get_strategy("one_device"), has_amx_bf16=False)
+    'float32'
+    """
+    types = {tf.DeviceSpec.from_string(d).device_type
+             for d in strategy.extended.worker_devices}
+    if types != {"CPU"}:
+        return "float32"
+    if has_amx_bf16 is None:
+        has_amx_bf16 = cpu_has_amx_bf16()
+    return "mixed_bfloat16" if has_amx_bf16 else "float32"
