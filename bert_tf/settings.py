@@ -286,6 +286,18 @@ class PreTokenizerSetting(Settings):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CorpusTextSettings(PreTokenizerSetting, TextSettings):
+    """The text settings of the commands that read a corpus with no model dir to follow
+    (data_prep.create_pretraining_data, build_vocab): uncased unless told."""
+    do_lower_case: bool = override(
+        TextSettings, "do_lower_case", True,
+        help="Lower-case (and strip accents, unless --nostrip_accents) before reading the "
+        "corpus (an uncased model); --nodo_lower_case for cased models. For Korean use "
+        "--do_lower_case --nostrip_accents (or --nodo_lower_case): stripping splits Hangul "
+        "syllables into jamo.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelDirSettings(TextSettings):
     """The model dir a command starts from and the flags that override its files
     (`model_dir.resolve`: a flag given, else the dir's record, else inferred)."""
