@@ -52,7 +52,8 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors, file_io, flags_common, output_guard
+from bert_tf import errors, file_io, output_guard, settings
+from bert_tf.settings import setting
 
 SOURCE_FORMATS = ("tf1", "huggingface", "keras_hub", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
@@ -60,52 +61,6 @@ TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
 _TASK_SOURCES = ("huggingface", "keras_hub")
 
 FLAGS = flags.FLAGS
-
-
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines this command's flags; called only when run as a program (or by tests on
-    their own FlagValues), so importing `convert` never collides with other CLIs' flags.
-
-    >>> fv = flags.FlagValues()
-    >>> define_flags(fv)
-    >>> _ = fv(["convert_checkpoint", "--source_format=tf1", "--input=ckpt", "--output_dir=out"])
-    >>> fv.source_format, fv.target_format
-    ('tf1', 'bert_tf')
-    """
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_enum("source_format", None, SOURCE_FORMATS,
-                      "Format of --input: tf1 (original google-research/bert checkpoint), "
-                      "huggingface (model.safetensors / pytorch_model.bin), keras_hub (a "
-                      "keras-hub preset directory: BertBackbone or BertTextClassifier), "
-                      "bert_tf (our model dir).", **fv)
-    flags.DEFINE_enum("target_format", "bert_tf", TARGET_FORMATS,
-                      "Format to write: bert_tf (model dir for --init_checkpoint), tf1 "
-                      "(original layout: bert_model.ckpt + bert_config.json + vocab.txt) or "
-                      "huggingface (config.json + model.safetensors + vocab.txt + "
-                      "tokenizer_config.json, for transformers' from_pretrained) or "
-                      "keras_hub (a preset directory for keras_hub's from_preset).", **fv)
-    flags.DEFINE_string("input", None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its "
-                        "directory; huggingface: model directory or weights file; keras_hub: "
-                        "preset directory; bert_tf: model dir.", **fv)
-    flags.DEFINE_string("output_dir", None, "Directory to write (created; must be empty or "
-                        "absent unless --overwrite).", **fv)
-    flags.DEFINE_bool("overwrite", False, "Replace an earlier output of bert_tf at "
-                      "--output_dir once the new one is complete (never a folder of other "
-                      "files, nor one that is or holds the input).", **fv)
-    flags.DEFINE_string("bert_config_file", None, "Config to use instead of the one next to "
-                        "--input (tf1: bert_config.json; huggingface: config.json).", **fv)
-    flags.DEFINE_string("vocab_file", None, "vocab.txt to use instead of the one next to "
-                        "--input.", **fv)
-    flags.DEFINE_bool("do_lower_case", None, "Record this casing instead of what the source "
-                      "says (tokenizer_config.json, or an `uncased_`/`cased_` directory name).",
-                      **fv)
-    flags.DEFINE_string("task_name", None, "A fine-tuned source (huggingface, keras_hub): "
-                        "the task its head serves (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
-                        "rte, wnli, conll2003, squad, squad_v2, swag), when its config does not "
-                        "say (squad_v2: a SQuAD 2.0 model, which may answer nothing); "
-                        "the output is then a fine-tuned model dir that export_model serves.",
-                        **fv)
-    flags.mark_flags_as_required(["source_format", "input", "output_dir"], **fv)
 
 
 class UsageError(errors.UsageError):
@@ -228,21 +183,56 @@ def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvertConfig:
+class ConvertConfig(settings.Settings):
     """One conversion (what the flags say); `run(config)` does it."""
-    source_format: str
-    input: str
-    output_dir: str
-    target_format: str = "bert_tf"
-    overwrite: bool = False
-    bert_config_file: Optional[str] = None
-    vocab_file: Optional[str] = None
-    do_lower_case: Optional[bool] = None
-    task_name: Optional[str] = None
+    source_format: Optional[str] = setting(
+        None, "Format of --input: tf1 (original google-research/bert checkpoint), "
+        "huggingface (model.safetensors / pytorch_model.bin), keras_hub (a keras-hub preset "
+        "directory: BertBackbone or BertTextClassifier), bert_tf (our model dir).",
+        choices=SOURCE_FORMATS)
+    target_format: str = setting(
+        "bert_tf", "Format to write: bert_tf (model dir for --init_checkpoint), tf1 "
+        "(original layout: bert_model.ckpt + bert_config.json + vocab.txt) or huggingface "
+        "(config.json + model.safetensors + vocab.txt + tokenizer_config.json, for "
+        "transformers' from_pretrained) or keras_hub (a preset directory for keras_hub's "
+        "from_preset).", choices=TARGET_FORMATS)
+    input: Optional[str] = setting(
+        None, "tf1: checkpoint prefix (DIR/bert_model.ckpt) or its directory; huggingface: "
+        "model directory or weights file; keras_hub: preset directory; bert_tf: model dir.")
+    output_dir: Optional[str] = setting(
+        None, "Directory to write (created; must be empty or absent unless --overwrite).")
+    overwrite: bool = setting(
+        False, "Replace an earlier output of bert_tf at --output_dir once the new one is "
+        "complete (never a folder of other files, nor one that is or holds the input).")
+    # The source's files and casing, overridden (not a model dir to start from).
+    bert_config_file: Optional[str] = setting(
+        None, "Config to use instead of the one next to --input (tf1: bert_config.json; "
+        "huggingface: config.json).")
+    vocab_file: Optional[str] = setting(None, "vocab.txt to use instead of the one next to "
+                                        "--input.")
+    do_lower_case: Optional[bool] = setting(
+        None, "Record this casing instead of what the source says (tokenizer_config.json, "
+        "or an `uncased_`/`cased_` directory name).")
+    task_name: Optional[str] = setting(
+        None, "A fine-tuned source (huggingface, keras_hub): the task its head serves (cola, "
+        "sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, conll2003, squad, squad_v2, swag), "
+        "when its config does not say (squad_v2: a SQuAD 2.0 model, which may answer "
+        "nothing); the output is then a fine-tuned model dir that export_model serves.")
 
-    @classmethod
-    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ConvertConfig":
-        return flags_common.config_from_flags(cls, flag_values)
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this command's flags; called only when run as a program (or by tests on
+    their own FlagValues), so importing `convert` never collides with other CLIs' flags.
+
+    >>> fv = flags.FlagValues()
+    >>> define_flags(fv)
+    >>> _ = fv(["convert_checkpoint", "--source_format=tf1", "--input=ckpt", "--output_dir=out"])
+    >>> fv.source_format, fv.target_format
+    ('tf1', 'bert_tf')
+    """
+    ConvertConfig.define_flags(flag_values)
+    flags.mark_flags_as_required(["source_format", "input", "output_dir"],
+                                 flag_values=flag_values)
 
 
 def run(config: ConvertConfig) -> str:

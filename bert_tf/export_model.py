@@ -21,10 +21,47 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import flags_common, text_flags
+from bert_tf import settings
 from bert_tf.errors import UsageError
+from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig(settings.ModelDirSettings):
+    """One export (what the flags say); `run(config)` does it."""
+    export_dir: Optional[str] = setting(
+        None, "Base directory; the model goes to EXPORT_DIR/<version>.")
+    version: Optional[int] = setting(
+        None, "Version subdirectory (default: the next free integer).", lower=0)
+    max_seq_length: Optional[int] = setting(
+        None, "Raw-text signatures pack and truncate to this many tokens (default: the "
+        "fine-tuning max_seq_length; 128 for encoders).", lower=3)
+    max_batch_size: Optional[int] = setting(
+        None, "Requests of more rows are refused (INVALID_ARGUMENT) by every signature "
+        "(default: bert_tf.serving.DEFAULT_MAX_BATCH_SIZE, 256).", lower=1)
+    max_text_length: Optional[int] = setting(
+        None, "Raw-text requests with a string of more UTF-8 bytes are refused "
+        "(INVALID_ARGUMENT); NER and SQuAD windows grow with the text (default: "
+        "bert_tf.serving.DEFAULT_MAX_TEXT_LENGTH, 20000).", lower=1)
+    # None: not given (saved_model: included; litert refuses them when asked for).
+    text_signatures: Optional[bool] = setting(
+        None, "Include the raw-text signatures (tokenizer in the graph: needs TF Text ops "
+        "in the server). --notext_signatures exports ids signatures only.",
+        flag_default=True)
+    format: str = setting(
+        "saved_model", "saved_model: TF Serving SavedModel. litert: a LiteRT (TFLite) model "
+        "on ids for on-device use (EXPORT_DIR/<version>/model.tflite).",
+        choices=("saved_model", "litert"))
+    quantization: Optional[str] = setting(
+        None, "--format=litert only: dynamic_int8 (default) stores matmul weights as int8; "
+        "float32 keeps float weights.", choices=("dynamic_int8", "float32"))
+    mixed_precision: str = setting(
+        "float32", "saved_model only. mixed_bfloat16: the encoder's matmul weights are "
+        "stored and run in bfloat16 (embeddings, LayerNorm, softmax, logits, inputs and "
+        "outputs float32): faster on CPUs with AVX512-BF16 or AMX, slower on others "
+        "(docs/serving.md).", choices=("float32", "mixed_bfloat16"))
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -37,50 +74,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     >>> fv.version, fv.max_seq_length
     (3, None)
     """
+    ExportConfig.define_flags(flag_values)
     fv = {"flag_values": flag_values}
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Model dir (or a checkpoint prefix in one) written by "
-                        "convert_checkpoint, pretrain or finetune.", **fv)
-    flags.DEFINE_string("export_dir", None,
-                        "Base directory; the model goes to EXPORT_DIR/<version>.", **fv)
-    flags.DEFINE_integer("version", None,
-                         "Version subdirectory (default: the next free integer).",
-                         lower_bound=0, **fv)
-    flags.DEFINE_integer("max_seq_length", None,
-                         "Raw-text signatures pack and truncate to this many tokens "
-                         "(default: the fine-tuning max_seq_length; 128 for encoders).",
-                         lower_bound=3, **fv)
-    flags.DEFINE_string("bert_config_file", None,
-                        "Config to use instead of the one in the model dir.", **fv)
-    flags.DEFINE_string("vocab_file", None,
-                        "vocab.txt to use instead of the one in the model dir.", **fv)
-    flags.DEFINE_bool("do_lower_case", None,
-                      "Casing to use instead of the one recorded in the model dir.", **fv)
-    text_flags.define_strip_accents_flag(flag_values)
-    flags.DEFINE_integer("max_batch_size", None,
-                         "Requests of more rows are refused (INVALID_ARGUMENT) by every "
-                         "signature (default: bert_tf.serving.DEFAULT_MAX_BATCH_SIZE, 256).",
-                         lower_bound=1, **fv)
-    flags.DEFINE_integer("max_text_length", None,
-                         "Raw-text requests with a string of more UTF-8 bytes are refused "
-                         "(INVALID_ARGUMENT); NER and SQuAD windows grow with the text "
-                         "(default: bert_tf.serving.DEFAULT_MAX_TEXT_LENGTH, 20000).",
-                         lower_bound=1, **fv)
-    flags.DEFINE_bool("text_signatures", True,
-                      "Include the raw-text signatures (tokenizer in the graph: needs TF Text "
-                      "ops in the server). --notext_signatures exports ids signatures only.",
-                      **fv)
-    flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"],
-                      "saved_model: TF Serving SavedModel. litert: a LiteRT (TFLite) model "
-                      "on ids for on-device use (EXPORT_DIR/<version>/model.tflite).", **fv)
-    flags.DEFINE_enum("quantization", None, ["dynamic_int8", "float32"],
-                      "--format=litert only: dynamic_int8 (default) stores matmul weights as "
-                      "int8; float32 keeps float weights.", **fv)
-    flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16"],
-                      "saved_model only. mixed_bfloat16: the encoder's matmul weights are "
-                      "stored and run in bfloat16 (embeddings, LayerNorm, softmax, logits, "
-                      "inputs and outputs float32): faster on CPUs with AVX512-BF16 or AMX, "
-                      "slower on others (docs/serving.md).", **fv)
     flags.register_multi_flags_validator(
         ["format", "mixed_precision"],
         lambda v: v["mixed_precision"] == "float32" or v["format"] == "saved_model",
@@ -90,25 +85,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         lambda v: v["quantization"] is None or v["format"] == "litert",
         message="--quantization applies to --format=litert only", **fv)
     flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ExportConfig(flags_common.ModelDirFlags):
-    """One export (what the flags say); `run(config)` does it."""
-    export_dir: str
-    version: Optional[int] = None
-    max_seq_length: Optional[int] = None
-    text_signatures: Optional[bool] = None  # None: not given (saved_model: included)
-    format: str = "saved_model"
-    quantization: Optional[str] = None
-    mixed_precision: str = "float32"
-    max_batch_size: Optional[int] = None
-    max_text_length: Optional[int] = None
-
-    @classmethod
-    def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExportConfig":
-        return flags_common.config_from_flags(
-            cls, flag_values, text_signatures=flags_common.given(flag_values, "text_signatures"))
 
 
 def run(config: ExportConfig) -> str:

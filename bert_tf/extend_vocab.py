@@ -35,8 +35,9 @@ import numpy as np
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, text_flags
+from bert_tf import output_guard, settings
 from bert_tf.errors import BertTfError
+from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
 
@@ -233,42 +234,45 @@ def _restore(resolved, model) -> List[str]:
     return heads
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExtendVocabConfig(settings.PreTokenizerSetting, settings.TextSettings):
+    """One extension (what the flags say): `extend_model_dir`'s arguments."""
+    init_checkpoint: Optional[str] = settings.override(
+        settings.ModelDirSettings, "init_checkpoint",
+        help="Model dir to extend (convert_checkpoint, pretrain or finetune output).")
+    input_file: Optional[str] = setting(None, "The new corpus: comma-separated globs, the "
+                                        "pretraining format (one sentence a line).")
+    output_dir: Optional[str] = setting(None, "Where the extended model dir goes.")
+    num_new_tokens: int = setting(5000, "Pieces to add: the [unusedN] slots are filled "
+                                  "first, then the vocab grows.", lower=1)
+    do_lower_case: Optional[bool] = settings.override(
+        settings.TextSettings, "do_lower_case",
+        help="Text settings for the new corpus (default: the checkpoint's).")
+    min_frequency: int = setting(2, "A merged piece must occur this often.", lower=1)
+    max_input_lines: int = setting(0, "Read at most this many lines (0: all).", lower=0)
+    overwrite: bool = setting(False, "Replace an earlier bert_tf output at --output_dir once "
+                              "the new one is complete (never the --init_checkpoint itself).")
+
+
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    if "num_new_tokens" in flag_values:
-        return
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_string("init_checkpoint", None, "Model dir to extend (convert_checkpoint, "
-                        "pretrain or finetune output).", **fv)
-    flags.DEFINE_string("input_file", None, "The new corpus: comma-separated globs, the "
-                        "pretraining format (one sentence a line).", **fv)
-    flags.DEFINE_string("output_dir", None, "Where the extended model dir goes.", **fv)
-    flags.DEFINE_integer("num_new_tokens", 5000, "Pieces to add: the [unusedN] slots are "
-                         "filled first, then the vocab grows.", lower_bound=1, **fv)
-    flags.DEFINE_bool("do_lower_case", None, "Text settings for the new corpus (default: the "
-                      "checkpoint's).", **fv)
-    text_flags.define_text_flags(flag_values, pre_tokenizer=True)
-    flags.DEFINE_integer("min_frequency", 2, "A merged piece must occur this often.",
-                         lower_bound=1, **fv)
-    flags.DEFINE_integer("max_input_lines", 0, "Read at most this many lines (0: all).",
-                         lower_bound=0, **fv)
-    flags.DEFINE_bool("overwrite", False, "Replace an earlier bert_tf output at --output_dir "
-                      "once the new one is complete (never the --init_checkpoint itself).",
-                      **fv)
-    flags.mark_flags_as_required(["init_checkpoint", "input_file", "output_dir"], **fv)
+    ExtendVocabConfig.define_flags(flag_values)
+    flags.mark_flags_as_required(["init_checkpoint", "input_file", "output_dir"],
+                                 flag_values=flag_values)
 
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
     import json
 
+    config = ExtendVocabConfig.from_flags(FLAGS)
     # Errors derived from BertTfError (and missing files): one line from cli.run_main.
     summary = extend_model_dir(
-        FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_dir,
-        num_new_tokens=FLAGS.num_new_tokens, do_lower_case=FLAGS.do_lower_case,
-        strip_accents=FLAGS.strip_accents, pre_tokenizer=FLAGS.pre_tokenizer,
-        min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines,
-        overwrite=FLAGS.overwrite)
-    logging.info("extended %s -> %s: %s", FLAGS.init_checkpoint, FLAGS.output_dir, summary)
+        config.init_checkpoint, config.input_file, config.output_dir,
+        num_new_tokens=config.num_new_tokens, do_lower_case=config.do_lower_case,
+        strip_accents=config.strip_accents, pre_tokenizer=config.pre_tokenizer,
+        min_frequency=config.min_frequency, max_input_lines=config.max_input_lines,
+        overwrite=config.overwrite)
+    logging.info("extended %s -> %s: %s", config.init_checkpoint, config.output_dir, summary)
     print(json.dumps(summary))
 
 

@@ -43,49 +43,13 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import flags_common, text_flags
+from bert_tf import settings
 from bert_tf.errors import UsageError
+from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
-
-
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines this command's flags; called only when run as a program (or by tests on
-    their own FlagValues), so importing this module never collides with other CLIs.
-
-    >>> fv = flags.FlagValues()
-    >>> define_flags(fv)
-    >>> _ = fv(["extract_features", "--input_file=a", "--output_file=b",
-    ...         "--init_checkpoint=c"])
-    >>> fv.layers, fv.max_seq_length, fv.batch_size, fv.concat_layers
-    ('-1,-2,-3,-4', 128, 32, False)
-    """
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_string("input_file", None, "Text file: one sentence, or `A ||| B`, per line.",
-                        **fv)
-    flags.DEFINE_string("output_file", None, "JSON lines to write (one object per input line).",
-                        **fv)
-    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layers to output "
-                        "(negative counts from the last).", **fv)
-    flags.DEFINE_bool("concat_layers", False, "Write one concatenation of --layers per token "
-                      "(the paper's best feature-based setting with the last four).", **fv)
-    flags.DEFINE_string("init_checkpoint", None, "Model dir (or checkpoint prefix) from "
-                        "convert_checkpoint, pretrain or finetune.", **fv)
-    flags.DEFINE_string("bert_config_file", None, "Config; default: the one in "
-                        "--init_checkpoint.", **fv)
-    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.",
-                        **fv)
-    flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
-                      "records it, else inferred from the vocab.", **fv)
-    text_flags.define_strip_accents_flag(flag_values)
-    flags.DEFINE_integer("max_seq_length", 128, "Tokens per input after WordPiece, including "
-                         "[CLS]/[SEP]; longer inputs are truncated.", lower_bound=3, **fv)
-    flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.", lower_bound=1, **fv)
-    flags_common.define_original_tpu_flags(flag_values)
-    flags.DEFINE_bool("use_one_hot_embeddings", False, "Original flag, accepted: the "
-                      "embedding lookup is a gather on every device.", **fv)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,25 +194,26 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ExtractConfig(flags_common.ModelDirFlags):
+class ExtractConfig(settings.ModelDirSettings, settings.OriginalTpuSettings):
     """One extraction (what the flags say); `run(config)` does it."""
-    input_file: str
-    output_file: str
-    layers: str
-    concat_layers: bool
-    max_seq_length: int
-    batch_size: int
-    use_tpu: bool = False
-    tpu_name: Optional[str] = None
-    master: Optional[str] = None
-    tpu_zone: Optional[str] = None
-    gcp_project: Optional[str] = None
-    num_tpu_cores: Optional[int] = None
+    input_file: Optional[str] = setting(None, "Text file: one sentence, or `A ||| B`, per "
+                                        "line.")
+    output_file: Optional[str] = setting(None, "JSON lines to write (one object per input "
+                                         "line).")
+    layers: str = setting("-1,-2,-3,-4", "Comma-separated encoder layers to output "
+                          "(negative counts from the last).")
+    concat_layers: bool = setting(False, "Write one concatenation of --layers per token (the "
+                                  "paper's best feature-based setting with the last four).")
+    max_seq_length: int = setting(128, "Tokens per input after WordPiece, including "
+                                  "[CLS]/[SEP]; longer inputs are truncated.", lower=3)
+    batch_size: int = setting(32, "Inputs per forward pass.", lower=1)
+    use_one_hot_embeddings: bool = setting(False, "Original flag, accepted: the embedding "
+                                           "lookup is a gather on every device.")
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExtractConfig":
-        flags_common.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
-        return flags_common.config_from_flags(cls, flag_values)
+        settings.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
+        return super().from_flags(flag_values)
 
     def tpu_strategy(self, **factories):
         """The TPUStrategy the original flags ask for (`--use_tpu`), else None.
@@ -260,6 +225,21 @@ class ExtractConfig(flags_common.ModelDirFlags):
         return get_strategy("tpu", tpu=self.tpu_name or self.master, tpu_zone=self.tpu_zone,
                             gcp_project=self.gcp_project, num_tpu_cores=self.num_tpu_cores,
                             **factories)
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this command's flags (`ExtractConfig`'s); called only when run as a program
+    (or by tests on their own FlagValues), so importing this module never collides with
+    other CLIs.
+
+    >>> fv = flags.FlagValues()
+    >>> define_flags(fv)
+    >>> _ = fv(["extract_features", "--input_file=a", "--output_file=b",
+    ...         "--init_checkpoint=c"])
+    >>> fv.layers, fv.max_seq_length, fv.batch_size, fv.concat_layers
+    ('-1,-2,-3,-4', 128, 32, False)
+    """
+    ExtractConfig.define_flags(flag_values)
 
 
 def run(config: ExtractConfig) -> int:

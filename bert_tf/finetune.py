@@ -28,53 +28,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import flags_common
+from bert_tf import settings
 from bert_tf.errors import BertTfError, Preempted
-
-if TYPE_CHECKING:
-    from bert_tf.tasks import TaskSpec
+from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
-
-# Fine-tuning's own defaults for flags shared with pretrain (flags_common): epochs and a
-# warmup proportion decide the steps unless these are given.
-_FINETUNE_DEFAULTS = {"num_train_steps": None, "num_warmup_steps": None}
-
-
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines the command's flags: the trainers' (flags_common), the task's
-    (`flags_common.define_task_flags`) and fine-tuning's own (idempotent)."""
-    flags_common.define_common_flags(flag_values)
-    if "do_predict" in flag_values:
-        return
-    for name, value in _FINETUNE_DEFAULTS.items():
-        flag_values.set_default(name, value)
-    flags_common.define_task_flags(flag_values)
-    fv = {"flag_values": flag_values}
-    d = flags
-    d.DEFINE_string("input_file", None, "Training records from data_prep.create_finetuning_"
-                    "data (comma-separated globs); default: features computed from --data_dir.",
-                    **fv)
-    d.DEFINE_bool("do_predict", False, "Predict the test split and write the task's files.",
-                  **fv)
-    d.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.", lower_bound=1, **fv)
-    d.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.", lower_bound=0.0, **fv)
-    d.DEFINE_float("warmup_proportion", 0.1, "Share of training with linear warmup.",
-                   lower_bound=0.0, upper_bound=1.0, **fv)
-    d.DEFINE_integer("seed", 12345, "Seed of the initializers, dropout and data shuffling.",
-                     **fv)
-    d.DEFINE_integer("max_train_examples", None, "Use only the first N training examples "
-                     "(quick runs, benchmarks).", lower_bound=1, **fv)
-    d.DEFINE_integer("max_eval_examples", None, "Use only the first N dev examples.",
-                     lower_bound=1, **fv)
-    d.DEFINE_bool("length_bucketing", True, "Batch rows of similar length (training and "
-                  "prediction), each batch cut to one of a few fixed lengths (off on TPUs); "
-                  "--nolength_bucketing pads every batch to --max_seq_length.", **fv)
 
 
 class FinetuneError(BertTfError, RuntimeError):
@@ -82,19 +45,36 @@ class FinetuneError(BertTfError, RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneConfig(flags_common.TrainingConfig):
-    """One fine-tuning run (what the flags say). `max_seq_length` is the task's own
-    default (SQuAD: 384, as run_squad) unless given."""
-    task: TaskSpec
-    input_file: Optional[str]
-    do_predict: bool
-    predict_batch_size: int
-    num_train_epochs: float
-    warmup_proportion: float
-    seed: int
-    max_train_examples: Optional[int]
-    max_eval_examples: Optional[int]
-    length_bucketing: bool = True
+class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
+    """One fine-tuning run (what the flags say): the trainers' settings, the task's and
+    fine-tuning's own. `max_seq_length` is the task's own default (SQuAD: 384, as
+    run_squad) unless given."""
+    # Epochs and a warmup proportion decide the steps unless these are given.
+    num_train_steps: Optional[int] = settings.override(settings.TrainingSettings,
+                                                       "num_train_steps", None)
+    num_warmup_steps: Optional[int] = settings.override(settings.TrainingSettings,
+                                                        "num_warmup_steps", None)
+    max_seq_length: Optional[int] = settings.override(settings.TrainingSettings,
+                                                      "max_seq_length", None,
+                                                      flag_default=128)
+    input_file: Optional[str] = setting(
+        None, "Training records from data_prep.create_finetuning_data (comma-separated "
+        "globs); default: features computed from --data_dir.")
+    do_predict: bool = setting(False, "Predict the test split and write the task's files.")
+    predict_batch_size: int = setting(8, "Global prediction batch size.", lower=1)
+    num_train_epochs: float = setting(3.0, "Epochs over the training data.", lower=0.0)
+    warmup_proportion: float = setting(0.1, "Share of training with linear warmup.",
+                                       lower=0.0, upper=1.0)
+    seed: Optional[int] = setting(12345, "Seed of the initializers, dropout and data "
+                                  "shuffling.")
+    max_train_examples: Optional[int] = setting(
+        None, "Use only the first N training examples (quick runs, benchmarks).", lower=1)
+    max_eval_examples: Optional[int] = setting(None, "Use only the first N dev examples.",
+                                               lower=1)
+    length_bucketing: bool = setting(
+        True, "Batch rows of similar length (training and prediction), each batch cut to "
+        "one of a few fixed lengths (off on TPUs); --nolength_bucketing pads every batch "
+        "to --max_seq_length.")
 
     def length_buckets(self, strategy, jit_compile: bool) -> Optional[Sequence[int]]:
         """The few fixed batch lengths rows are grouped into, or None (padded to
@@ -112,13 +92,17 @@ class FinetuneConfig(flags_common.TrainingConfig):
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
         from bert_tf import tasks
 
-        flags_common.require(flag_values, ["task_name", "output_dir"])
-        task = flags_common.task_spec_from_flags(flag_values)
-        length = flags_common.given(flag_values, "max_seq_length")
-        if length is None:
-            length = tasks.default_max_seq_length(task.task_name,
-                                                  flag_values.max_seq_length)
-        return super().from_flags(flag_values, task=task, max_seq_length=length)
+        settings.require(flag_values, ["task_name", "output_dir"])
+        config = super().from_flags(flag_values)
+        if config.max_seq_length is None:
+            return dataclasses.replace(config, max_seq_length=tasks.default_max_seq_length(
+                config.task_name, flag_values.max_seq_length))
+        return config
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the command's flags: `FinetuneConfig`'s."""
+    FinetuneConfig.define_flags(flag_values)
 
 
 def run(config: FinetuneConfig) -> Dict:
@@ -132,11 +116,11 @@ def run(config: FinetuneConfig) -> Dict:
     # TensorFlow runs any op, and the tokenizer below runs some.
     from bert_tf import model_dir as md
     from bert_tf import output_guard
-    from bert_tf.training.strategy import is_chief
+    from bert_tf.training import strategy as strategy_lib
 
-    strategy = config.strategy()
+    strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
-    config.set_precision_and_seed(config.seed)
+    strategy_lib.set_precision_and_seed(config.mixed_precision, config.seed)
     task = config.task.make(resolved.tokenizer(), config.max_seq_length)
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
@@ -152,7 +136,7 @@ def run(config: FinetuneConfig) -> Dict:
     options = config.trainer_options(strategy)
     buckets = config.length_buckets(strategy, options["jit_compile"])
     training = _training_data(config, task, buckets) if config.do_train else None
-    if replace and is_chief(strategy):
+    if replace and strategy_lib.is_chief(strategy):
         output_guard.set_aside(config.output_dir, "finetune")
     trainer = _make_trainer(config, model, task, strategy, training, options)
     if training and training.records:  # long record copies end on a stop request
@@ -326,11 +310,13 @@ def _examples(task, split, limit):
 
 
 def _make_trainer(config: FinetuneConfig, model, task, strategy, training, options):
+    from bert_tf.training import optimization
     from bert_tf.training.loop import Trainer
 
     with strategy.scope():
-        optimizer = (config.create_optimizer(training.num_steps, training.num_warmup_steps)
-                     if training else config.create_optimizer(1, 0))
+        optimizer = (optimization.from_settings(config, training.num_steps,
+                                                training.num_warmup_steps)
+                     if training else optimization.from_settings(config, 1, 0))
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
                    tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
@@ -401,7 +387,7 @@ def _predict(config: FinetuneConfig, task, trainer, buckets) -> None:
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    flags_common.apply_config_file(FLAGS)
+    settings.apply_config_file(FLAGS)
     run(FinetuneConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 

@@ -25,51 +25,41 @@ from typing import Optional
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
-from bert_tf import flags_common, text_flags
+from bert_tf import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import settings
 from bert_tf.errors import Preempted, UsageError
+from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines the command's flags: the trainers' (flags_common) plus pretraining's."""
-    flags_common.define_common_flags(flag_values)
-    if "max_predictions_per_seq" in flag_values:
-        return
-    text_flags.define_pre_tokenizer_flag(flag_values)  # only recorded: records hold ids
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_string("input_file", None, "Comma-separated globs of pretraining records.",
-                        **fv)
-    flags.DEFINE_string("eval_input_file", None, "Records for --do_eval (default: "
-                        "--input_file, as the original).", **fv)
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.",
-                         lower_bound=1, **fv)
-    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.", lower_bound=1, **fv)
-    flags.DEFINE_integer("eval_every_steps", 0, "With --do_train: also evaluate on "
-                         "--eval_input_file at step 0 and every this many steps (TensorBoard "
-                         "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.",
-                         lower_bound=0, **fv)
-    flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
-                         "order) and Keras initialisers.", **fv)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainConfig(flags_common.TrainingConfig):
-    """One pretraining run (what the flags say)."""
-    input_file: str
-    eval_input_file: Optional[str]
-    max_predictions_per_seq: int
-    max_eval_steps: int
-    eval_every_steps: int
-    seed: Optional[int]
+class PretrainConfig(settings.PreTokenizerSetting, settings.TrainingSettings):
+    """One pretraining run (what the flags say): the trainers' settings, --pre_tokenizer
+    (only recorded: records hold ids) and pretraining's own."""
+    input_file: Optional[str] = setting(None, "Comma-separated globs of pretraining records.")
+    eval_input_file: Optional[str] = setting(None, "Records for --do_eval (default: "
+                                             "--input_file, as the original).")
+    max_predictions_per_seq: int = setting(20, "Masked positions per record.", lower=1)
+    max_eval_steps: int = setting(100, "Evaluation batches.", lower=1)
+    eval_every_steps: int = setting(
+        0, "With --do_train: also evaluate on --eval_input_file at step 0 and every this "
+        "many steps (TensorBoard curve under OUTPUT_DIR/eval); 0: only at the end, with "
+        "--do_eval.", lower=0)
+    seed: Optional[int] = setting(None, "Seed for the input pipeline's shuffles "
+                                  "(reproducible order) and Keras initialisers.")
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "PretrainConfig":
-        flags_common.require(flag_values, ["output_dir", "input_file"])
+        settings.require(flag_values, ["output_dir", "input_file"])
         if not (flag_values.do_train or flag_values.do_eval):
             raise UsageError("at least one of --do_train and --do_eval must be set")
         return super().from_flags(flag_values)
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the command's flags: `PretrainConfig`'s."""
+    PretrainConfig.define_flags(flag_values)
 
 
 def _resolve_model_dir(config: PretrainConfig):
@@ -106,11 +96,11 @@ def run(config: PretrainConfig) -> None:
     from bert_tf.training.loop import Trainer
 
     from bert_tf import output_guard
-    from bert_tf.training.strategy import is_chief
+    from bert_tf.training import optimization, strategy as strategy_lib
 
-    strategy = config.strategy()
+    strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
-    config.set_precision_and_seed(config.seed)
+    strategy_lib.set_precision_and_seed(config.mixed_precision, config.seed)
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
     record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,
@@ -120,11 +110,12 @@ def run(config: PretrainConfig) -> None:
     replace, note = _check_output_dir(config, record)
     if config.do_train:
         list_record_files(config.input_file)  # no records: one line, nothing written
-    if replace and is_chief(strategy):
+    if replace and strategy_lib.is_chief(strategy):
         output_guard.set_aside(config.output_dir, "pretrain")
     with strategy.scope():
         model = BertPretrainer(resolved.config, name="pretrainer")
-        optimizer = config.create_optimizer(config.num_train_steps, config.num_warmup_steps)
+        optimizer = optimization.from_settings(config, config.num_train_steps,
+                                               config.num_warmup_steps)
     trainer = Trainer(
         model, losses.pretraining_loss_and_metrics, optimizer, strategy,
         metrics_finalizer=losses.finalize_pretraining_metrics,
@@ -236,7 +227,7 @@ def _check_output_dir(config: PretrainConfig, record):
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    flags_common.apply_config_file(FLAGS)
+    settings.apply_config_file(FLAGS)
     run(PretrainConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 

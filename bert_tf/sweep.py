@@ -23,6 +23,7 @@ the same command resumes that point from its checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -36,8 +37,9 @@ from typing import Dict, List, Optional, Sequence
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard
+from bert_tf import output_guard, settings
 from bert_tf.errors import BertTfError, Preempted
+from bert_tf.settings import setting
 
 PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
 PAPER_EPOCHS = (2, 3, 4)
@@ -181,46 +183,52 @@ def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], me
 FLAGS = flags.FLAGS
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SweepConfig(settings.Settings):
+    """One sweep (what the flags say): the grid, and what every point passes to finetune."""
+    task_name: Optional[str] = settings.override(settings.TaskSettings, "task_name",
+                                                 help="The task (as bert_tf.finetune).")
+    output_dir: Optional[str] = setting(None, "One subdirectory per point, plus the summary.")
+    learning_rates: List[str] = setting([str(v) for v in PAPER_LEARNING_RATES],
+                                        "Learning rates.")
+    epochs: List[str] = setting([str(v) for v in PAPER_EPOCHS], "Numbers of epochs.")
+    batch_sizes: List[str] = setting([str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.")
+    metric: Optional[str] = setting(None, "Metric to rank by; default the task's primary "
+                                    "metric.")
+    data_dir: Optional[str] = settings.override(settings.TaskSettings, "data_dir",
+                                                help="Passed to finetune.")
+    init_checkpoint: Optional[str] = settings.override(
+        settings.ModelDirSettings, "init_checkpoint", help="Passed to finetune.")
+    finetune_flags: str = setting("", "More finetune flags, e.g. \"--max_seq_length=128 "
+                                  "--vocab_file=...\".")
+
+
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defined when the command runs (not on import: no collision with other CLIs)."""
-    if "learning_rates" in flag_values:
-        return
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_string("task_name", None, "The task (as bert_tf.finetune).", **fv)
-    flags.DEFINE_string("output_dir", None, "One subdirectory per point, plus the summary.", **fv)
-    flags.DEFINE_list("learning_rates", [str(v) for v in PAPER_LEARNING_RATES],
-                      "Learning rates.", **fv)
-    flags.DEFINE_list("epochs", [str(v) for v in PAPER_EPOCHS], "Numbers of epochs.", **fv)
-    flags.DEFINE_list("batch_sizes", [str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.",
-                      **fv)
-    flags.DEFINE_string("metric", None, "Metric to rank by; default the task's primary "
-                        "metric.", **fv)
-    flags.DEFINE_string("data_dir", None, "Passed to finetune.", **fv)
-    flags.DEFINE_string("init_checkpoint", None, "Passed to finetune.", **fv)
-    flags.DEFINE_string("finetune_flags", "", "More finetune flags, e.g. "
-                        "\"--max_seq_length=128 --vocab_file=...\".", **fv)
+    SweepConfig.define_flags(flag_values)
 
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
     from bert_tf import tasks
 
-    if not FLAGS.task_name or not FLAGS.output_dir:
+    config = SweepConfig.from_flags(FLAGS)
+    if not config.task_name or not config.output_dir:
         raise app.UsageError("pass --task_name and --output_dir")
-    metric = FLAGS.metric or tasks.get_task_class(FLAGS.task_name).primary_metric
-    common = [f"--task_name={FLAGS.task_name}"]
-    common += [f"--{k}={FLAGS[k].value}" for k in ("data_dir", "init_checkpoint")
-               if FLAGS[k].value]
-    extra = shlex.split(FLAGS.finetune_flags)
+    metric = config.metric or tasks.get_task_class(config.task_name).primary_metric
+    common = [f"--task_name={config.task_name}"]
+    common += [f"--{k}={getattr(config, k)}" for k in ("data_dir", "init_checkpoint")
+               if getattr(config, k)]
+    extra = shlex.split(config.finetune_flags)
     for flag in extra:  # the sweep owns where each point goes and what it does
         name = flag.lstrip("-").split("=", 1)[0]
         if name in ("output_dir", "overwrite", "nooverwrite"):
             raise SweepError(f"--finetune_flags sets --{name}: the sweep writes each point "
                              f"to --output_dir/<point>; pass --output_dir to the sweep itself")
     common += extra
-    points = grid([float(v) for v in FLAGS.learning_rates], [float(v) for v in FLAGS.epochs],
-                  [int(v) for v in FLAGS.batch_sizes])
-    summary = run_sweep(points, FLAGS.output_dir, common, metric)
+    points = grid([float(v) for v in config.learning_rates],
+                  [float(v) for v in config.epochs], [int(v) for v in config.batch_sizes])
+    summary = run_sweep(points, config.output_dir, common, metric)
     if summary["best"] is None:
         raise SystemExit("sweep: no point finished; see the logs above")
     print(json.dumps({"best": summary["best"]["name"],

@@ -262,7 +262,7 @@ def parse_args(argv: Sequence[str]):
         ap.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=getattr(d, name))
         ap.add_argument(f"--no{name}", dest=name, action="store_false")
     # --strip_accents / --nostrip_accents (default: follows --do_lower_case) and
-    # --pre_tokenizer, as bert_tf.text_flags defines them for the absl commands.
+    # --pre_tokenizer, as bert_tf.settings declares them for the absl commands.
     ap.add_argument("--strip_accents", type=_bool, nargs="?", const=True, default=None)
     ap.add_argument("--nostrip_accents", dest="strip_accents", action="store_false")
     from bert_tf.pre_tokenizers import PRE_TOKENIZERS

@@ -479,14 +479,9 @@ def define_flags(flag_values=None) -> None:
                         **fv)
     flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.",
                          lower_bound=1, **fv)
-    flags.DEFINE_bool("do_lower_case", True,
-                      "Lower-case (and strip accents, unless --nostrip_accents) before "
-                      "learning (an uncased model); --nodo_lower_case for cased models. For "
-                      "Korean use --do_lower_case --nostrip_accents (or --nodo_lower_case): "
-                      "stripping splits Hangul syllables into jamo.", **fv)
-    from bert_tf import text_flags
+    from bert_tf import settings
 
-    text_flags.define_text_flags(flag_values, pre_tokenizer=True)
+    settings.CorpusTextSettings.define_flags(flag_values)
     flags.DEFINE_integer("num_unused", DEFAULT_NUM_UNUSED,
                          "Number of [unusedN] slots after [PAD] for tokens added later. The "
                          "default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in "

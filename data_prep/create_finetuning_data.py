@@ -23,56 +23,42 @@ from typing import List, Optional, Sequence
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import flags_common, output_guard, text_flags
+from bert_tf import output_guard, settings
 from bert_tf.errors import UsageError
-from bert_tf.tasks import TaskSpec
+from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev")  # test has no labels to train on
 
 
-def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The task's flags (as finetune's: `flags_common.define_task_flags`) plus these."""
-    if "splits" in flag_values:
-        return
-    flags_common.define_task_flags(flag_values)
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in --init_checkpoint.",
-                        **fv)
-    flags.DEFINE_string("init_checkpoint", None, "A model dir whose vocab.txt / casing to use.",
-                        **fv)
-    flags.DEFINE_bool("do_lower_case", None, "Lower-case input; default: as --init_checkpoint "
-                      "records it, else inferred from the vocab.", **fv)
-    text_flags.define_strip_accents_flag(flag_values)
-    flags.DEFINE_integer("max_seq_length", 128, "Sequence length after WordPiece.",
-                         lower_bound=3, **fv)
-    flags.DEFINE_string("output_dir", None, "Where the records and their .meta.json go.", **fv)
-    flags.DEFINE_list("splits", ["train"], "Splits to write (train, dev).", **fv)
-    flags.DEFINE_integer("num_output_shards", 1, "Record files per split.", lower_bound=1, **fv)
-    flags.DEFINE_integer("max_examples", None, "Only the first N examples of each split.",
-                         lower_bound=1, **fv)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuningDataConfig(flags_common.ModelDirFlags):
+class FinetuningDataConfig(settings.ModelDirSettings, settings.TaskSettings):
     """One run (what the flags say); `run(config)` writes it."""
-    task: TaskSpec
-    max_seq_length: int
-    output_dir: str
-    splits: Sequence[str]
-    num_output_shards: int
-    max_examples: Optional[int]
+    bert_config_file: Optional[str] = None  # not a flag: records need only the vocab
+    init_checkpoint: Optional[str] = settings.override(
+        settings.ModelDirSettings, "init_checkpoint",
+        help="A model dir whose vocab.txt / casing to use.")
+    max_seq_length: int = setting(128, "Sequence length after WordPiece.", lower=3)
+    output_dir: Optional[str] = setting(None, "Where the records and their .meta.json go.")
+    splits: List[str] = setting(["train"], "Splits to write (train, dev).")
+    num_output_shards: int = setting(1, "Record files per split.", lower=1)
+    max_examples: Optional[int] = setting(None, "Only the first N examples of each split.",
+                                          lower=1)
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuningDataConfig":
-        flags_common.require(flag_values, ["task_name", "output_dir"])
+        settings.require(flag_values, ["task_name", "output_dir"])
         for split in flag_values.splits:
             if split not in SPLITS:
                 raise UsageError(f"--splits: {split!r} is not train or dev (test has no "
                                  f"labels to train on; finetune --do_predict reads it "
                                  f"directly)")
-        return flags_common.config_from_flags(
-            cls, flag_values, task=flags_common.task_spec_from_flags(flag_values))
+        return super().from_flags(flag_values)
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """The task's flags (as finetune's: `settings.TaskSettings`) plus these."""
+    FinetuningDataConfig.define_flags(flag_values)
 
 
 def shard_paths(output_dir: str, split: str, shards: int):

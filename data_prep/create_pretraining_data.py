@@ -1011,10 +1011,9 @@ def define_flags(flag_values=None) -> None:
                         "the shards are PATH-00000-of-0000N. A comma-separated list names the "
                         "shards. Nothing else is written in its directory.", **fv)
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab the model is trained with.", **fv)
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).", **fv)
-    from bert_tf import text_flags
+    from bert_tf import settings
 
-    text_flags.define_text_flags(flag_values, pre_tokenizer=True)
+    settings.CorpusTextSettings.define_flags(flag_values)
     flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together "
                       "(80/10/10 still drawn per piece, as the original).", **fv)
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", lower_bound=5, **fv)

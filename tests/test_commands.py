@@ -12,7 +12,7 @@ import keras
 import pytest
 from absl import flags
 
-from bert_tf import cli, errors, export_model, extract_features, finetune, flags_common
+from bert_tf import cli, errors, export_model, extract_features, finetune, settings
 from bert_tf import model_dir, pretrain
 from bert_tf.config import BertConfig
 from data_prep import create_finetuning_data
@@ -55,12 +55,12 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
 
     def finetune_text(*extra):
         config = finetune.FinetuneConfig.from_flags(
-            flags_common.parse_args(finetune.define_flags, finetune_args + list(extra)))
+            settings.parse_args(finetune.define_flags, finetune_args + list(extra)))
         return finetune._resolve_model_dir(config).text
 
     def pretrain_text(*extra):
         config = pretrain.PretrainConfig.from_flags(
-            flags_common.parse_args(pretrain.define_flags, pretrain_args + list(extra)))
+            settings.parse_args(pretrain.define_flags, pretrain_args + list(extra)))
         return pretrain._resolve_model_dir(config).text
 
     assert finetune_text().do_lower_case is False
@@ -74,7 +74,7 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
     # extract_features: cased pieces come out whole ("hello" would be [UNK]).
     (tmp_path / "in.txt").write_text("Hello world\n")
     out = tmp_path / "features.jsonl"
-    extract_features.run(extract_features.ExtractConfig.from_flags(flags_common.parse_args(
+    extract_features.run(extract_features.ExtractConfig.from_flags(settings.parse_args(
         extract_features.define_flags, [f"--input_file={tmp_path / 'in.txt'}",
                                         f"--output_file={out}", f"--init_checkpoint={init}",
                                         "--layers=-1", "--max_seq_length=8"])))
@@ -84,7 +84,7 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
     # create_finetuning_data records the tokenizer it used.
     records = tmp_path / "records"
     (meta,) = create_finetuning_data.run(
-        create_finetuning_data.FinetuningDataConfig.from_flags(flags_common.parse_args(
+        create_finetuning_data.FinetuningDataConfig.from_flags(settings.parse_args(
             create_finetuning_data.define_flags,
             ["--task_name=SST-2", f"--data_dir={cased_dir / 'sst2'}",
              f"--init_checkpoint={init}", "--max_seq_length=8",
@@ -92,7 +92,7 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
     assert meta["task_config"]["do_lower_case"] is False and meta["num_examples"] == 8
 
     # export_model: the SavedModel records the settings its raw-text signature uses.
-    path = export_model.run(export_model.ExportConfig.from_flags(flags_common.parse_args(
+    path = export_model.run(export_model.ExportConfig.from_flags(settings.parse_args(
         export_model.define_flags, [f"--init_checkpoint={init}", "--max_seq_length=16",
                                     f"--export_dir={tmp_path / 'export'}"])))
     with open(os.path.join(path, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)) as f:
@@ -109,7 +109,7 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(tf.train.Checkpoint, "read",
                         lambda self, path, **kw: reads.append(str(path)) or read(self, path, **kw))
     out = tmp_path / "out"
-    config = finetune.FinetuneConfig.from_flags(flags_common.parse_args(
+    config = finetune.FinetuneConfig.from_flags(settings.parse_args(
         finetune.define_flags,
         ["--task_name=SST-2", f"--data_dir={cased_dir / 'sst2'}",
          f"--init_checkpoint={cased_dir / 'init'}", f"--output_dir={out}", "--do_train",
@@ -127,7 +127,7 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
 
 
 def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):
-    parse = flags_common.parse_args
+    parse = settings.parse_args
     with pytest.raises(errors.UsageError, match="unknown task 'glue'"):
         finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
             "--task_name=glue", f"--output_dir={tmp_path}"]))
@@ -139,7 +139,7 @@ def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):
         "--task_name=squad", f"--output_dir={tmp_path}", "--doc_stride=64"]))
     assert squad.max_seq_length == 384 and squad.task.options["doc_stride"] == 64
     data_flags = parse(create_finetuning_data.define_flags, ["--task_name=squad"])
-    assert set(flags_common.TASK_OPTION_FLAGS) <= set(data_flags)
+    assert set(settings.TASK_OPTION_FLAGS) <= set(data_flags)
     config = finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
         "--task_name=SST-2", f"--output_dir={tmp_path}", "--do_eval"]))
     with pytest.raises(model_dir.ModelDirError, match="needs bert_config.json and vocab.txt"):
@@ -202,7 +202,7 @@ def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_pat
     strategy = get_strategy("one_device")
 
     def jit(*extra):
-        config = finetune.FinetuneConfig.from_flags(flags_common.parse_args(
+        config = finetune.FinetuneConfig.from_flags(settings.parse_args(
             finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
                                     "--do_train", *extra]))
         return config.trainer_options(strategy)["jit_compile"]

@@ -26,7 +26,7 @@ import tensorflow as tf
 from absl import flags
 from absl.testing import flagsaver
 
-from bert_tf import flags_common
+from bert_tf import settings
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
@@ -74,13 +74,16 @@ class _FakeTpu:
 
 
 def _strategy_for(argv):
-    """strategy_from_flags (what pretrain and finetune call) on the real shared flags."""
-    flags_common.define_common_flags()
+    """strategy.from_settings (what pretrain and finetune call) on the real shared flags."""
+    from bert_tf.training import strategy as strategy_lib
+
+    settings.TrainingSettings.define_flags()
     fake = _FakeTpu()
     flag_values = flags.FLAGS
     flag_values.unparse_flags()
     flag_values(["prog", *argv])
-    strategy = flags_common.strategy_from_flags(flag_values, **fake.factories())
+    strategy = strategy_lib.from_settings(settings.TrainingSettings.from_flags(flag_values),
+                                          **fake.factories())
     return strategy, fake.calls, flag_values
 
 

@@ -7,7 +7,7 @@ import pytest
 from absl import flags
 
 from bert_tf import (convert_checkpoint, errors, export_model, extend_vocab, extract_features,
-                     finetune, flags_common, pretrain)
+                     finetune, pretrain, settings)
 from data_prep import build_vocab, create_finetuning_data, create_pretraining_data
 from tests.helpers import run_command
 
@@ -62,7 +62,7 @@ def test_config_file_values_are_checked_against_the_same_ranges(tmp_path):
     yaml = tmp_path / "run.yaml"
     yaml.write_text("train_batch_size: 0\n")
     with pytest.raises(errors.UsageError, match=r"train_batch_size: 0.*positive integer"):
-        flags_common.parse_args(pretrain.define_flags, [f"--config_file={yaml}",
+        settings.parse_args(pretrain.define_flags, [f"--config_file={yaml}",
                                                         "--output_dir=x", "--input_file=y"])
 
 
@@ -70,7 +70,7 @@ def test_keep_checkpoint_max_0_keeps_every_checkpoint_as_the_original(tmp_path):
     from bert_tf.training.strategy import get_strategy
 
     def keep(*extra):
-        config = pretrain.PretrainConfig.from_flags(flags_common.parse_args(
+        config = pretrain.PretrainConfig.from_flags(settings.parse_args(
             pretrain.define_flags, [f"--output_dir={tmp_path}", "--input_file=x", "--do_train", *extra]))
         return config.trainer_options(get_strategy("one_device"))["max_checkpoints_to_keep"]
 

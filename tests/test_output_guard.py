@@ -346,7 +346,7 @@ def test_pytorch_bin_is_refused_with_a_torch_whose_weights_only_load_is_unsafe(
 
 def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
     from bert_tf import export_model, extract_features
-    from bert_tf.flags_common import parse_args
+    from bert_tf.settings import parse_args
     from data_prep import build_vocab
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
@@ -373,7 +373,7 @@ def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
 
 
 def test_create_finetuning_data_writes_nothing_on_bad_input_and_keeps_others_files(tmp_path):
-    from bert_tf.flags_common import parse_args
+    from bert_tf.settings import parse_args
     from data_prep import create_finetuning_data as cfd
 
     words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})

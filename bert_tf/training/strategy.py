@@ -25,7 +25,35 @@ from typing import Callable, Mapping, Optional
 
 import tensorflow as tf
 
+from bert_tf.errors import UsageError
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def from_settings(settings, **factories) -> tf.distribute.Strategy:
+    """The strategy a command's `settings.TrainingSettings` ask for (--distribution_strategy,
+    --tpu and the original TPU flags); `factories` go to `get_strategy` (tests). Settings
+    that make no strategy (multi_worker without TF_CONFIG, too many TPU cores) raise
+    UsageError."""
+    tpu = ({"tpu": settings.tpu, "tpu_zone": settings.tpu_zone,
+            "gcp_project": settings.gcp_project, "num_tpu_cores": settings.num_tpu_cores}
+           if settings.distribution_strategy == "tpu" else {})
+    try:
+        return get_strategy(settings.distribution_strategy, **tpu, **factories)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def set_precision_and_seed(mixed_precision: str, seed: Optional[int]) -> None:
+    """Keras' global dtype policy (--mixed_precision, one of PRECISIONS) and, unless None,
+    its global seed (initializers, dropout): set before the model is built."""
+    import keras
+
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    if mixed_precision != "float32":
+        keras.mixed_precision.set_global_policy(mixed_precision)
 
 
 def get_strategy(name: str, tpu: Optional[str] = None,

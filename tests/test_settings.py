@@ -1,0 +1,84 @@
+"""bert_tf.settings: one dataclass field is the flag (type, default, range, help) and the
+YAML key; the command line beats the YAML; "given" is one test."""
+
+import dataclasses
+from typing import List, Optional
+
+import pytest
+from absl import flags
+
+from bert_tf import errors, settings
+from bert_tf.settings import setting
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Toy(settings.Settings):
+    config_file: Optional[str] = setting(None, "YAML.")
+    steps: int = setting(10, "Steps.", lower=1)
+    share: float = setting(0.1, "A share.", lower=0.0, upper=1.0)
+    mode: str = setting("a", "Mode.", choices=("a", "b"))
+    names: List[str] = setting(["x"], "Names.")
+    casing: Optional[bool] = setting(None, "Casing.", flag_default=True)
+    derived: int = 0  # not a flag
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LongerToy(Toy):
+    steps: int = settings.override(Toy, "steps", 99)
+
+
+def parse(*argv, cls=Toy):
+    return settings.parse_args(cls.define_flags, list(argv))
+
+
+def test_fields_become_absl_flags_with_their_type_default_and_range():
+    fv = parse()
+    assert fv["steps"].flag_type() == "int" and fv["steps"].default == 10
+    assert fv["steps"].parser.lower_bound == 1
+    assert fv["share"].parser.upper_bound == 1.0
+    assert fv["mode"].parser.enum_values == ["a", "b"]
+    assert fv["names"].default == ["x"] and fv["casing"].default is True
+    assert "derived" not in fv and fv["steps"].help == "Steps."
+
+
+def test_a_value_out_of_range_is_one_line_naming_the_flag_and_range():
+    with pytest.raises(flags.IllegalFlagValueError) as e:
+        parse("--steps=0")
+    assert str(e.value).startswith("flag --steps=0: ") and "positive integer" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_yaml_keys_set_the_fields_and_the_command_line_wins(tmp_path):
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("steps: 7\nmode: b\nshare: 0.5\nnames: [p, q]\n")
+    config = Toy.from_flags(parse(f"--config_file={yaml}", "--steps=3"))
+    assert (config.steps, config.mode, config.share, config.names) == (3, "b", 0.5, ["p", "q"])
+    yaml.write_text("share: 2.0\n")
+    with pytest.raises(errors.UsageError, match=r"run\.yaml: `share: 2\.0`.*range"):
+        parse(f"--config_file={yaml}")
+
+
+def test_a_field_with_a_flag_default_holds_none_unless_given(tmp_path):
+    assert Toy.from_flags(parse()).casing is None
+    assert Toy.from_flags(parse("--casing")).casing is True
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("casing: false\n")
+    assert Toy.from_flags(parse(f"--config_file={yaml}")).casing is False
+
+
+def test_an_override_changes_the_default_and_keeps_help_and_range():
+    fv = parse(cls=LongerToy)
+    assert fv["steps"].default == 99 and fv["steps"].help == "Steps."
+    assert fv["steps"].parser.lower_bound == 1
+    assert LongerToy.from_flags(fv).steps == 99
+
+
+def test_finetune_declares_its_own_step_defaults_and_the_tasks_length():
+    from bert_tf import finetune, pretrain
+
+    tuned = parse("--task_name=squad", "--output_dir=o", cls=finetune.FinetuneConfig)
+    trained = parse(cls=pretrain.PretrainConfig)
+    assert tuned["num_train_steps"].default is None and trained["num_train_steps"].default == 100000
+    config = finetune.FinetuneConfig.from_flags(tuned)
+    assert config.max_seq_length == 384 and config.do_lower_case is None
+    assert config.task.options["doc_stride"] == 128
