@@ -120,7 +120,8 @@ def run(config: FinetuneConfig) -> Dict:
 
     strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
-    strategy_lib.set_precision_and_seed(config.mixed_precision, config.seed)
+    config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
+        config.mixed_precision, config.seed, strategy))
     task = config.task.make(resolved.tokenizer(), config.max_seq_length)
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.

@@ -100,7 +100,8 @@ def run(config: PretrainConfig) -> None:
 
     strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
-    strategy_lib.set_precision_and_seed(config.mixed_precision, config.seed)
+    config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
+        config.mixed_precision, config.seed, strategy))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
     record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,

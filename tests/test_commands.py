@@ -126,6 +126,44 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     assert recorded.heads == ("task_head",)
 
 
+def test_finetune_on_an_amx_cpu_trains_in_bfloat16_unless_told(cased_dir, tmp_path,
+                                                                monkeypatch, caplog):
+    """--mixed_precision unset: mixed_bfloat16 on a CPU with AMX (logged), float32 on one
+    without, and a given --mixed_precision=float32 (flag or YAML) always wins."""
+    import logging
+
+    from bert_tf.training import strategy as strategy_lib
+
+    monkeypatch.setattr(strategy_lib, "cpu_has_amx_bf16", lambda: True)
+    base = ["--task_name=SST-2", f"--data_dir={cased_dir / 'sst2'}",
+            f"--init_checkpoint={cased_dir / 'init'}", "--max_seq_length=8",
+            f"--output_dir={tmp_path / 'out'}"]
+    parse = lambda *extra: finetune.FinetuneConfig.from_flags(  # noqa: E731
+        settings.parse_args(finetune.define_flags, base + list(extra)))
+    assert parse().mixed_precision is None
+    assert parse("--mixed_precision=float32").mixed_precision == "float32"
+    yaml_file = tmp_path / "exp.yaml"
+    yaml_file.write_text("mixed_precision: float32\n")
+    assert parse(f"--config_file={yaml_file}").mixed_precision == "float32"
+    try:
+        with caplog.at_level(logging.INFO):
+            results = finetune.run(parse(
+                "--do_train", "--do_eval",
+                "--train_batch_size=4", "--eval_batch_size=4", "--num_train_epochs=1",
+                "--steps_per_loop=1"))
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+        assert "--mixed_precision=mixed_bfloat16: this CPU has AMX" in caplog.text
+        assert results["global_step"] == 2 and 0 <= results["accuracy"] <= 1
+        cpu = strategy_lib.get_strategy("one_device")
+        keras.mixed_precision.set_global_policy("float32")
+        assert strategy_lib.set_precision_and_seed("float32", None, cpu) == "float32"
+        assert keras.mixed_precision.global_policy().name == "float32"
+        monkeypatch.setattr(strategy_lib, "cpu_has_amx_bf16", lambda: False)
+        assert strategy_lib.set_precision_and_seed(None, None, cpu) == "float32"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
 def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):
     parse = settings.parse_args
     with pytest.raises(errors.UsageError, match="unknown task 'glue'"):
