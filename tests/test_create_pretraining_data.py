@@ -596,7 +596,7 @@ def _original_reader_count(pattern, max_seq_length, max_pred):
 @pytest.mark.parametrize("shards", [1, 2])
 def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file, monkeypatch,
                                               shards):
-    from bert_tf.data import pretraining
+    from bert_tf.data import pretraining, records
 
     monkeypatch.chdir(tmp_path)
     r = run_cli(f"--input_file={shared_data}/pretrain/bert_sample_text.txt",
@@ -614,12 +614,12 @@ def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file,
         assert sum(1 for _ in ds) == n
     # A file that is not a TFRecord file among the matches is named, with what to do.
     (tmp_path / "records" / "notes.json").write_text('{"a": 1}\n')
-    with pytest.raises(pretraining.RecordFormatError,
+    with pytest.raises(records.RecordFormatError,
                        match=r"notes\.json: not a TFRecord file .*narrow the glob"):
         pretraining.pretraining_dataset("records/*", 64, 10, batch_size=1, is_training=False)
     os.mkdir(tmp_path / "records" / "sub")
-    with pytest.raises(pretraining.RecordFormatError, match=r"sub: .*matched a directory"):
-        pretraining.list_record_files("records/*")
+    with pytest.raises(records.RecordFormatError, match=r"sub: .*matched a directory"):
+        records.list_record_files("records/*")
 
 
 def test_one_unit_equals_the_original_tool_run_beside_it(tmp_path, shared_data, vocab_file,

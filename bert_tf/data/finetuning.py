@@ -34,7 +34,7 @@ import tensorflow as tf
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.data import position as position_lib
 from bert_tf.data.position import InputPosition
-from bert_tf.data.pretraining import list_record_files
+from bert_tf.data.records import count_records, list_record_files
 
 # model name -> record name (the original run_classifier's)
 RECORD_NAMES = {"input_word_ids": "input_ids", "input_mask": "input_mask",
@@ -236,10 +236,8 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
 
     epoch_size = None
     if position.step:
-        from bert_tf.data.pretraining import _count_records
-
         counts = (list(records_per_file) if records_per_file is not None
-                  else [_count_records(f) for f in files])
+                  else [count_records(f) for f in files])
         epoch_size = sum(counts[i] for i in mine)
         if pipelines > 1 and not by_file:
             epoch_size = _rows_of_pipeline(epoch_size, pipelines, pipeline_id)
