@@ -14,7 +14,8 @@ from tensorflow.python.lib.io import tf_record
 
 from bert_tf.data import pretraining
 from bert_tf.data import records as data
-from data_prep.create_pretraining_data import JobConfig, run
+from data_prep.pretraining_job import run
+from data_prep.pretraining_passes import JobConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PRED = 32, 5
