@@ -233,12 +233,6 @@ def original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
             "num_tpu_cores": fv.num_tpu_cores}
 
 
-def strategy_from_flags(flag_values: flags.FlagValues = flags.FLAGS, **factories):
-    """The tf.distribute strategy the trainers' flags ask for, original TPU flags included
-    (`TrainingConfig.strategy`); `factories` go to `strategy.get_strategy` (tests)."""
-    return TrainingConfig.from_flags(flag_values).strategy(**factories)
-
-
 def apply_config_file(flag_values: flags.FlagValues = flags.FLAGS,
                       path: Optional[str] = None) -> dict:
     """Sets flags from the `--config_file` YAML unless given on the command line.

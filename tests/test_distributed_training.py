@@ -74,13 +74,14 @@ class _FakeTpu:
 
 
 def _strategy_for(argv):
-    """strategy_from_flags (what pretrain and finetune call) on the real shared flags."""
+    """TrainingConfig.from_flags(...).strategy() (what pretrain and finetune call) on the
+    real shared flags."""
     flags_common.define_common_flags()
     fake = _FakeTpu()
     flag_values = flags.FLAGS
     flag_values.unparse_flags()
     flag_values(["prog", *argv])
-    strategy = flags_common.strategy_from_flags(flag_values, **fake.factories())
+    strategy = flags_common.TrainingConfig.from_flags(flag_values).strategy(**fake.factories())
     return strategy, fake.calls, flag_values
 
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import extend_vocab as ev
-from bert_tf import model_dir as md
+from bert_tf import model_dir
 from bert_tf.models import BertPretrainer
 from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
 from data_prep import pretraining_job, pretraining_passes
@@ -48,7 +48,7 @@ def old_dir(tmp_path_factory):
     # Distinct bias values, so that the test sees rows move to the right places.
     model.masked_lm.output_bias.assign(np.arange(len(vocab), dtype=np.float32) / 100)
     d = str(root / "old")
-    md.write_model_dir(d, cfg, {"encoder": model.encoder, "masked_lm": model.masked_lm,
+    model_dir.write_model_dir(d, cfg, {"encoder": model.encoder, "masked_lm": model.masked_lm,
                                 "next_sentence": model.next_sentence},
                        vocab_file=str(vocab_file), do_lower_case=True)
     return d, model
@@ -73,7 +73,7 @@ def test_slots_first_then_appended(old_dir, extended):
     assert not any(t.startswith("[unused") for t in new)
     assert [new[i] for i in range(len(old)) if old[i] != new[i]] == new[1:4]  # the slots
     assert new[:len(old)][4:] == old[4:]
-    assert md.find_config(out).vocab_size == len(new)
+    assert model_dir.find_config(out).vocab_size == len(new)
     assert json.load(open(os.path.join(out, "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False}
     assert set(summary["restored_heads"]) == {"masked_lm", "next_sentence"}
@@ -84,8 +84,8 @@ def test_rows_start_as_mean_of_old_spelling(old_dir, extended):
     out, _ = extended
     old_vocab = load_vocab(os.path.join(d, "vocab.txt"))
     new_vocab = load_vocab(os.path.join(out, "vocab.txt"))
-    new_model = BertPretrainer(md.find_config(out), name="pretrainer")
-    md.restore(out, {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
+    new_model = BertPretrainer(model_dir.find_config(out), name="pretrainer")
+    model_dir.restore(out, {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
                      "next_sentence": new_model.next_sentence})
     old_emb = old_model.encoder.word_embeddings.numpy()
     new_emb = new_model.encoder.word_embeddings.numpy()

@@ -12,7 +12,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from bert_tf import model_dir as md
+from bert_tf import model_dir
 from bert_tf import output_guard
 from bert_tf.output_guard import OutputGuardError
 from data_prep import pretraining_job, pretraining_passes
@@ -234,7 +234,7 @@ def test_extend_vocab_overwrite_onto_its_own_init_checkpoint_is_refused(tmp_path
             extend_model_dir(init, str(tmp_path / "corpus.txt"), output, num_new_tokens=3,
                              overwrite=True)
     assert_kept(before, tmp_path)
-    md.load_encoder(init)
+    model_dir.load_encoder(init)
 
 
 def test_demo_refuses_the_checkout_and_folders_of_the_user(tmp_path):
