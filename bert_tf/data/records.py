@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, StopRequested
 
 
 class RecordFormatError(BertTfError, ValueError):
@@ -128,8 +128,6 @@ def _next_sound_record(path: str, reader, offset: int, size: int) -> int:
 
 def _check_stop(should_stop: Optional[Callable[[], bool]], what: str) -> None:
     if should_stop is not None and should_stop():
-        from bert_tf.training.preemption import StopRequested
-
         raise StopRequested(f"stop requested while {what}")
 
 
