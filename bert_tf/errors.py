@@ -23,6 +23,13 @@ class UsageError(BertTfError, ValueError):
     """Flag values that do not make a run: printed first, then a pointer to --helpfull."""
 
 
+class StopRequested(Exception):
+    """Raised inside training (held-out evaluation, a record copy) when a stop was
+    requested: the Trainer saves a checkpoint and returns "preempted". Here rather than in
+    training/preemption.py so that the record readers (bert_tf/data) raise it without
+    importing the training package."""
+
+
 class Preempted(BertTfError):
     """A run stopped by SIGTERM (a preemption notice) or SIGINT after writing its
     checkpoint: the same command resumes from it. `cli.run_main` logs the message and

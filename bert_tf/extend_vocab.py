@@ -154,15 +154,15 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
                  num_new_tokens: int, do_lower_case: Optional[bool],
                  strip_accents: Optional[bool], pre_tokenizer: Optional[str],
                  min_frequency: int, max_input_lines: int) -> dict:
-    from bert_tf import model_dir as md
+    from bert_tf import model_dir
     from bert_tf.models import BertPretrainer
     from bert_tf.text_rules import WordPieceTokenizer, load_vocab
     from data_prep import build_vocab as bv
 
     # The model as it is, and the text settings the new corpus is read with (the flags,
     # else the model's).
-    old = md.resolve(init_checkpoint).require(config=True, vocab=True)
-    new_text = md.resolve(init_checkpoint, do_lower_case=do_lower_case,
+    old = model_dir.resolve(init_checkpoint).require(config=True, vocab=True)
+    new_text = model_dir.resolve(init_checkpoint, do_lower_case=do_lower_case,
                           strip_accents=strip_accents, pre_tokenizer=pre_tokenizer).text
     config, vocab_file, old_text = old.config, old.vocab_file, old.text
     old_vocab = load_vocab(vocab_file)
@@ -206,9 +206,9 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
         new_var.assign(value)
 
     # 3. Write the model directory.
-    new_vocab_file = os.path.join(output_dir, md.VOCAB_FILE)
+    new_vocab_file = os.path.join(output_dir, model_dir.VOCAB_FILE)
     bv.write_vocab(ext.vocab, new_vocab_file)
-    md.write_model_dir(output_dir, new_config,
+    model_dir.write_model_dir(output_dir, new_config,
                        {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
                         "next_sentence": new_model.next_sentence},
                        vocab_file=new_vocab_file, do_lower_case=new_text.do_lower_case,
@@ -224,13 +224,13 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
 
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
-    from bert_tf import model_dir as md
+    from bert_tf import model_dir
     from bert_tf.checkpoints.names import HEADS
 
-    md.restore(resolved, {"encoder": model.encoder})
+    model_dir.restore(resolved, {"encoder": model.encoder})
     heads = [h for h in resolved.heads if h in HEADS]
     if heads:
-        md.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
+        model_dir.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
     return heads
 
 

@@ -244,7 +244,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
-    from bert_tf import model_dir as md
+    from bert_tf import model_dir
 
     from bert_tf import output_guard
 
@@ -263,7 +263,7 @@ def run(config: ExtractConfig) -> int:
                         config.init_checkpoint, text.pre_tokenizer)
     strategy = config.tpu_strategy()
     with strategy.scope() if strategy else contextlib.nullcontext():
-        encoder = md.load_encoder(resolved)
+        encoder = model_dir.load_encoder(resolved)
     tokenizer = resolved.tokenizer()
     examples = read_examples(config.input_file)
     count = write_jsonl(config.output_file, extract(

@@ -249,7 +249,7 @@ def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
     from bert_tf.data import finetuning as data_lib
 
     if config.input_file:
-        from bert_tf.data.pretraining import RecordFiles
+        from bert_tf.data.records import RecordFiles
 
         spec = task.feature_spec()
         records = RecordFiles(config.input_file, config.skip_corrupt_records)

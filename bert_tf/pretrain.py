@@ -90,7 +90,8 @@ def run(config: PretrainConfig) -> None:
     import tensorflow as tf
 
     from bert_tf import model_dir
-    from bert_tf.data.pretraining import RecordFiles, list_record_files, pretraining_dataset
+    from bert_tf.data.pretraining import pretraining_dataset
+    from bert_tf.data.records import RecordFiles, list_record_files
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses
     from bert_tf.training.loop import Trainer

@@ -42,9 +42,11 @@ from typing import List, Optional, Sequence
 from bert_tf import output_guard
 from bert_tf.file_io import is_remote
 from data_prep import corpus
-from data_prep import create_pretraining_data as cpd
 from data_prep import document_store
 from data_prep import tfrecord_writer
+from data_prep.pretraining_job import (STAT_KEYS, check_vocab_file, default_summary_path,
+                                       output_paths, plan_units, work_dir_path)
+from data_prep.pretraining_passes import JobConfig, UnitProcessor, np_generator
 
 NAMESPACE = "create_pretraining_data"
 def open_any(path: str, mode: str = "rb"):
@@ -109,7 +111,7 @@ def _rename_any(src: str, dst: str):
     FileSystems.rename([src], [dst])
 
 
-def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
+def _make_dofns(cfg: JobConfig, work_dir: str, num_units: int):
     import apache_beam as beam
     from apache_beam.metrics import Metrics
 
@@ -123,8 +125,8 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
 
         def setup(self):
             vocab = _write_local_vocab(self.vocab_bytes)
-            self.processor = cpd.UnitProcessor(dataclasses.replace(cfg, vocab_file=vocab),
-                                               opener=open_any)
+            self.processor = UnitProcessor(dataclasses.replace(cfg, vocab_file=vocab),
+                                           opener=open_any)
 
     def part_path(u):
         return f"{work_dir.rstrip('/')}/part-{u:06d}.docs"
@@ -159,7 +161,7 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
 
         def __init__(self):
             super().__init__()
-            self.counters = {k: Metrics.counter(NAMESPACE, k) for k in cpd.STAT_KEYS}
+            self.counters = {k: Metrics.counter(NAMESPACE, k) for k in STAT_KEYS}
             self.store = None
 
         def process(self, element, all_stats):
@@ -183,7 +185,7 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
                     framed=False)
                 del docs
                 order = result.pop("order")
-                gen = cpd._np_generator(cfg.random_seed, u, 3)
+                gen = np_generator(cfg.random_seed, u, 3)
                 shard = gen.integers(0, cfg.num_output_shards, len(order)).tolist()
                 key = gen.integers(0, 1 << 63, len(order), dtype=np.int64).tolist()
                 for i, k in enumerate(order):
@@ -204,7 +206,7 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
         def process(self, element):
             shard, values = element
             records = sorted(v for v in values if v is not None)
-            path = cpd.output_paths(cfg.output_file, cfg.num_output_shards)[shard]
+            path = output_paths(cfg.output_file, cfg.num_output_shards)[shard]
             tmp = f"{path}.tmp-beam"
             with _create_any(tmp) as out:
                 for s in range(0, len(records), 1000):
@@ -216,7 +218,7 @@ def _make_dofns(cfg: cpd.JobConfig, work_dir: str, num_units: int):
     return Tokenize(), Instances(), WriteShard()
 
 
-def build_pipeline(pipeline, cfg: cpd.JobConfig, units: Sequence[corpus.WorkUnit],
+def build_pipeline(pipeline, cfg: JobConfig, units: Sequence[corpus.WorkUnit],
                    work_dir: str):
     """Adds the job to `pipeline`: units -> document store -> keyed records -> shuffle by
     the runner -> TFRecord shards."""
@@ -257,7 +259,7 @@ def parse_args(argv: Sequence[str]):
     ap.add_argument("--vocab_file", required=True)
     ap.add_argument("--summary_file", default="")
     ap.add_argument("--work_dir", default="")
-    d = cpd.JobConfig("", "", "")
+    d = JobConfig("", "", "")
     for name in ("do_lower_case", "do_whole_word_mask", "strict"):
         ap.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=getattr(d, name))
         ap.add_argument(f"--no{name}", dest=name, action="store_false")
@@ -274,7 +276,7 @@ def parse_args(argv: Sequence[str]):
     for name in ("masked_lm_prob", "short_seq_prob"):
         ap.add_argument(f"--{name}", type=float, default=getattr(d, name))
     args, rest = ap.parse_known_args(list(argv))
-    cfg = cpd.JobConfig(num_workers=0, progress=False, **vars(args))
+    cfg = JobConfig(num_workers=0, progress=False, **vars(args))
     if not any(a == "--runner" or a.startswith("--runner=") for a in rest):
         rest = ["--runner=DirectRunner"] + rest
     return cfg, rest
@@ -289,19 +291,19 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     cfg, beam_args = parse_args(argv)
     cfg.validate()
     paths = expand_globs(cfg.input_file)
-    cpd.check_vocab_file(cfg.vocab_file, open_any)
-    units, num_docs = cpd.plan_units(paths, cfg, cfg.num_output_shards, open_any,
-                                     corpus_bytes=sum(_size(p) for p in paths))
+    check_vocab_file(cfg.vocab_file, open_any)
+    units, num_docs = plan_units(paths, cfg, cfg.num_output_shards, open_any,
+                                 corpus_bytes=sum(_size(p) for p in paths))
     logging.info("%d documents in %d work units", num_docs, len(units))
-    shards = cpd.output_paths(cfg.output_file, cfg.num_output_shards)
+    shards = output_paths(cfg.output_file, cfg.num_output_shards)
     summary_file = cfg.summary_file or (None if is_remote(cfg.output_file)
-                                        else cpd.default_summary_path(cfg.output_file))
+                                        else default_summary_path(cfg.output_file))
     inputs = list(paths) + [cfg.vocab_file]
     for out in shards + ([summary_file] if summary_file else []):
         output_guard.check_apart(out, inputs, flag="--output_file")
     # The work dir is the job's own (a marked folder, or a marked subfolder of a folder of
     # the user's): only it is removed at the end (DESIGN 2.6).
-    work_dir = output_guard.claim_work_dir(cpd.work_dir_path(cfg), "beam_pipeline",
+    work_dir = output_guard.claim_work_dir(work_dir_path(cfg), "beam_pipeline",
                                            inputs=inputs, outputs=shards)
 
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))

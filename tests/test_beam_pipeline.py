@@ -10,7 +10,7 @@ pytest.importorskip("apache_beam")
 import tensorflow as tf  # noqa: E402
 
 from data_prep import beam_pipeline  # noqa: E402
-from data_prep import create_pretraining_data as cpd  # noqa: E402
+from data_prep import pretraining_job, pretraining_passes  # noqa: E402
 from tests.test_create_pretraining_data import first_docs  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def test_direct_runner_writes_the_local_jobs_records(tmp_path, shared_data):
     assert [os.path.basename(f) for f in beam_files] == [
         f"p.tfrecord-0000{s}-of-00003" for s in range(3)]
 
-    local = cpd.run(cpd.JobConfig(
+    local = pretraining_job.run(pretraining_passes.JobConfig(
         input_file=src, output_file=str(tmp_path / "local" / "p.tfrecord"), vocab_file=vocab,
         dupe_factor=2, pool_size=3, num_output_shards=3, random_seed=99, max_seq_length=64,
         max_predictions_per_seq=10, num_workers=0, progress=False))
@@ -73,5 +73,5 @@ def test_direct_runner_writes_the_local_jobs_records(tmp_path, shared_data):
     assert summary["instances"] == local["instances"]
     assert summary["masked_tokens"] == local["masked_tokens"]
     assert summary["documents"] == local["documents"]
-    assert os.path.exists(cpd.default_summary_path(str(beam_out)))
-    assert not os.path.exists(cpd.default_work_dir(str(beam_out)))
+    assert os.path.exists(pretraining_job.default_summary_path(str(beam_out)))
+    assert not os.path.exists(pretraining_job.default_work_dir(str(beam_out)))

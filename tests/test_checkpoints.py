@@ -174,7 +174,8 @@ def test_tf1_import_matches_numpy_reference(tf1_source, tmp_path):
     convert("tf1", os.path.dirname(prefix), str(out))  # the directory form of --input
     cfg = model_dir.find_config(str(out))
     assert cfg.hidden_act == "gelu_approximate"  # DESIGN 2.1: what the TF1 code computed
-    assert model_dir.find_do_lower_case(str(out)) is True  # from the `uncased_` dir name
+    # from the `uncased_` dir name
+    assert model_dir.read_tokenizer_config(str(out))["do_lower_case"] is True
     assert (out / "vocab.txt").read_text().split() == VOCAB
     seq, pooled, mlm, nsp = run_pretrainer(str(out))
     ref = numpy_bert(weights, INPUTS["input_word_ids"], INPUTS["input_mask"],

@@ -42,7 +42,7 @@ def test_tf1_to_bert_tf_and_back_through_the_cli(tmp_path):
     encoder = model_dir.load_encoder(str(out))
     for name, variable in weights_lib.model_variables(encoder).items():
         np.testing.assert_array_equal(variable.numpy(), weights.arrays[name], err_msg=name)
-    assert model_dir.find_do_lower_case(str(out)) is True
+    assert model_dir.read_tokenizer_config(str(out))["do_lower_case"] is True
 
     # The same conversion again (a rerun after a kill once the output was in place): done.
     result = run_cli("--source_format=tf1", f"--input={prefix}", f"--output_dir={out}")

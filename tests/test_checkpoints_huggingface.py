@@ -54,7 +54,7 @@ def test_pretraining_heads_match_transformers(hf_pretraining, tmp_path):
     out = tmp_path / "converted"
     convert("huggingface", str(directory), str(out))
     assert model_dir.find_config(str(out)).hidden_act == "gelu"  # HF gelu is exact
-    assert model_dir.find_do_lower_case(str(out)) is False
+    assert model_dir.read_tokenizer_config(str(out))["do_lower_case"] is False
     config = model_dir.find_config(str(out))
     ours = BertPretrainer(config)
     model_dir.restore(str(out), {"encoder": ours.encoder, "masked_lm": ours.masked_lm,

@@ -84,7 +84,8 @@ def test_classifier_labels_and_probabilities_equal_the_pipeline(minilm_dir, tmp_
     ours, serve = _serve(hf_dir, tmp_path, task_name="sst-2")
     task = model_dir.read_task_config(str(ours))
     assert task["task_name"] == "SST-2" and task["label_list"] == list(labels.values())
-    assert model_dir.find_do_lower_case(str(ours)) is True  # from tokenizer_config.json
+    # from tokenizer_config.json
+    assert model_dir.read_tokenizer_config(str(ours))["do_lower_case"] is True
 
     pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
                                  top_k=None)

@@ -12,8 +12,10 @@ import tensorflow as tf
 import yaml
 from tensorflow.python.lib.io import tf_record
 
-from bert_tf.data import pretraining as data
-from data_prep.create_pretraining_data import JobConfig, run
+from bert_tf.data import pretraining
+from bert_tf.data import records as data
+from data_prep.pretraining_job import run
+from data_prep.pretraining_passes import JobConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PRED = 32, 5
@@ -108,7 +110,7 @@ def test_record_files_raise_or_skip(shard, tmp_path):
     lenient = data.RecordFiles(bad, skip_corrupt_records=True)
     assert lenient.count_records() == len(records) - 1
     assert lenient.skipped_records == 1 and lenient.paths() != [bad]
-    ds = data.pretraining_dataset(lenient.paths(), SEQ, PRED, 4, is_training=False)
+    ds = pretraining.pretraining_dataset(lenient.paths(), SEQ, PRED, 4, is_training=False)
     assert sum(1 for _ in ds) == (len(records) - 1) // 4
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from bert_tf import text_rules
 from data_prep import corpus
-from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_job, pretraining_passes
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_writer as tw
 from data_prep.corpus import CorpusError
@@ -62,7 +62,7 @@ def job(tmp_path, input_file, vocab_file, name="out/p.tfrecord", **kw):
     kw.setdefault("num_workers", 0)
     kw.setdefault("progress", False)
     kw.setdefault("dupe_factor", 2)
-    return cpd.JobConfig(input_file=input_file, output_file=str(tmp_path / name),
+    return pretraining_passes.JobConfig(input_file=input_file, output_file=str(tmp_path / name),
                          vocab_file=vocab_file, **kw)
 
 
@@ -156,7 +156,7 @@ def test_one_unit_reproduces_the_original_tool(tmp_path, shared_data, vocab_file
     the shards round-robin as it does (also when the shuffle pass cuts it into buckets)."""
     lines = first_docs(enwiki_lines, docs)
     src = write_corpus(tmp_path / "c.txt", lines)
-    summary = cpd.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42,
+    summary = pretraining_job.run(job(tmp_path, src, vocab_file, pool_size=10_000, random_seed=42,
                           do_whole_word_mask=wwm, num_output_shards=shards,
                           shuffle_bucket_bytes=bucket_bytes))
     assert summary["work_units"] == 1
@@ -194,8 +194,8 @@ def test_one_unit_reproduces_the_original_tool(tmp_path, shared_data, vocab_file
 
 def test_tensorflow_tokenizer_option_gives_the_same_records(tmp_path, shared_data, vocab_file):
     src = str(shared_data / "pretrain" / "bert_sample_text.txt")
-    a = cpd.run(job(tmp_path, src, vocab_file, "py/p", tokenizer="python"))
-    b = cpd.run(job(tmp_path, src, vocab_file, "tf/p", tokenizer="tensorflow"))
+    a = pretraining_job.run(job(tmp_path, src, vocab_file, "py/p", tokenizer="python"))
+    b = pretraining_job.run(job(tmp_path, src, vocab_file, "tf/p", tokenizer="tensorflow"))
     assert open(a["output_files"][0], "rb").read() == open(b["output_files"][0], "rb").read()
     assert a["instances"] > 0
 
@@ -206,9 +206,10 @@ def test_work_units_do_not_change_the_statistics(tmp_path, vocab_file, enwiki_li
     noise. (The instance count per document depends only on the draws: a few percent of
     noise from the per-document target lengths.)"""
     src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 60))
-    whole = cpd.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000, dupe_factor=1,
+    whole = pretraining_job.run(job(tmp_path, src, vocab_file, "a/p", pool_size=10_000,
+                                    dupe_factor=1,
                         unit_bytes=1 << 30))
-    units = cpd.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
+    units = pretraining_job.run(job(tmp_path, src, vocab_file, "b/p", pool_size=10, dupe_factor=1))
     assert (whole["work_units"], units["work_units"]) == (1, 6)
     assert abs(units["instances"] / whole["instances"] - 1) < 0.05
     for key, tol in (("masked_fraction", 0.002), ("random_next_fraction", 0.02),
@@ -223,8 +224,8 @@ def test_work_units_do_not_change_the_statistics(tmp_path, vocab_file, enwiki_li
 def test_output_independent_of_num_workers(tmp_path, vocab_file, enwiki_lines):
     src = write_corpus(tmp_path / "c.txt", first_docs(enwiki_lines, 30))
     kw = dict(pool_size=4, num_output_shards=3, shuffle_bucket_bytes=100_000)
-    a = cpd.run(job(tmp_path, src, vocab_file, "w0/p", num_workers=0, **kw))
-    b = cpd.run(job(tmp_path, src, vocab_file, "w2/p", num_workers=2, **kw))
+    a = pretraining_job.run(job(tmp_path, src, vocab_file, "w0/p", num_workers=0, **kw))
+    b = pretraining_job.run(job(tmp_path, src, vocab_file, "w2/p", num_workers=2, **kw))
     assert a["work_units"] > 3 and a["shuffle_buckets"] > 2
     assert [os.path.basename(p) for p in a["output_files"]] == \
         ["p-00000-of-00003", "p-00001-of-00003", "p-00002-of-00003"]
@@ -247,20 +248,20 @@ def test_resume_after_a_failure_in_each_pass(tmp_path, vocab_file, enwiki_lines,
     src.write_bytes(b"\n".join(raw))
     cfg = job(tmp_path, str(src), vocab_file, pool_size=4, num_output_shards=3,
               shuffle_bucket_bytes=100_000)
-    work = cpd.work_dir_path(cfg)
+    work = pretraining_job.work_dir_path(cfg)
     with pytest.raises(CorpusError, match=rf"c\.txt:{bad_at + 1}: not valid UTF-8"):
-        cpd.run(dataclasses_replace(cfg, strict=True))
-    shards = cpd.output_paths(cfg.output_file, 3)
+        pretraining_job.run(dataclasses_replace(cfg, strict=True))
+    shards = pretraining_job.output_paths(cfg.output_file, 3)
     assert not any(os.path.exists(s) for s in shards)
-    assert not os.path.exists(cpd.summary_path(cfg))
+    assert not os.path.exists(pretraining_job.summary_path(cfg))
     parts = sorted(n for n in os.listdir(work) if n.endswith(".docs"))
     assert parts == ["part-000000.docs", "part-000001.docs"]  # kept for the rerun
 
     # The rerun (not strict) tokenizes only the last unit; then a failure while writing
     # the second shard leaves the first complete and no partial file.
     tokenized = []
-    real_tokenize, real_assemble = cpd._tokenize_task, cpd.assemble_shard
-    monkeypatch.setattr(cpd, "_tokenize_task",
+    real_tokenize, real_assemble = pretraining_job._tokenize_task, pretraining_job.assemble_shard
+    monkeypatch.setattr(pretraining_job, "_tokenize_task",
                         lambda t: tokenized.append(t[0].index) or real_tokenize(t))
 
     def failing_assemble(shard, buckets, path):
@@ -268,38 +269,38 @@ def test_resume_after_a_failure_in_each_pass(tmp_path, vocab_file, enwiki_lines,
             raise OSError("disk full")
         real_assemble(shard, buckets, path)
 
-    monkeypatch.setattr(cpd, "assemble_shard", failing_assemble)
+    monkeypatch.setattr(pretraining_job, "assemble_shard", failing_assemble)
     with pytest.raises(OSError, match="disk full"):
-        cpd.run(cfg)
+        pretraining_job.run(cfg)
     assert tokenized == [2]
     assert [os.path.exists(s) for s in shards] == [True, False, False]
     assert os.listdir(tmp_path / "out") == ["p.tfrecord-00000-of-00003"]
     first = os.stat(shards[0])
 
-    monkeypatch.setattr(cpd, "assemble_shard", real_assemble)
-    summary = cpd.run(cfg)
+    monkeypatch.setattr(pretraining_job, "assemble_shard", real_assemble)
+    summary = pretraining_job.run(cfg)
     assert os.stat(shards[0]).st_mtime_ns == first.st_mtime_ns
     assert summary["invalid_lines"] == 1
     assert summary["invalid_examples"] == [f"{src}:{bad_at + 1}: not valid UTF-8 "
                                            f"(byte 3: invalid continuation byte)"]
     assert not os.path.exists(work)
-    fresh = cpd.run(job(tmp_path, str(src), vocab_file, "fresh/p.tfrecord", pool_size=4,
+    fresh = pretraining_job.run(job(tmp_path, str(src), vocab_file, "fresh/p.tfrecord", pool_size=4,
                         num_output_shards=3, shuffle_bucket_bytes=100_000))
     assert [open(p, "rb").read() for p in summary["output_files"]] == \
         [open(p, "rb").read() for p in fresh["output_files"]]
     assert summary["instances"] == fresh["instances"]
 
     # Complete: a rerun does nothing; a deleted shard is redone alone.
-    assert cpd.run(cfg)["instances"] == summary["instances"]
+    assert pretraining_job.run(cfg)["instances"] == summary["instances"]
     os.remove(shards[1])
-    again = cpd.run(cfg)
+    again = pretraining_job.run(cfg)
     assert open(shards[1], "rb").read() == open(fresh["output_files"][1], "rb").read()
     assert os.stat(shards[0]).st_mtime_ns == first.st_mtime_ns
     assert again["instances"] == summary["instances"]
 
     # Other settings over the same output: refused, nothing touched.
     with pytest.raises(CorpusError, match="other inputs or settings"):
-        cpd.run(dataclasses_replace(cfg, random_seed=1))
+        pretraining_job.run(dataclasses_replace(cfg, random_seed=1))
 
 
 def dataclasses_replace(cfg, **kw):
@@ -328,7 +329,7 @@ def test_non_text_input_stops_naming_the_file(tmp_path, vocab_file, content, mes
     src.write_bytes(content)
     good = write_corpus(tmp_path / "good.txt", ["One sentence.", "Two.", "", "Other doc."])
     with pytest.raises(CorpusError, match=message) as e:
-        cpd.run(job(tmp_path, f"{good},{src}", vocab_file))
+        pretraining_job.run(job(tmp_path, f"{good},{src}", vocab_file))
     assert str(src) in str(e.value)
     assert_no_output(tmp_path)
 
@@ -348,23 +349,23 @@ def test_sniff_and_globs_accept_text_that_only_looks_odd(tmp_path):
 def test_corpus_without_documents_stops(tmp_path, vocab_file):
     src = write_corpus(tmp_path / "empty.txt", ["", "   ", "\t", ""])
     with pytest.raises(CorpusError, match="no documents in .*empty.txt"):
-        cpd.run(job(tmp_path, src, vocab_file))
+        pretraining_job.run(job(tmp_path, src, vocab_file))
     assert_no_output(tmp_path)
     src = write_corpus(tmp_path / "controls.txt", ["\x01\x02", "\x03", "", "\x7f"])
     with pytest.raises(CorpusError, match="no instances from .*controls.txt"):
-        cpd.run(job(tmp_path, src, vocab_file))
+        pretraining_job.run(job(tmp_path, src, vocab_file))
     assert_no_output(tmp_path)
 
 
 def test_invalid_utf8_line_is_reported_skipped_or_strict(tmp_path, vocab_file):
     src = tmp_path / "c.txt"
     src.write_bytes(b"Good first sentence.\nbad \xff\xfe line\nGood third.\n\nDoc two.\nMore.\n")
-    summary = cpd.run(job(tmp_path, str(src), vocab_file))
+    summary = pretraining_job.run(job(tmp_path, str(src), vocab_file))
     assert summary["invalid_lines"] == 1
     assert summary["invalid_examples"][0].startswith(f"{src}:2: not valid UTF-8")
     assert summary["instances"] > 0
     with pytest.raises(CorpusError, match=rf"c\.txt:2: not valid UTF-8.*--strict"):
-        cpd.run(job(tmp_path, str(src), vocab_file, "strict/p", strict=True))
+        pretraining_job.run(job(tmp_path, str(src), vocab_file, "strict/p", strict=True))
     assert not (tmp_path / "strict").exists() or os.listdir(tmp_path / "strict") == []
 
 
@@ -375,21 +376,21 @@ def test_vocab_without_special_tokens_is_refused(tmp_path, vocab_file):
     vocab.write_text("\n".join(tokens), encoding="utf-8")
     src = write_corpus(tmp_path / "c.txt", ["A b.", "C d.", "", "E."])
     with pytest.raises(CorpusError, match=r"lacks the special token\(s\) \[SEP\], \[MASK\]"):
-        cpd.run(job(tmp_path, src, str(vocab)))
+        pretraining_job.run(job(tmp_path, src, str(vocab)))
     assert_no_output(tmp_path)
 
 
 def test_unmatched_glob_is_named(tmp_path, vocab_file):
     src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C."])
     with pytest.raises(CorpusError, match=r"no file matches '.*nothing-\*\.txt'"):
-        cpd.run(job(tmp_path, f"{src},{tmp_path}/nothing-*.txt", vocab_file))
+        pretraining_job.run(job(tmp_path, f"{src},{tmp_path}/nothing-*.txt", vocab_file))
     assert_no_output(tmp_path)
 
 
 def test_fewer_documents_than_shards_is_refused(tmp_path, vocab_file):
     src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C."])
     with pytest.raises(CorpusError, match="2 documents, fewer than the 3 output shards"):
-        cpd.run(job(tmp_path, src, vocab_file, num_output_shards=3))
+        pretraining_job.run(job(tmp_path, src, vocab_file, num_output_shards=3))
     assert_no_output(tmp_path)
 
 
@@ -429,22 +430,24 @@ def test_units_run_on_across_files(tmp_path):
 
 
 def test_output_paths_and_summary_beside_the_output_directory():
-    assert cpd.output_paths("a,b", 2) == ["a", "b"]
+    assert pretraining_job.output_paths("a,b", 2) == ["a", "b"]
     with pytest.raises(ValueError, match="names 2 files"):
-        cpd.output_paths("a,b", 3)
-    assert cpd.default_summary_path("/d/records/x.tfrecord") == \
+        pretraining_job.output_paths("a,b", 3)
+    assert pretraining_job.default_summary_path("/d/records/x.tfrecord") == \
         "/d/records.x.tfrecord.summary.json"
-    assert cpd.default_work_dir("/d/records/x.tfrecord") == "/d/records.x.tfrecord.work"
+    assert pretraining_job.default_work_dir("/d/records/x.tfrecord") == "/d/records.x.tfrecord.work"
     # In the root or the working directory nothing goes above it: hidden beside the records,
     # where neither `x.tfrecord*` nor the records' own names match it.
-    assert cpd.default_summary_path("/x.tfrecord") == "/.x.tfrecord.summary.json"
+    assert pretraining_job.default_summary_path("/x.tfrecord") == "/.x.tfrecord.summary.json"
 
 
 def test_records_in_the_working_directory_keep_their_summary_there(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cpd.default_summary_path("x.tfrecord") == str(tmp_path / ".x.tfrecord.summary.json")
-    assert cpd.default_work_dir("x.tfrecord") == str(tmp_path / ".x.tfrecord.work")
-    assert cpd.default_summary_path("sub/x.tfrecord") == str(tmp_path / "sub.x.tfrecord.summary.json")
+    assert pretraining_job.default_summary_path("x.tfrecord") == \
+        str(tmp_path / ".x.tfrecord.summary.json")
+    assert pretraining_job.default_work_dir("x.tfrecord") == str(tmp_path / ".x.tfrecord.work")
+    assert pretraining_job.default_summary_path("sub/x.tfrecord") == \
+        str(tmp_path / "sub.x.tfrecord.summary.json")
 
 
 def test_document_store_reads_any_document_of_any_part(tmp_path):
@@ -506,7 +509,7 @@ def test_cli_error_names_the_glob(tmp_path, vocab_file):
 def test_remote_paths_point_to_the_beam_pipeline(tmp_path, vocab_file):
     src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C d."])
     with pytest.raises(CorpusError, match="--output_file=gs://bucket/x.*data_prep.beam_pipeline"):
-        cpd.run(dataclasses_replace(job(tmp_path, src, vocab_file),
+        pretraining_job.run(dataclasses_replace(job(tmp_path, src, vocab_file),
                                     output_file="gs://bucket/x.tfrecord"))
     assert not os.path.exists("gs:")  # nothing written under the working directory
 
@@ -539,7 +542,7 @@ def test_records_are_mixed_over_the_whole_corpus(tmp_path, vocab_file):
     the document)."""
     num_docs = 3000
     src, doc_of = _marker_corpus(tmp_path, vocab_file, num_docs)
-    summary = cpd.run(job(tmp_path, src, vocab_file, dupe_factor=1, max_seq_length=32,
+    summary = pretraining_job.run(job(tmp_path, src, vocab_file, dupe_factor=1, max_seq_length=32,
                           max_predictions_per_seq=5, num_output_shards=3, pool_size=1000,
                           shuffle_bucket_bytes=100_000))
     assert summary["work_units"] == 3 and summary["shuffle_buckets"] > 3
@@ -596,7 +599,7 @@ def _original_reader_count(pattern, max_seq_length, max_pred):
 @pytest.mark.parametrize("shards", [1, 2])
 def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file, monkeypatch,
                                               shards):
-    from bert_tf.data import pretraining
+    from bert_tf.data import pretraining, records
 
     monkeypatch.chdir(tmp_path)
     r = run_cli(f"--input_file={shared_data}/pretrain/bert_sample_text.txt",
@@ -614,12 +617,12 @@ def test_globs_users_write_match_only_records(tmp_path, shared_data, vocab_file,
         assert sum(1 for _ in ds) == n
     # A file that is not a TFRecord file among the matches is named, with what to do.
     (tmp_path / "records" / "notes.json").write_text('{"a": 1}\n')
-    with pytest.raises(pretraining.RecordFormatError,
+    with pytest.raises(records.RecordFormatError,
                        match=r"notes\.json: not a TFRecord file .*narrow the glob"):
         pretraining.pretraining_dataset("records/*", 64, 10, batch_size=1, is_training=False)
     os.mkdir(tmp_path / "records" / "sub")
-    with pytest.raises(pretraining.RecordFormatError, match=r"sub: .*matched a directory"):
-        pretraining.list_record_files("records/*")
+    with pytest.raises(records.RecordFormatError, match=r"sub: .*matched a directory"):
+        records.list_record_files("records/*")
 
 
 def test_one_unit_equals_the_original_tool_run_beside_it(tmp_path, shared_data, vocab_file,
@@ -638,7 +641,7 @@ def test_one_unit_equals_the_original_tool_run_beside_it(tmp_path, shared_data, 
                         f"--output_file={','.join(outs)}"], cwd=original.parent, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    ours = cpd.run(job(tmp_path, src, vocab_file, "ours/p", num_output_shards=2,
+    ours = pretraining_job.run(job(tmp_path, src, vocab_file, "ours/p", num_output_shards=2,
                        max_seq_length=64, max_predictions_per_seq=10, random_seed=7))
     assert ours["work_units"] == 1
     for theirs_path, ours_path in zip(outs, ours["output_files"]):
@@ -679,7 +682,7 @@ def test_the_store_joins_a_long_document_back_in_order(tmp_path, vocab_file, enw
     text = text[:40] + [line for line in text[40:] if line.strip()]  # docs 2.. run together
     src = write_corpus(tmp_path / "c.txt", text)
     cfg = job(tmp_path, src, vocab_file)
-    proc = cpd.UnitProcessor(cfg)
+    proc = pretraining_passes.UnitProcessor(cfg)
     whole_unit = corpus.WorkUnit(0, (corpus.FileSpan(src, 0, os.path.getsize(src), 1),), 0)
     expected = [[list(seg) for seg in doc] for doc in proc.documents(whole_unit, [])]
     units, n = corpus.plan_work_units([src], 1 << 40, max_unit_bytes=2000)
@@ -708,7 +711,7 @@ def test_a_corpus_without_blank_lines_runs_in_chunks_and_warns(tmp_path, vocab_f
     src = write_corpus(tmp_path / "c.txt", [t for t in first_docs(enwiki_lines, 4) if t.strip()])
     kw = dict(unit_bytes=4000, dupe_factor=2, max_seq_length=64)
     with caplog.at_level("WARNING"):
-        a = cpd.run(job(tmp_path, src, vocab_file, "a/p", **kw))
+        a = pretraining_job.run(job(tmp_path, src, vocab_file, "a/p", **kw))
     assert "holds 1 document" in caplog.text and "blank lines" in caplog.text
     assert a["documents"] == 1 and a["work_units"] > 10 and a["instances"] > 100
     assert "blank lines" in a["warnings"][0]
@@ -716,8 +719,8 @@ def test_a_corpus_without_blank_lines_runs_in_chunks_and_warns(tmp_path, vocab_f
     # records or CHUNK_BYTES they go to several files: the records do not change.
     for name, value in (("CHUNK_RECORDS", 37), ("CHUNK_BYTES", 9000)):  # ~40 records
         with monkeypatch.context() as m:
-            m.setattr(cpd.UnitProcessor, name, value)
-            b = cpd.run(job(tmp_path, src, vocab_file, f"{name}/p", **kw))
+            m.setattr(pretraining_passes.UnitProcessor, name, value)
+            b = pretraining_job.run(job(tmp_path, src, vocab_file, f"{name}/p", **kw))
         for pa, pb in zip(a["output_files"], b["output_files"]):
             assert open(pa, "rb").read() == open(pb, "rb").read()
     assert a["instances"] == len(read_records(a["output_files"]))
@@ -730,8 +733,8 @@ def test_cr_and_crlf_line_endings_read_as_lf(tmp_path, vocab_file, enwiki_lines,
     other = tmp_path / "other.txt"
     other.write_bytes(("\n".join(lines) + "\n").replace("\n", newline).encode("utf-8"))
     kw = dict(unit_bytes=20_000, num_output_shards=2)
-    a = cpd.run(job(tmp_path, lf, vocab_file, "a/p", **kw))
-    b = cpd.run(job(tmp_path, str(other), vocab_file, "b/p", **kw))
+    a = pretraining_job.run(job(tmp_path, lf, vocab_file, "a/p", **kw))
+    b = pretraining_job.run(job(tmp_path, str(other), vocab_file, "b/p", **kw))
     assert a["documents"] == b["documents"] == 12 and a["work_units"] > 1
     for pa, pb in zip(a["output_files"], b["output_files"]):
         assert open(pa, "rb").read() == open(pb, "rb").read()
@@ -746,16 +749,16 @@ def test_an_edited_vocab_of_the_same_size_is_not_already_complete(tmp_path, voca
     tokens = open(vocab_file, encoding="utf-8").read().split("\n")
     vocab.write_text("\n".join(tokens), encoding="utf-8")
     cfg = job(tmp_path, src, str(vocab), max_seq_length=32)
-    cpd.run(cfg)
+    pretraining_job.run(cfg)
     i, j = tokens.index("sentence"), tokens.index("document")
     tokens[i], tokens[j] = tokens[j], tokens[i]  # same size, other ids
     vocab.write_text("\n".join(tokens), encoding="utf-8")
     with pytest.raises(CorpusError, match="other inputs or settings"):
-        cpd.run(cfg)
+        pretraining_job.run(cfg)
     # Copied to another path, the same content: still the same job.
     moved = tmp_path / "elsewhere.txt"
     moved.write_text("\n".join(tokens), encoding="utf-8")
-    assert cpd.fingerprint(cfg, [src]) == cpd.fingerprint(
+    assert pretraining_job.fingerprint(cfg, [src]) == pretraining_job.fingerprint(
         dataclasses_replace(cfg, vocab_file=str(moved)), [src])
 
 
@@ -767,7 +770,7 @@ def test_one_document_cut_over_many_units_gives_the_original_instances(
     original tool's instances (in another order: the global shuffle)."""
     lines = [t for t in first_docs(enwiki_lines, 3) if t.strip()]
     src = write_corpus(tmp_path / "c.txt", lines)
-    summary = cpd.run(job(tmp_path, src, vocab_file, random_seed=7, unit_bytes=3000))
+    summary = pretraining_job.run(job(tmp_path, src, vocab_file, random_seed=7, unit_bytes=3000))
     assert summary["work_units"] > 10 and summary["documents"] == 1
 
     tok = text_rules.WordPieceTokenizer.from_vocab_file(vocab_file)

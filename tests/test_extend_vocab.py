@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import extend_vocab as ev
-from bert_tf import model_dir as md
+from bert_tf import model_dir
 from bert_tf.models import BertPretrainer
 from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
-from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_job, pretraining_passes
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
 from tests.helpers import command_env, tiny_config
 from tests.test_korean_text import KOREAN, korean_lines
@@ -48,7 +48,7 @@ def old_dir(tmp_path_factory):
     # Distinct bias values, so that the test sees rows move to the right places.
     model.masked_lm.output_bias.assign(np.arange(len(vocab), dtype=np.float32) / 100)
     d = str(root / "old")
-    md.write_model_dir(d, cfg, {"encoder": model.encoder, "masked_lm": model.masked_lm,
+    model_dir.write_model_dir(d, cfg, {"encoder": model.encoder, "masked_lm": model.masked_lm,
                                 "next_sentence": model.next_sentence},
                        vocab_file=str(vocab_file), do_lower_case=True)
     return d, model
@@ -73,7 +73,7 @@ def test_slots_first_then_appended(old_dir, extended):
     assert not any(t.startswith("[unused") for t in new)
     assert [new[i] for i in range(len(old)) if old[i] != new[i]] == new[1:4]  # the slots
     assert new[:len(old)][4:] == old[4:]
-    assert md.find_config(out).vocab_size == len(new)
+    assert model_dir.find_config(out).vocab_size == len(new)
     assert json.load(open(os.path.join(out, "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False}
     assert set(summary["restored_heads"]) == {"masked_lm", "next_sentence"}
@@ -84,8 +84,8 @@ def test_rows_start_as_mean_of_old_spelling(old_dir, extended):
     out, _ = extended
     old_vocab = load_vocab(os.path.join(d, "vocab.txt"))
     new_vocab = load_vocab(os.path.join(out, "vocab.txt"))
-    new_model = BertPretrainer(md.find_config(out), name="pretrainer")
-    md.restore(out, {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
+    new_model = BertPretrainer(model_dir.find_config(out), name="pretrainer")
+    model_dir.restore(out, {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
                      "next_sentence": new_model.next_sentence})
     old_emb = old_model.encoder.word_embeddings.numpy()
     new_emb = new_model.encoder.word_embeddings.numpy()
@@ -147,7 +147,7 @@ def test_fewer_unknowns_after(old_dir, extended):
 def test_pretrain_continues_from_extended_dir(extended, tmp_path):
     out, _ = extended
     records = str(tmp_path / "ko.tfrecord")
-    cpd.run(cpd.JobConfig(input_file=str(KOREAN), output_file=records,
+    pretraining_job.run(pretraining_passes.JobConfig(input_file=str(KOREAN), output_file=records,
                           vocab_file=os.path.join(out, "vocab.txt"), do_lower_case=True,
                           strip_accents=False, max_seq_length=32, max_predictions_per_seq=5,
                           dupe_factor=1, num_workers=0, progress=False))
@@ -189,16 +189,17 @@ def test_create_pretraining_data_with_kiwi_and_kept_accents(extended, tmp_path):
     vocab = os.path.join(out, "vocab.txt")
     small = tmp_path / "ko.txt"  # the first 300 lines: kiwi takes ~5 ms a line
     small.write_text("\n".join(korean_lines()[:300]) + "\n", encoding="utf-8")
-    cfg = cpd.JobConfig(input_file=str(small), output_file=str(tmp_path / "r.tfrecord"),
+    cfg = pretraining_passes.JobConfig(input_file=str(small),
+                                       output_file=str(tmp_path / "r.tfrecord"),
                         vocab_file=vocab, do_lower_case=True, strip_accents=False,
                         pre_tokenizer="kiwi", num_workers=0, progress=False)
     unit_lines = korean_lines()[:50]
-    proc = cpd.UnitProcessor(cfg)
+    proc = pretraining_passes.UnitProcessor(cfg)
     host = WordPieceTokenizer(load_vocab(vocab), True, strip_accents=False)
     split = get_pre_tokenizer("kiwi")(unit_lines)
     assert [list(a) for a in proc.tokenizer.tokenize_lines(proc.pre_split(unit_lines))] == \
         [host.tokenize_line(t) for t in split]
-    summary = cpd.run(cfg)
+    summary = pretraining_job.run(cfg)
     assert summary["instances"] > 0
 
 

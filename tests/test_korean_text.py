@@ -14,7 +14,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from bert_tf import model_dir as md
+from bert_tf import model_dir
 from bert_tf.text_rules import (BasicTokenizer, TextMode, WordPieceTokenizer,
                                 infer_strip_accents, text_mode)
 from bert_tf.tokenization import BertTokenizer
@@ -184,21 +184,21 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
     cfg = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
                      num_attention_heads=2, intermediate_size=16)
     d = str(tmp_path / "m")
-    md.write_metadata(d, cfg, vocab_file=keep_vocab, do_lower_case=True, strip_accents=False,
+    model_dir.write_metadata(d, cfg, vocab_file=keep_vocab, do_lower_case=True, strip_accents=False,
                       pre_tokenizer="kiwi")
     assert json.load(open(os.path.join(d, "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
-    got = md.resolve(d).text
-    assert got == md.TextSettings(True, False, "kiwi")
+    got = model_dir.resolve(d).text
+    assert got == model_dir.TextSettings(True, False, "kiwi")
     # A flag wins over the record; an old dir (no strip_accents key) infers from the vocab.
-    assert md.resolve(d, strip_accents=True).text.strip_accents is True
+    assert model_dir.resolve(d, strip_accents=True).text.strip_accents is True
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True}, f)
-    assert md.resolve(d).text.strip_accents is False
+    assert model_dir.resolve(d).text.strip_accents is False
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         f.write("{not json")
     with pytest.raises(ValueError, match="tokenizer_config.json: not valid JSON"):
-        md.resolve(d)
+        model_dir.resolve(d)
 
 
 def tiny_model_dir(path, vocab_file):

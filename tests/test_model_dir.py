@@ -26,7 +26,7 @@ def test_write_and_load_encoder(tmp_path):
     assert model_dir.resolve_checkpoint(str(out)) == prefix
     assert model_dir.find_config(prefix) == CFG
     assert model_dir.find_vocab(str(out)).endswith("vocab.txt")
-    assert model_dir.find_do_lower_case(str(out)) is True
+    assert model_dir.read_tokenizer_config(str(out))["do_lower_case"] is True
     encoder = model_dir.load_encoder(str(out))
     np.testing.assert_allclose(encoder(INPUTS)["sequence_output"],
                                pretrainer.encoder(INPUTS)["sequence_output"], atol=1e-6)
@@ -71,7 +71,7 @@ def test_missing_things_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="needs bert_config.json"):
         model_dir.load_encoder(str(tmp_path))
     assert model_dir.find_vocab(str(tmp_path)) is None
-    assert model_dir.find_do_lower_case(str(tmp_path)) is None
+    assert "do_lower_case" not in model_dir.read_tokenizer_config(str(tmp_path))
 
 
 # ------------------------------------------------------------- resolve: one precedence

@@ -4,6 +4,7 @@ output dir as the work dir, --overwrite onto a parent of the input, a rerun into
 another task, a failed run into a fine-tuned dir) and checks the bytes of every file that
 was there before."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -11,10 +12,10 @@ import os
 import pytest
 import tensorflow as tf
 
-from bert_tf import model_dir as md
+from bert_tf import model_dir
 from bert_tf import output_guard
 from bert_tf.output_guard import OutputGuardError
-from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_job, pretraining_passes
 from data_prep.corpus import CorpusError
 from tests.helpers import (REPO, SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, run_command,
                            tiny_config, write_sst2_dir, write_vocab)
@@ -155,7 +156,7 @@ def _vocab(path):
 
 
 def _job(tmp_path, **kw):
-    return cpd.JobConfig(input_file=str(tmp_path / "corpus.txt"),
+    return pretraining_passes.JobConfig(input_file=str(tmp_path / "corpus.txt"),
                          output_file=str(tmp_path / "out" / "p.tfrecord"),
                          vocab_file=str(tmp_path / "vocab.txt"), num_workers=0,
                          progress=False, dupe_factor=2, max_seq_length=16,
@@ -170,15 +171,15 @@ def test_create_pretraining_data_work_dir_mistakes(tmp_path):
     (mine / "notes.txt").write_text("my notes")
     before = snapshot(tmp_path)
     # A folder of the user's as --work_dir: its notes survive the end-of-job cleanup.
-    summary = cpd.run(_job(tmp_path, work_dir=str(mine), num_output_shards=3))
+    summary = pretraining_job.run(_job(tmp_path, work_dir=str(mine), num_output_shards=3))
     assert_kept(before, tmp_path)
     assert os.listdir(mine) == ["notes.txt"]
     reference = {p: open(p, "rb").read() for p in summary["output_files"]}
     # --work_dir = the output directory: the shards it just wrote survive.
     out2 = tmp_path / "out2"
     cfg = _job(tmp_path, work_dir=str(out2), num_output_shards=3)
-    cfg = cpd.dataclasses.replace(cfg, output_file=str(out2 / "p.tfrecord"))
-    second = cpd.run(cfg)
+    cfg = dataclasses.replace(cfg, output_file=str(out2 / "p.tfrecord"))
+    second = pretraining_job.run(cfg)
     assert sorted(os.listdir(out2)) == sorted(os.path.basename(p)
                                               for p in second["output_files"])
     assert [open(p, "rb").read() for p in second["output_files"]] == list(reference.values())
@@ -187,20 +188,21 @@ def test_create_pretraining_data_work_dir_mistakes(tmp_path):
 def test_create_pretraining_data_overwrite_removes_only_its_surplus_shards(tmp_path):
     _corpus(tmp_path / "corpus.txt")
     _vocab(tmp_path / "vocab.txt")
-    first = cpd.run(_job(tmp_path, num_output_shards=3))
+    first = pretraining_job.run(_job(tmp_path, num_output_shards=3))
     (tmp_path / "out" / "README.txt").write_text("mine")
     before = snapshot(tmp_path)
     with pytest.raises(CorpusError, match="--overwrite"):
-        cpd.run(_job(tmp_path, num_output_shards=2))
+        pretraining_job.run(_job(tmp_path, num_output_shards=2))
     assert_kept(before, tmp_path)
-    second = cpd.run(_job(tmp_path, num_output_shards=2, overwrite=True))
+    second = pretraining_job.run(_job(tmp_path, num_output_shards=2, overwrite=True))
     assert sorted(os.listdir(tmp_path / "out")) == sorted(
         ["README.txt"] + [os.path.basename(p) for p in second["output_files"]])
     assert set(first["output_files"]) - set(second["output_files"])  # one was surplus
     assert sum(second["shard_instances"]) == sum(first["shard_instances"])
     # The records' folder given as --output_file's parent of the corpus: refused.
     with pytest.raises(OutputGuardError, match="is the input"):
-        cpd.run(cpd.dataclasses.replace(_job(tmp_path), output_file=str(tmp_path / "corpus.txt")))
+        pretraining_job.run(dataclasses.replace(_job(tmp_path),
+                                                output_file=str(tmp_path / "corpus.txt")))
 
 
 def test_create_pretraining_data_cli_refuses_in_one_line(tmp_path):
@@ -232,7 +234,7 @@ def test_extend_vocab_overwrite_onto_its_own_init_checkpoint_is_refused(tmp_path
             extend_model_dir(init, str(tmp_path / "corpus.txt"), output, num_new_tokens=3,
                              overwrite=True)
     assert_kept(before, tmp_path)
-    md.load_encoder(init)
+    model_dir.load_encoder(init)
 
 
 def test_demo_refuses_the_checkout_and_folders_of_the_user(tmp_path):

@@ -178,7 +178,7 @@ def test_corpus_readers_end_in_records_or_one_line(tmp_path, corpus_vocab):
     """create_pretraining_data and build_vocab in process: records / a vocab, or one line;
     nothing in the output directory on failure."""
     from data_prep import build_vocab
-    from data_prep import create_pretraining_data as cpd
+    from data_prep import pretraining_job, pretraining_passes
 
     rng = random.Random(f"{SEED}-corpus")
     failures, cases = [], 0
@@ -186,13 +186,14 @@ def test_corpus_readers_end_in_records_or_one_line(tmp_path, corpus_vocab):
         src = tmp_path / f"c{k}.txt"
         src.write_bytes(data)
         out = tmp_path / f"out{k}"
-        cfg = cpd.JobConfig(input_file=str(src), output_file=str(out / "r.tfrecord"),
+        cfg = pretraining_passes.JobConfig(input_file=str(src), output_file=str(out / "r.tfrecord"),
                             vocab_file=corpus_vocab, max_seq_length=16,
                             max_predictions_per_seq=2, dupe_factor=1, num_workers=0,
                             progress=False)
         before = len(failures)
-        check(lambda: cpd.run(cfg), src, ("create_pretraining_data", k, data[:120]), failures)
-        ok = len(failures) == before and os.path.exists(cpd.summary_path(cfg))
+        check(lambda: pretraining_job.run(cfg), src, ("create_pretraining_data", k, data[:120]),
+              failures)
+        ok = len(failures) == before and os.path.exists(pretraining_job.summary_path(cfg))
         if not ok and out.exists() and os.listdir(out):
             failures.append((("create_pretraining_data", k), f"wrote {os.listdir(out)}"))
         vocab_out = tmp_path / f"vocab{k}.txt"

@@ -23,7 +23,8 @@ import yaml
 
 from bert_tf.data import finetuning as ft_data
 from bert_tf.data.position import InputPosition
-from bert_tf.data.pretraining import RecordFiles, pretraining_dataset
+from bert_tf.data.pretraining import pretraining_dataset
+from bert_tf.data.records import RecordFiles
 from bert_tf.training import optimization
 from bert_tf.training.loop import Trainer
 from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,

@@ -4,10 +4,11 @@ Both yield `(features, labels)` as the training loop wants them: features are th
 model inputs `input_word_ids`, `input_mask`, `input_type_ids` (int32), labels the task's
 `label_names` (int32, or float32 for regression).
 
-Records are written by `data_prep.create_finetuning_data` with the original
-run_classifier's feature names (`input_ids`, `input_mask`, `segment_ids`, `label_ids`),
-so its GLUE records read here too; shapes and dtypes come from `Task.feature_spec()`
-(multiple choice records hold [choices * max_seq_length] flat, reshaped on read).
+Records are written by `write_split_records` (for `data_prep.create_finetuning_data`) with
+the original run_classifier's feature names (`input_ids`, `input_mask`, `segment_ids`,
+`label_ids`), so its GLUE records read here too; shapes and dtypes come from
+`Task.feature_spec()` (multiple choice records hold [choices * max_seq_length] flat,
+reshaped on read).
 
 >>> import numpy as np, os, tempfile
 >>> spec = {"input_word_ids": ([4], "int64"), "input_mask": ([4], "int64"),
@@ -25,16 +26,20 @@ so its GLUE records read here too; shapes and dtypes come from `Task.feature_spe
 
 from __future__ import annotations
 
+import json
+import os
 import random
-from typing import Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
+from bert_tf import output_guard
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.data import position as position_lib
 from bert_tf.data.position import InputPosition
-from bert_tf.data.pretraining import list_record_files
+from bert_tf.data.records import count_records, list_record_files
 
 # model name -> record name (the original run_classifier's)
 RECORD_NAMES = {"input_word_ids": "input_ids", "input_mask": "input_mask",
@@ -53,9 +58,8 @@ def write_records(path: str, features: Mapping[str, np.ndarray], spec: Spec) -> 
     if missing:
         raise ValueError(f"{path}: features lack {missing} (spec {sorted(spec)}); test "
                          f"splits without labels are not written as training records")
-    from bert_tf import output_guard  # the file appears whole or not at all
-
     count = len(features[next(iter(spec))])
+    # The file appears whole or not at all.
     with output_guard.atomic_file(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for i in range(count):
             record = {}
@@ -70,6 +74,57 @@ def write_records(path: str, features: Mapping[str, np.ndarray], spec: Spec) -> 
             writer.write(tf.train.Example(
                 features=tf.train.Features(feature=record)).SerializeToString())
     return count
+
+
+def split_record_paths(output_dir: str, split: str, shards: int) -> List[str]:
+    """The record files of one split: `split.tf_record`, or `split-0000i-of-0000N.tf_record`.
+
+    >>> split_record_paths("out", "train", 2)
+    ['out/train-00000-of-00002.tf_record', 'out/train-00001-of-00002.tf_record']
+    """
+    if shards == 1:
+        return [os.path.join(output_dir, f"{split}.tf_record")]
+    return [os.path.join(output_dir, f"{split}-{i:05d}-of-{shards:05d}.tf_record")
+            for i in range(shards)]
+
+
+def write_split_records(task, split: str, output_dir: str, shards: int, num_examples: int,
+                        features: Mapping[str, np.ndarray]) -> dict:
+    """Writes one split's features (`task.convert_examples`) as records + `split.meta.json`
+    (each file whole: `output_guard`), removes the shards an earlier run's meta named that
+    this one does not; returns the meta dict."""
+    spec = task.feature_spec()
+    count = len(features["input_word_ids"])
+    paths = split_record_paths(output_dir, split, shards)
+    meta_file = os.path.join(output_dir, f"{split}.meta.json")
+    earlier = _meta_files(meta_file)  # an earlier run's shards of this split
+    # Contiguous row ranges per shard keep the files deterministic; the reader shuffles.
+    bounds = np.linspace(0, count, len(paths) + 1).astype(int)
+    for path, lo, hi in zip(paths, bounds[:-1], bounds[1:]):
+        write_records(path, {k: v[lo:hi] for k, v in features.items() if k in spec}, spec)
+    meta = {"task_config": task.task_config(), "split": split,
+            "num_examples": num_examples, "num_features": count,
+            "files": [os.path.basename(p) for p in paths],
+            "feature_spec": {k: [list(shape), dtype] for k, (shape, dtype) in spec.items()}}
+    output_guard.write_json(meta_file, meta, sort_keys=False)
+    for name in set(earlier) - set(meta["files"]):  # its surplus shards, named by its meta
+        surplus = os.path.join(output_dir, name)
+        if tf.io.gfile.exists(surplus):
+            tf.io.gfile.remove(surplus)
+    logging.info("%s %s: %d examples -> %d features in %d file(s) under %s", task.name, split,
+                 num_examples, count, len(paths), output_dir)
+    return meta
+
+
+def _meta_files(meta_file: str) -> List[str]:
+    if not tf.io.gfile.exists(meta_file):
+        return []
+    try:
+        with tf.io.gfile.GFile(meta_file) as f:
+            files = json.load(f).get("files", [])
+    except (ValueError, AttributeError):
+        return []
+    return [name for name in files if isinstance(name, str) and "/" not in name]
 
 
 def _parse_fn(spec: Spec):
@@ -236,10 +291,8 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
 
     epoch_size = None
     if position.step:
-        from bert_tf.data.pretraining import _count_records
-
         counts = (list(records_per_file) if records_per_file is not None
-                  else [_count_records(f) for f in files])
+                  else [count_records(f) for f in files])
         epoch_size = sum(counts[i] for i in mine)
         if pipelines > 1 and not by_file:
             epoch_size = _rows_of_pipeline(epoch_size, pipelines, pipeline_id)

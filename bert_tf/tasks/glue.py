@@ -386,8 +386,6 @@ class MnliTask(GlueTask):
     def _read_diagnostic(self) -> List[GlueExample]:
         """GLUE's diagnostic set (AX), which the submission predicts with the MNLI model:
         `diagnostic.tsv` in --data_dir or in the GLUE layout's `../diagnostic/`, if present."""
-        import tensorflow as tf
-
         for path in (os.path.join(self.data_dir or "", "diagnostic.tsv"),
                      os.path.join(self.data_dir or "", os.pardir, "diagnostic",
                                   "diagnostic.tsv")):

@@ -119,8 +119,6 @@ class Conll2003NerTask(Task):
     def default_file(self, split: str) -> str:
         names = {"train": ("eng.train", "train.txt"), "dev": ("eng.testa", "valid.txt"),
                  "test": ("eng.testb", "test.txt")}[split]
-        import tensorflow as tf
-
         for name in names:
             if tf.io.gfile.exists(os.path.join(self.data_dir, name)):
                 return name

@@ -216,8 +216,6 @@ def write_prediction_files(predictions: Sequence[SquadPrediction], output_dir: s
                            version_2_with_negative: bool = False) -> List[str]:
     """predictions.json (qid -> text), nbest_predictions.json (qid -> n-best list) and,
     for v2.0, null_odds.json (qid -> null score - best span score); returns the paths."""
-    import tensorflow as tf  # gfile: output dirs may be gs://
-
     tf.io.gfile.makedirs(output_dir)
     contents = {
         "predictions.json": collections.OrderedDict((p.qas_id, p.text) for p in predictions),

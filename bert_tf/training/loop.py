@@ -102,8 +102,8 @@ from bert_tf import model_dir as model_dir_lib
 from bert_tf import output_guard
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.data.position import InputPosition
-from bert_tf.errors import BertTfError, UsageError
-from bert_tf.training.preemption import PreemptionWatcher, StopRequested
+from bert_tf.errors import BertTfError, StopRequested, UsageError
+from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
 EVAL_RESULTS_FILE = "eval_results.json"

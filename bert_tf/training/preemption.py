@@ -44,11 +44,6 @@ import tensorflow as tf
 from absl import logging
 
 
-class StopRequested(Exception):
-    """Raised inside training (held-out evaluation, a record copy) when a stop was
-    requested: the Trainer saves a checkpoint and returns "preempted"."""
-
-
 # The signals that ask a run to stop, and what the command then exits with (128 + signal).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
