@@ -116,8 +116,7 @@ class FinetuneConfig(flags_common.TrainingConfig):
         task = flags_common.task_spec_from_flags(flag_values)
         length = flags_common.given(flag_values, "max_seq_length")
         if length is None:
-            length = tasks.default_max_seq_length(task.task_name,
-                                                  flag_values.max_seq_length)
+            length = tasks.make_task(task.task_name).default_max_seq_length
         return super().from_flags(flag_values, task=task, max_seq_length=length)
 
 
@@ -131,13 +130,14 @@ def run(config: FinetuneConfig) -> Dict:
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
     from bert_tf import model_dir as md
-    from bert_tf import output_guard
+    from bert_tf import output_guard, tasks
     from bert_tf.training.strategy import is_chief
 
     strategy = config.strategy()
     resolved = _resolve_model_dir(config)
     config.set_precision_and_seed(config.seed)
-    task = config.task.make(resolved.tokenizer(), config.max_seq_length)
+    task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
+                           **config.task.task_arguments(config.max_seq_length))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     record = md.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
@@ -333,7 +333,7 @@ def _make_trainer(config: FinetuneConfig, model, task, strategy, training, optio
                      if training else config.create_optimizer(1, 0))
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
-                   tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
+                   tokens_per_example=task.num_choices * config.max_seq_length,
                    **options)
 
 

@@ -207,7 +207,7 @@ def main(argv):
 
     if not FLAGS.task_name or not FLAGS.output_dir:
         raise app.UsageError("pass --task_name and --output_dir")
-    metric = FLAGS.metric or tasks.get_task_class(FLAGS.task_name).primary_metric
+    metric = FLAGS.metric or tasks.make_task(FLAGS.task_name).primary_metric
     common = [f"--task_name={FLAGS.task_name}"]
     common += [f"--{k}={FLAGS[k].value}" for k in ("data_dir", "init_checkpoint")
                if FLAGS[k].value]
