@@ -71,7 +71,7 @@ def main():
                                       precision)
             versions = export.list_versions(export_dir)
             path = (os.path.join(export_dir, str(versions[-1])) if versions else
-                    export.export_model_dir(directory, export_dir, mixed_precision=precision))
+                    export.export_model_dir(resolved, export_dir, mixed_precision=precision))
             outputs[precision] = dev_outputs(path, dev, pair)
             scores = task.evaluate(outputs[precision]["labels"], dev)
             entry[precision] = scores

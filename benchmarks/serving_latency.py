@@ -140,14 +140,12 @@ def export_models(work_dir: str) -> dict:
                 out[name + suffix] = os.path.join(export_dir,
                                                   str(export.list_versions(export_dir)[-1]))
                 continue
+            resolved = model_dir.resolve(src)
             if name == "encoder":
                 out[name + suffix] = export.export_model_dir(
-                    src, export_dir, max_seq_length=SEQ, mixed_precision=precision)
+                    resolved, export_dir, max_seq_length=SEQ, mixed_precision=precision)
                 continue
-            resolved = model_dir.resolve(src)
-            text = resolved.text
-            tokenizer = export.make_tokenizer(resolved.vocab_file, text.do_lower_case,
-                                              text.strip_accents)
+            tokenizer = export.serving_tokenizer(resolved)
             task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
             keras.utils.set_random_seed(0)  # the same untrained head in both precisions
             model = export.with_precision(task.build_model(model_dir.load_encoder(resolved)),

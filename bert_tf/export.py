@@ -1,6 +1,7 @@
 """SavedModel export for TF Serving (DESIGN 2.5).
 
-`export_model_dir(DIR, EXPORT_DIR)` exports what a model dir holds and returns
+`export_model_dir(model_dir.resolve(DIR), EXPORT_DIR)` exports what a model dir holds
+(read once by `model_dir.resolve`, with any overrides) and returns
 `EXPORT_DIR/<version>/`, laid out as `tensorflow_model_server --model_base_path=EXPORT_DIR`
 expects:
 
@@ -46,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from typing import Callable, List, Mapping, Optional, Sequence
@@ -311,42 +313,50 @@ def with_precision(model, mixed_precision: str, build: Optional[Callable] = None
     return copy
 
 
-def make_tokenizer(vocab_file: Optional[str], do_lower_case: Optional[bool],
-                   strip_accents: Optional[bool] = None):
-    """The in-graph BertTokenizer for `vocab_file`, or None without a vocab."""
-    if not vocab_file:
+def serving_tokenizer(resolved):
+    """`resolved.tokenizer()` (a `model_dir.ResolvedModelDir`'s in-graph tokenizer) over
+    a copy of its vocab named vocab.txt, or None without a vocab: the tokenizer's vocab
+    asset keeps its file name, and an export's is always assets/vocab.txt."""
+    if not resolved.vocab_file:
         return None
-    from bert_tf.tokenization import BertTokenizer
-
-    # The tokenizer's vocab asset keeps its file name: make it assets/vocab.txt always.
     copy = os.path.join(scratch_dir(), "vocab.txt")
-    tf.io.gfile.copy(vocab_file, copy, overwrite=True)
-    return BertTokenizer(copy, do_lower_case=True if do_lower_case is None
-                         else bool(do_lower_case), strip_accents=strip_accents)
+    tf.io.gfile.copy(resolved.vocab_file, copy, overwrite=True)
+    return dataclasses.replace(resolved, vocab_file=copy).tokenizer()
 
 
-def export_encoder(encoder, export_dir: str, *, vocab_file: Optional[str] = None,
-                   do_lower_case: Optional[bool] = None, max_seq_length: Optional[int] = None,
+def export_encoder(encoder, export_dir: str, *, tokenizer=None,
+                   max_seq_length: Optional[int] = None,
                    version: Optional[int] = None, text_signatures: bool = True,
-                   strip_accents: Optional[bool] = None, text_settings=None,
-                   mixed_precision: str = "float32",
+                   text_settings=None, mixed_precision: str = "float32",
                    max_batch_size: Optional[int] = None,
                    max_text_length: Optional[int] = None) -> str:
-    """Exports a BertEncoder; with `vocab_file`, also the raw-text `serving_text` signature
-    (unless `text_signatures=False`: then the vocab is only an asset). `mixed_precision`:
-    one of EXPORT_PRECISIONS (`with_precision`).
+    """Exports a BertEncoder; with a `tokenizer` (`serving_tokenizer`), also the raw-text
+    `serving_text` signature (unless `text_signatures=False`: then the vocab is only an
+    asset). `mixed_precision`: one of EXPORT_PRECISIONS (`with_precision`).
 
     Returns `export_dir/<version>`.
     """
-    max_seq_length = _pick_max_seq_length(max_seq_length, None, encoder.config)
+    max_seq_length = serving_max_seq_length(encoder.config, max_seq_length)
     encoder = with_precision(encoder, mixed_precision)
-    module = EncoderServing(encoder, make_tokenizer(vocab_file, do_lower_case, strip_accents),
-                            max_seq_length, text_signatures=text_signatures)
+    module = EncoderServing(encoder, tokenizer, max_seq_length,
+                            text_signatures=text_signatures)
     return export_module(module, export_dir, version, text_settings, max_batch_size,
                          max_text_length)
 
 
-def _pick_max_seq_length(requested, recorded, config) -> int:
+def serving_max_seq_length(config, requested: Optional[int] = None,
+                           task_config: Optional[dict] = None) -> int:
+    """The length an export's raw text is packed to (and its model_info records):
+    `requested`, else the fine-tuning length in `task_config`, else 128 (at most the
+    model's max_position_embeddings); ExportError outside [3, max_position_embeddings].
+
+    >>> from bert_tf.config import BertConfig
+    >>> serving_max_seq_length(BertConfig(max_position_embeddings=64))
+    64
+    >>> serving_max_seq_length(BertConfig(), None, {"max_seq_length": 384})
+    384
+    """
+    recorded = (task_config or {}).get("max_seq_length")
     value = int(requested or recorded or min(128, config.max_position_embeddings))
     if value > config.max_position_embeddings or value < 3:
         raise ExportError(f"max_seq_length={value} must be between 3 and the model's "
@@ -354,22 +364,19 @@ def _pick_max_seq_length(requested, recorded, config) -> int:
     return value
 
 
-def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[int] = None,
-                     max_seq_length: Optional[int] = None, *,
-                     bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
-                     do_lower_case: Optional[bool] = None, text_signatures: bool = True,
-                     strip_accents: Optional[bool] = None,
+def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
+                     max_seq_length: Optional[int] = None, *, text_signatures: bool = True,
                      mixed_precision: str = "float32",
                      max_batch_size: Optional[int] = None,
                      max_text_length: Optional[int] = None) -> str:
-    """Exports the model a model dir (or a checkpoint prefix inside one) holds.
+    """Exports the model a model dir holds: `resolved` is its `model_dir.resolve` result
+    (the dir or checkpoint prefix with the config, vocab and text-setting overrides).
 
     A dir with `task_config.json` (finetune) becomes a task export (raw-text
     `serving_default` + `serving_ids`); any other (convert_checkpoint, pretrain) an
     encoder export. `max_seq_length` defaults to the one the task was trained with
-    (encoders: 128); config, vocab, casing and accents default to the ones stored in the
-    dir (`model_dir.resolve`), so the raw-text signature tokenizes exactly
-    as training did.
+    (encoders: 128); the raw-text signature tokenizes with `resolved`'s vocab and text
+    settings, exactly as training did.
     `text_signatures=False` leaves out the raw-text signatures (and with them every TF
     Text op: for a model server built without them); `serving_default` is then on ids.
     `mixed_precision="mixed_bfloat16"`: matmuls in bfloat16, the rest and every input and
@@ -377,32 +384,28 @@ def export_model_dir(init_checkpoint: str, export_dir: str, version: Optional[in
     limits (`export_module`). Returns `export_dir/<version>`.
 
     >>> import tempfile
+    >>> from bert_tf import model_dir
     >>> from bert_tf.config import BertConfig
     >>> from bert_tf.encoder import BertEncoder
-    >>> from bert_tf.model_dir import write_model_dir
     >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                  num_attention_heads=2, intermediate_size=16)
-    >>> src = tempfile.mkdtemp(); _ = write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
-    >>> os.path.basename(export_model_dir(src, tempfile.mkdtemp()))
+    >>> src = tempfile.mkdtemp()
+    >>> _ = model_dir.write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
+    >>> os.path.basename(export_model_dir(model_dir.resolve(src), tempfile.mkdtemp()))
     '1'
     """
     from bert_tf import model_dir
 
-    resolved = model_dir.resolve(init_checkpoint, bert_config_file=bert_config_file,
-                                 vocab_file=vocab_file, do_lower_case=do_lower_case,
-                                 strip_accents=strip_accents)
     try:
         resolved.require(config=True)
     except model_dir.ModelDirError as e:
         raise ExportError(str(e)) from None
-    vocab_file, text = resolved.vocab_file, resolved.text
     if resolved.task_config is None:
         encoder = model_dir.load_encoder(resolved)
-        return export_encoder(encoder, export_dir, vocab_file=vocab_file,
-                              do_lower_case=text.do_lower_case,
-                              strip_accents=text.strip_accents, max_seq_length=max_seq_length,
-                              version=version, text_signatures=text_signatures,
-                              text_settings=text if vocab_file else None,
+        return export_encoder(encoder, export_dir, tokenizer=serving_tokenizer(resolved),
+                              max_seq_length=max_seq_length, version=version,
+                              text_signatures=text_signatures,
+                              text_settings=resolved.text if resolved.vocab_file else None,
                               mixed_precision=mixed_precision,
                               max_batch_size=max_batch_size, max_text_length=max_text_length)
     return export_task_dir(resolved, export_dir, max_seq_length=max_seq_length,
@@ -416,33 +419,22 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
                     max_text_length=None) -> str:
     """Rebuilds a fine-tuned model (`resolved`: a `model_dir.resolve` result with a task
     config) with the task's own `build_model`, restores `encoder` + `task_head` (the
-    index already read by `resolved`) and exports it (in `mixed_precision`,
-    `with_precision`)."""
+    index already read by `resolved`) and exports the task's own serving module
+    (`Task.serving_module`, written next to the host postprocessing its raw-text
+    signature equals) in `mixed_precision` (`with_precision`)."""
     from bert_tf import model_dir
     from bert_tf.encoder import BertEncoder
     from bert_tf.tasks import task_from_config
 
-    config, task_config, text = resolved.config, resolved.task_config, resolved.text
     if not resolved.vocab_file:
         raise ExportError(f"{resolved.directory}: no {model_dir.VOCAB_FILE}; a task export "
                           f"tokenizes raw text in the graph, pass --vocab_file")
-    tokenizer = make_tokenizer(resolved.vocab_file, text.do_lower_case, text.strip_accents)
-    task = task_from_config(task_config, tokenizer)
-    model = task.build_model(BertEncoder(config, name="encoder"))
+    tokenizer = serving_tokenizer(resolved)
+    task = task_from_config(resolved.task_config, tokenizer)
+    model = task.build_model(BertEncoder(resolved.config, name="encoder"))
     model_dir.restore(resolved, model.checkpoint_items())
     model = with_precision(model, mixed_precision, task.build_model)
-    length = _pick_max_seq_length(max_seq_length, task_config.get("max_seq_length"), config)
-    module = task_serving_module(task, model, tokenizer, length, text_signatures)
-    return export_module(module, export_dir, version, text, max_batch_size, max_text_length)
-
-
-def task_serving_module(task, model, tokenizer, max_seq_length: int,
-                        text_signatures: bool = True) -> tf.Module:
-    """The task's own serving module (`task.serving_module`, written next to the task's
-    host postprocessing, which its raw-text signature equals)."""
-    if not hasattr(task, "serving_module"):
-        raise ExportError(f"task {task.name!r}: {type(task).__name__} has no serving_module "
-                          f"(classification, regression, NER, SQuAD and multiple choice "
-                          f"have one); export its encoder instead")
-    return task.serving_module(model, tokenizer, max_seq_length,
-                               text_signatures=text_signatures)
+    length = serving_max_seq_length(resolved.config, max_seq_length, resolved.task_config)
+    module = task.serving_module(model, tokenizer, length, text_signatures=text_signatures)
+    return export_module(module, export_dir, version, resolved.text, max_batch_size,
+                         max_text_length)

@@ -1,6 +1,6 @@
 """LiteRT (TensorFlow Lite) export for on-device use: `export_model --format=litert`.
 
-`export_litert_dir(DIR, EXPORT_DIR)` converts the ids signature of what a model dir holds
+`export_litert_dir(model_dir.resolve(DIR), EXPORT_DIR)` converts the ids signature of what a model dir holds
 (encoder, classifier / regressor, NER, SQuAD, multiple choice) into a `.tflite` flatbuffer
 and returns `EXPORT_DIR/<version>/`:
 
@@ -29,11 +29,12 @@ Example:
 >>> import tempfile, os
 >>> from bert_tf.config import BertConfig
 >>> from bert_tf.encoder import BertEncoder
->>> from bert_tf.model_dir import write_model_dir
+>>> from bert_tf import model_dir
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
->>> src = tempfile.mkdtemp(); _ = write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
->>> path = export_litert_dir(src, tempfile.mkdtemp())
+>>> src = tempfile.mkdtemp()
+>>> _ = model_dir.write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
+>>> path = export_litert_dir(model_dir.resolve(src), tempfile.mkdtemp())
 >>> sorted(os.listdir(path))
 ['model.tflite', 'model_info.json']
 """
@@ -98,23 +99,21 @@ def _check_quantization(quantization: str) -> None:
         raise ExportError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
 
 
-def export_litert_dir(init_checkpoint: str, export_dir: str, version: Optional[int] = None,
+def export_litert_dir(resolved, export_dir: str, version: Optional[int] = None,
                       max_seq_length: Optional[int] = None, *,
-                      quantization: str = "dynamic_int8", **export_options) -> str:
-    """Exports a model dir as a LiteRT model; returns `export_dir/<version>`.
-
-    `export_options` are `export.export_model_dir`'s (config, vocab and casing overrides).
+                      quantization: str = "dynamic_int8") -> str:
+    """Exports a model dir (`resolved`: its `model_dir.resolve` result, with the config,
+    vocab and casing overrides) as a LiteRT model; returns `export_dir/<version>`.
     The version directory appears complete or not at all, as for SavedModels.
     """
     _check_quantization(quantization)
     target = export.new_version_dir(export_dir, version)
     with tempfile.TemporaryDirectory(prefix="bert_tf_litert_") as scratch:
-        saved_model = export.export_model_dir(init_checkpoint, scratch, version=1,
+        saved_model = export.export_model_dir(resolved, scratch, version=1,
                                               max_seq_length=max_seq_length,
-                                              text_signatures=False, **export_options)
-        flatbuffer = convert_saved_model(saved_model, quantization, source=init_checkpoint)
-        info = _model_info(flatbuffer, init_checkpoint, quantization, max_seq_length,
-                           export_options, saved_model)
+                                              text_signatures=False)
+        flatbuffer = convert_saved_model(saved_model, quantization, source=resolved.path)
+        info = _model_info(flatbuffer, resolved, quantization, max_seq_length, saved_model)
         with export.written_atomically(target) as tmp:
             with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
                 f.write(flatbuffer)
@@ -131,9 +130,8 @@ def _write_model_info(path: str, info: dict) -> None:
         f.write(json.dumps(info, indent=2) + "\n")
 
 
-def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
-                max_seq_length: Optional[int], export_options: dict,
-                saved_model: str) -> dict:
+def _model_info(flatbuffer: bytes, resolved, quantization: str,
+                max_seq_length: Optional[int], saved_model: str) -> dict:
     """What an app needs besides the model: tensor names, dtypes and shapes (read back by
     the LiteRT runtime, which so proves it loads the model) and the text settings the ids
     must be made with (the model dir's, with the export's overrides)."""
@@ -147,8 +145,6 @@ def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
                        "shape": [int(n) for n in d["shape_signature"]]}
                 for name, d in sorted(details.items())}
 
-    resolved = model_dir.resolve(init_checkpoint,
-                                 bert_config_file=export_options.get("bert_config_file"))
     config, task_config = resolved.config, resolved.task_config or {}
     # The text settings the SavedModel was exported with (flags, model dir or inferred from
     # the vocab, resolved once by model_dir.resolve): a device must tokenize so.
@@ -162,8 +158,8 @@ def _model_info(flatbuffer: bytes, init_checkpoint: str, quantization: str,
             "inputs": describe(runner.get_input_details()),
             "outputs": describe(runner.get_output_details()),
             "tokenizer": tokenizer,
-            "max_seq_length": export._pick_max_seq_length(
-                max_seq_length, task_config.get("max_seq_length"), config),
+            "max_seq_length": export.serving_max_seq_length(config, max_seq_length,
+                                                            task_config),
             "max_position_embeddings": int(config.max_position_embeddings)}
 
 

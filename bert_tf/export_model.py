@@ -96,22 +96,22 @@ def run(config: ExportConfig) -> str:
     output_guard.check_apart(config.export_dir, [config.init_checkpoint, config.vocab_file,
                                                  config.bert_config_file], flag="--export_dir",
                              allow_inside=True)
-    # What both formats take: the version, length and the model dir's overrides.
-    common = dict(version=config.version, max_seq_length=config.max_seq_length,
-                  bert_config_file=config.bert_config_file, vocab_file=config.vocab_file,
-                  do_lower_case=config.do_lower_case, strip_accents=config.strip_accents)
+    if config.format == "litert" and config.text_signatures:
+        raise UsageError("--format=litert exports the ids input only (LiteRT has no "
+                         "kernels for the in-graph tokenizer); drop --text_signatures "
+                         "and tokenize on the device with the exported vocab.txt")
+    # The model dir read once (with the flags' overrides); both formats export from it.
+    resolved = config.resolve()  # late: TensorFlow loads after the flags parse
+    # What both formats take: the version and the length.
+    common = dict(version=config.version, max_seq_length=config.max_seq_length)
     if config.format == "litert":
-        if config.text_signatures:
-            raise UsageError("--format=litert exports the ids input only (LiteRT has no "
-                             "kernels for the in-graph tokenizer); drop --text_signatures "
-                             "and tokenize on the device with the exported vocab.txt")
-        from bert_tf.export_litert import export_litert_dir  # late: flags parse before TF
+        from bert_tf.export_litert import export_litert_dir
 
-        return export_litert_dir(config.init_checkpoint, config.export_dir,
+        return export_litert_dir(resolved, config.export_dir,
                                  quantization=config.quantization or "dynamic_int8", **common)
-    from bert_tf.export import export_model_dir  # late: flags parse before TF loads
+    from bert_tf.export import export_model_dir
 
-    return export_model_dir(config.init_checkpoint, config.export_dir,
+    return export_model_dir(resolved, config.export_dir,
                             text_signatures=config.text_signatures is not False,
                             mixed_precision=config.mixed_precision,
                             max_batch_size=config.max_batch_size,

@@ -95,8 +95,8 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
         settings.require(flag_values, ["task_name", "output_dir"])
         config = super().from_flags(flag_values)
         if config.max_seq_length is None:
-            return dataclasses.replace(config, max_seq_length=tasks.default_max_seq_length(
-                config.task_name, flag_values.max_seq_length))
+            return dataclasses.replace(config, max_seq_length=tasks.make_task(
+                config.task_name).default_max_seq_length)
         return config
 
 
@@ -115,14 +115,15 @@ def run(config: FinetuneConfig) -> Dict:
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
     from bert_tf import model_dir as md
-    from bert_tf import output_guard
+    from bert_tf import output_guard, tasks
     from bert_tf.training import strategy as strategy_lib
 
     strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
     config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
         config.mixed_precision, config.seed, strategy))
-    task = config.task.make(resolved.tokenizer(), config.max_seq_length)
+    task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
+                           **config.task.task_arguments(config.max_seq_length))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     record = md.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
@@ -320,7 +321,7 @@ def _make_trainer(config: FinetuneConfig, model, task, strategy, training, optio
                      if training else optimization.from_settings(config, 1, 0))
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
-                   tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
+                   tokens_per_example=task.num_choices * config.max_seq_length,
                    **options)
 
 

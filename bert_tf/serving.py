@@ -206,7 +206,9 @@ class ServingModule(tf.Module):
     export traces, see `attention_fused_for_inference`), the tokenizer, the ids signature
     (`serve_ids`, calling `self._serve_ids`), the lengths and the request limits
     (`max_batch_size`, `max_text_length`: read when the signatures are traced, so set
-    them before exporting, as `export.export_module` does)."""
+    them before exporting, as `export.export_module` does). `has_text_signatures` says
+    whether the subclass adds the raw-text signature `serve_text` (asked for, and a
+    tokenizer to run in the graph)."""
 
     max_batch_size = DEFAULT_MAX_BATCH_SIZE
     max_text_length = DEFAULT_MAX_TEXT_LENGTH
@@ -217,6 +219,7 @@ class ServingModule(tf.Module):
         self._keras_model = Untracked(model)
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(max_positions)
+        self.has_text_signatures = bool(text_signatures) and tokenizer is not None
         attach_tokenizer(self, tokenizer, text_signatures)
         self.serve_ids = tf.function(self.bounded(self._serve_ids, text=False),
                                      autograph=False, input_signature=ids_spec())
@@ -271,7 +274,7 @@ class EncoderServing(ServingModule):
         super().__init__(encoder, tokenizer, max_seq_length,
                          encoder.config.max_position_embeddings, "bert_encoder_serving",
                          text_signatures)
-        if tokenizer is not None and text_signatures:
+        if self.has_text_signatures:
             self.serve_text = tf.function(self.bounded(self._serve_text, text=True),
                                           autograph=False, input_signature=[text_spec("text")])
 
@@ -301,7 +304,7 @@ class EncoderServing(ServingModule):
 
     def signatures(self) -> Dict[str, Callable]:
         sigs = {SERVING_DEFAULT: self.serve_ids}
-        if hasattr(self, "serve_text"):
+        if self.has_text_signatures:
             sigs[TEXT_SIGNATURE] = self.serve_text
         return sigs
 
@@ -317,7 +320,7 @@ class EncoderServing(ServingModule):
         ids_inputs = {k: v.numpy() for k, v in pad_to_bucket(encode_text(
             self.tok, tf.constant(text), None, self.max_seq_length), self.max_seq_length).items()}
         requests = [(SERVING_DEFAULT, ids_inputs)]
-        if hasattr(self, "serve_text"):
+        if self.has_text_signatures:
             requests.append((TEXT_SIGNATURE, {"text": text}))
         return requests
 
@@ -392,7 +395,7 @@ class TaskServing(ServingModule):
                  text_signatures: bool = True):
         super().__init__(model, tokenizer, max_seq_length,
                          model.encoder.config.max_position_embeddings, name, text_signatures)
-        if text_signatures:
+        if self.has_text_signatures:
             text_fn = {1: self._serve_text_1, 2: self._serve_text_2}[len(self.text_inputs)]
             self.serve_text = tf.function(self.bounded(text_fn, text=True), autograph=False,
                                           input_signature=[text_spec(n)
@@ -414,7 +417,7 @@ class TaskServing(ServingModule):
         return self.from_text(a, b)
 
     def signatures(self) -> Dict[str, Callable]:
-        if not hasattr(self, "serve_text"):
+        if not self.has_text_signatures:
             return {SERVING_DEFAULT: self.serve_ids}
         return {SERVING_DEFAULT: self.serve_text, IDS_SIGNATURE: self.serve_ids}
 
@@ -428,7 +431,7 @@ class TaskServing(ServingModule):
         text = self.warmup_texts()
         args = [tf.constant(text[n]) for n in self.text_inputs]
         ids = {k: v.numpy() for k, v in self.encode(*args).items()}
-        if not hasattr(self, "serve_text"):
+        if not self.has_text_signatures:
             return [(SERVING_DEFAULT, ids)]
         return [(SERVING_DEFAULT, text), (IDS_SIGNATURE, ids)]
 

@@ -215,7 +215,7 @@ def main(argv):
     config = SweepConfig.from_flags(FLAGS)
     if not config.task_name or not config.output_dir:
         raise app.UsageError("pass --task_name and --output_dir")
-    metric = config.metric or tasks.get_task_class(config.task_name).primary_metric
+    metric = config.metric or tasks.make_task(config.task_name).primary_metric
     common = [f"--task_name={config.task_name}"]
     common += [f"--{k}={getattr(config, k)}" for k in ("data_dir", "init_checkpoint")
                if getattr(config, k)]

@@ -28,6 +28,7 @@ from absl import flags
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import output_guard, settings
 from bert_tf.errors import UsageError
+from bert_tf import tasks
 from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
@@ -78,7 +79,8 @@ def run(config: FinetuningDataConfig) -> List[dict]:
     split are replaced, each file whole, and its surplus shards removed)."""
     inputs = [config.init_checkpoint, config.task.data_dir, config.vocab_file]
     output_guard.check_apart(config.output_dir, inputs, flag="--output_dir")
-    task = config.task.make(config.resolve().tokenizer(), config.max_seq_length)
+    task = tasks.make_task(config.task.task_name, config.resolve().tokenizer(),
+                           **config.task.task_arguments(config.max_seq_length))
     # Every split is read first (TaskDataError, a BertTfError: one line from
     # cli.run_main), so a bad input leaves --output_dir as it was.
     converted = {split: convert_split(task, split, config.max_examples)

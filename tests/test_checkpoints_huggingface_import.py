@@ -55,7 +55,7 @@ def _serve(hf_dir, tmp_path, **convert_args):
     """convert_checkpoint + export_model; the loaded raw-text signature."""
     ours = tmp_path / "ours"
     convert("huggingface", str(hf_dir), str(ours), **convert_args)
-    path = export_model_dir(str(ours), str(tmp_path / "export"))
+    path = export_model_dir(model_dir.resolve(str(ours)), str(tmp_path / "export"))
     return ours, tf.saved_model.load(path).signatures[SERVING_DEFAULT]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import export, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.encoder import BertEncoder
@@ -89,7 +89,7 @@ def encoder_dir(tmp_path_factory):
 def exported(encoder_dir, tmp_path_factory):
     src, encoder = encoder_dir
     export_dir = tmp_path_factory.mktemp("export")
-    path = export.export_model_dir(str(src), str(export_dir))
+    path = export.export_model_dir(model_dir.resolve(str(src)), str(export_dir))
     return export_dir, path, encoder
 
 
@@ -98,12 +98,12 @@ def test_layout_and_next_version(exported, encoder_dir):
     assert path == os.path.join(str(export_dir), "1")
     for name in ("saved_model.pb", "variables", os.path.join("assets.extra", export.WARMUP_FILE)):
         assert os.path.exists(os.path.join(path, name)), name
-    second = export.export_model_dir(str(encoder_dir[0]), str(export_dir))
+    second = export.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(export_dir))
     assert os.path.basename(second) == "2"
     assert export.list_versions(str(export_dir)) == [1, 2]
     assert sorted(os.listdir(export_dir)) == ["1", "2"]  # no temporary leftovers
     with pytest.raises(export.ExportError, match="already exists"):
-        export.export_model_dir(str(encoder_dir[0]), str(export_dir), version=2)
+        export.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(export_dir), version=2)
 
 
 def test_failed_export_leaves_nothing(encoder_dir, tmp_path, monkeypatch):
@@ -113,13 +113,13 @@ def test_failed_export_leaves_nothing(encoder_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(tf.saved_model, "save", broken_save)
     with pytest.raises(OSError, match="disk full"):
-        export.export_model_dir(str(encoder_dir[0]), str(tmp_path))
+        export.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(tmp_path))
     assert os.listdir(tmp_path) == []
 
 
 def test_missing_config_names_the_dir(tmp_path):
     with pytest.raises(export.ExportError, match=str(tmp_path)):
-        export.export_model_dir(str(tmp_path), str(tmp_path / "out"))
+        export.export_model_dir(model_dir.resolve(str(tmp_path)), str(tmp_path / "out"))
 
 
 def test_ids_signature_matches_keras(exported):

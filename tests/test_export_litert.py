@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, export_litert
+from bert_tf import export, export_litert, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
@@ -35,7 +35,8 @@ def model_info(path):
 
 def test_float_encoder_matches_keras(encoder_dir, tmp_path):  # noqa: F811
     src, encoder = encoder_dir
-    path = export_litert.export_litert_dir(str(src), str(tmp_path), quantization="float32")
+    path = export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path),
+                                           quantization="float32")
     assert path == os.path.join(str(tmp_path), "1")
     assert sorted(os.listdir(path)) == ["model.tflite", "model_info.json", "vocab.txt"]
     for inputs in (ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)):
@@ -50,7 +51,7 @@ def test_float_encoder_matches_keras(encoder_dir, tmp_path):  # noqa: F811
     assert info["tokenizer"]["do_lower_case"] is True
     assert info["max_seq_length"] == 64 and info["max_position_embeddings"] == 64
     # A second export takes the next version, as for SavedModels.
-    assert export_litert.export_litert_dir(str(src), str(tmp_path)).endswith("2")
+    assert export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path)).endswith("2")
 
 
 def test_int8_weights_shrink_the_file_and_stay_close(tmp_path):
@@ -59,9 +60,10 @@ def test_int8_weights_shrink_the_file_and_stay_close(tmp_path):
                      num_attention_heads=4, intermediate_size=256, max_position_embeddings=32)
     encoder = BertEncoder(cfg, name="encoder")
     write_model_dir(str(tmp_path / "m"), cfg, {"encoder": encoder})
-    float_path = export_litert.export_litert_dir(str(tmp_path / "m"), str(tmp_path / "f"),
+    resolved = model_dir.resolve(str(tmp_path / "m"))
+    float_path = export_litert.export_litert_dir(resolved, str(tmp_path / "f"),
                                                  quantization="float32")
-    int8_path = export_litert.export_litert_dir(str(tmp_path / "m"), str(tmp_path / "q"))
+    int8_path = export_litert.export_litert_dir(resolved, str(tmp_path / "q"))
     assert model_info(int8_path)["quantization"] == "dynamic_int8"
     float_size = os.path.getsize(os.path.join(float_path, "model.tflite"))
     int8_size = os.path.getsize(os.path.join(int8_path, "model.tflite"))
@@ -79,8 +81,8 @@ def test_int8_weights_shrink_the_file_and_stay_close(tmp_path):
 def task_export(tmp_path, vocab_file, tokenizer, name, **options):  # noqa: F811
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", name, vocab_file, tokenizer, **options)
-    path = export_litert.export_litert_dir(str(tmp_path / "m"), str(tmp_path / "e"),
-                                           quantization="float32")
+    path = export_litert.export_litert_dir(model_dir.resolve(str(tmp_path / "m")),
+                                           str(tmp_path / "e"), quantization="float32")
     return task, model, path
 
 
@@ -142,17 +144,18 @@ def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_pat
                                                             monkeypatch):
     src, _ = encoder_dir
     with pytest.raises(export.ExportError, match="quantization='int4'"):
-        export_litert.export_litert_dir(str(src), str(tmp_path), quantization="int4")
-    export_litert.export_litert_dir(str(src), str(tmp_path), version=3)
+        export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path),
+                                        quantization="int4")
+    export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path), version=3)
     with pytest.raises(export.ExportError, match="already exists"):
-        export_litert.export_litert_dir(str(src), str(tmp_path), version=3)
+        export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path), version=3)
 
     def broken_write(*args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(export_litert, "_write_model_info", broken_write)
     with pytest.raises(OSError, match="disk full"):
-        export_litert.export_litert_dir(str(src), str(tmp_path))
+        export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["3"]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import export, model_dir
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
 from tests.conftest import REPO_ROOT
@@ -56,8 +56,9 @@ def encoder_exports(tmp_path_factory):
     write_model_dir(str(src), TINY, {"encoder": encoder}, vocab_file=str(vocab),
                     do_lower_case=True)
     export_dir = str(tmp_path_factory.mktemp("export"))
-    fp32 = export.export_model_dir(str(src), export_dir)
-    bf16 = export.export_model_dir(str(src), export_dir, mixed_precision="mixed_bfloat16")
+    resolved = model_dir.resolve(str(src))
+    fp32 = export.export_model_dir(resolved, export_dir)
+    bf16 = export.export_model_dir(resolved, export_dir, mixed_precision="mixed_bfloat16")
     return src, fp32, bf16
 
 
@@ -153,8 +154,9 @@ def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
     vocab.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
     tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
     fine_tuned_dir(tmp_path / "m", "mrpc", str(vocab), tokenizer, max_seq_length=16)
-    fp32 = tf.saved_model.load(export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e")))
-    bf16_path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"),
+    resolved = model_dir.resolve(str(tmp_path / "m"))
+    fp32 = tf.saved_model.load(export.export_model_dir(resolved, str(tmp_path / "e")))
+    bf16_path = export.export_model_dir(resolved, str(tmp_path / "e"),
                                         mixed_precision="mixed_bfloat16")
     bf16 = tf.saved_model.load(bf16_path)
     variables = bf16.signatures["serving_default"].variables
@@ -196,8 +198,9 @@ def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp
 
     src = tmp_path / "minilm"
     convert("huggingface", str(minilm_dir), str(src))
-    fp32 = export.export_model_dir(str(src), str(tmp_path / "e"), text_signatures=True)
-    bf16 = export.export_model_dir(str(src), str(tmp_path / "e"),
+    resolved = model_dir.resolve(str(src))
+    fp32 = export.export_model_dir(resolved, str(tmp_path / "e"), text_signatures=True)
+    bf16 = export.export_model_dir(resolved, str(tmp_path / "e"),
                                    mixed_precision="mixed_bfloat16")
     lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:65]
     text = tf.constant([line.split("\t")[0] for line in lines])

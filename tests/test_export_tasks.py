@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import export, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import TASK_CONFIG_FILE, write_model_dir
@@ -72,7 +72,8 @@ def packed(tokenizer, a, b=None, length=16):
 def mrpc(tmp_path_factory, vocab_file, tokenizer):
     root = tmp_path_factory.mktemp("mrpc_model")
     task, model = fine_tuned_dir(root, "mrpc", vocab_file, tokenizer, max_seq_length=16)
-    path = export.export_model_dir(str(root), str(tmp_path_factory.mktemp("mrpc_export")))
+    path = export.export_model_dir(model_dir.resolve(str(root)),
+                                   str(tmp_path_factory.mktemp("mrpc_export")))
     return task, model, path, tf.saved_model.load(path)
 
 
@@ -130,7 +131,7 @@ def test_classifier_clean_process_and_warmup(mrpc, tmp_path):
 def test_regression_export(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "sts-b", vocab_file, tokenizer, max_seq_length=16)
-    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
     got = call(fn, text=as_bytes(BAD_TEXTS), text_b=as_bytes(BAD_TEXTS))
     want = model(packed(tokenizer, BAD_TEXTS, BAD_TEXTS), training=False)["logits"].numpy()
@@ -144,7 +145,7 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", "conll2003", vocab_file, tokenizer,
                                  max_seq_length=8)  # 6 pieces per window: long texts split
-    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     texts = ["The quick brown foxes jumping.", "", "  ", "서울 北京  is U.S.A. capital",
              "the lazy dog " * 5]
@@ -190,7 +191,7 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
     opts = dict(max_seq_length=16, doc_stride=3, max_query_length=4, n_best_size=5,
                 max_answer_length=4)
     task, model = fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, **opts)
-    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     fn = loaded.signatures[export.SERVING_DEFAULT]
     assert sorted(fn.structured_input_signature[1]) == ["context", "question"]
@@ -237,7 +238,7 @@ def test_squad_v2_null_answer(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, max_seq_length=16,
                    version_2_with_negative=True, null_score_diff_threshold=-1e6)
-    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
     got = call(fn, question=as_bytes(["where is seoul?"]),
                context=as_bytes(["seoul is the capital of korea."]))
@@ -251,7 +252,7 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
 
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "sst-2", vocab_file, tokenizer, max_seq_length=16)
-    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"),
+    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"),
                                    text_signatures=False)
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
@@ -276,7 +277,7 @@ def test_multiple_choice_export(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", "swag", vocab_file, tokenizer,
                                  max_seq_length=16)
-    path = export.export_model_dir(str(tmp_path / "m"), str(tmp_path / "e"))
+    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
     contexts = BAD_TEXTS[:4]

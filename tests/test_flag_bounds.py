@@ -79,10 +79,11 @@ def test_keep_checkpoint_max_0_keeps_every_checkpoint_as_the_original(tmp_path):
 
 
 def test_squad_window_must_hold_more_than_the_question():
-    from bert_tf.tasks import TaskSpec
+    from bert_tf.tasks import TaskSpec, make_task
 
     def make(max_seq_length, **options):
-        return TaskSpec("squad", options=options).make(None, max_seq_length)
+        spec = TaskSpec("squad", options=options)
+        return make_task("squad", **spec.task_arguments(max_seq_length))
 
     with pytest.raises(errors.UsageError, match=r"--max_seq_length=67: SQuAD needs more than "
                                                 r"--max_query_length \+ 3 = 67"):

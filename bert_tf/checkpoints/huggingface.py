@@ -386,9 +386,9 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
         raise CheckpointFormatError(f"{source}: problem_type=multi_label_classification (a "
                                     f"sigmoid per label) has no bert_tf task; only "
                                     f"single-label classification and regression import")
-    cls = tasks.get_task_class(name)
+    default = tasks.make_task(name)
     if architecture in ("BertForSequenceClassification", "BertForTokenClassification"):
-        regression = cls(tokenizer=None).label_list is None
+        regression = default.label_list is None
         if regression != (num_outputs == 1) or (
                 regression and raw.get("problem_type") not in (None, "regression")):
             raise UsageError(
@@ -397,10 +397,10 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
                 f"{raw.get('problem_type')}); name a task of the same kind")
         if not regression:
             labels = _labels(raw, num_outputs, source)
-            if labels != cls(tokenizer=None).label_list:
+            if labels != default.label_list:
                 options["label_list"] = labels
-    length = min(tasks.default_max_seq_length(name), config.max_position_embeddings)
-    return cls(tokenizer=None, max_seq_length=length, **options).task_config()
+    length = min(default.default_max_seq_length, config.max_position_embeddings)
+    return tasks.make_task(name, max_seq_length=length, **options).task_config()
 
 
 def _labels(raw: dict, count: int, source: str) -> list:
@@ -456,19 +456,11 @@ def huggingface_task_class(task_config: dict) -> str:
     >>> huggingface_task_class({"task_name": "SST-2"}), huggingface_task_class({"task_name": "squad"})
     ('BertForSequenceClassification', 'BertForQuestionAnswering')
     """
-    from bert_tf.tasks import get_task_class
-    from bert_tf.tasks.glue import GlueTask
-    from bert_tf.tasks.ner import Conll2003NerTask
-    from bert_tf.tasks.squad import SquadTask
-    from bert_tf.tasks.swag import SwagTask
+    from bert_tf.tasks import make_task
 
-    cls = get_task_class(task_config["task_name"])
-    for base, name in ((GlueTask, "BertForSequenceClassification"),
-                       (Conll2003NerTask, "BertForTokenClassification"),
-                       (SquadTask, "BertForQuestionAnswering"),
-                       (SwagTask, "BertForMultipleChoice")):
-        if issubclass(cls, base):
-            return name
+    name = make_task(task_config["task_name"]).huggingface_class  # declared by each task
+    if name is not None:
+        return name
     raise CheckpointFormatError(f"task {task_config['task_name']!r} has no Hugging Face "
                                 f"class with the same head; export the encoder alone")
 

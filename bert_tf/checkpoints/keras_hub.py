@@ -183,8 +183,7 @@ def _classifier_task_config(path: str, num_classes: int, task_name: Optional[str
         task_name = recorded.get("task_name")
     raw = {"problem_type": "regression" if num_classes == 1 else "single_label_classification"}
     if task_name:
-        default = tasks.get_task_class(split_task_name(task_name)[0])(
-            tokenizer=None).label_list
+        default = tasks.make_task(split_task_name(task_name)[0]).label_list
         labels = (recorded or {}).get("label_list") or (
             default if default and len(default) == num_classes
             else [str(i) for i in range(num_classes)])
@@ -230,13 +229,14 @@ def _check_exportable(config: BertConfig) -> None:
 
 
 def _is_classifier(task_config: Optional[dict]) -> bool:
-    """A GLUE task (classification or regression): BertTextClassifier's head."""
+    """A GLUE task (classification or regression): BertTextClassifier's head, the one
+    transformers' BertForSequenceClassification has."""
     if task_config is None:
         return False
-    from bert_tf.tasks import get_task_class
-    from bert_tf.tasks.glue import GlueTask
+    from bert_tf.tasks import make_task
 
-    return issubclass(get_task_class(task_config["task_name"]), GlueTask)
+    return make_task(task_config["task_name"]).huggingface_class == \
+        "BertForSequenceClassification"
 
 
 def write_keras_hub(weights: BertWeights, output_dir: str) -> str:

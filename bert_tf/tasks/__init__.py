@@ -2,9 +2,10 @@
 
 `TASKS` maps a `--task_name` (lower case, as the original run_classifier spells them)
 to "module:Class". The classes are imported only when asked for, so reading one task's
-data does not import every other task's code.
+data does not import every other task's code. `make_task` makes one (`task_from_config`:
+the one a fine-tuned model dir records).
 
->>> get_task_class("SST-2").__name__
+>>> type(make_task("SST-2")).__name__
 'Sst2Task'
 >>> sorted(TASKS)[:3]
 ['cola', 'conll2003', 'mnli']
@@ -12,9 +13,12 @@ data does not import every other task's code.
 
 import dataclasses
 import importlib
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from bert_tf.errors import UsageError
+
+if TYPE_CHECKING:  # tasks.base imports Keras: not at flag parsing
+    from bert_tf.tasks.base import Task
 
 TASKS = {
     "cola": "bert_tf.tasks.glue:ColaTask",
@@ -45,25 +49,37 @@ def canonical_task_name(name: str) -> str:
     return key
 
 
-def get_task_class(name: str):
+def _task_class(name: str):
     module, cls = TASKS[canonical_task_name(name)].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def make_task(name: str, **kwargs):
-    """The Task for `--task_name=name`; kwargs go to its constructor."""
-    return get_task_class(name)(**kwargs)
+def make_task(name: str, tokenizer=None, max_seq_length: Optional[int] = None, *,
+              data_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
+              **options) -> "Task":
+    """THE way to make a Task: the one `--task_name=name` names (any spelling
+    `canonical_task_name` takes), with `options` its own (`option_names`); max_seq_length
+    None is the task's `default_max_seq_length`. Making one reads no data, so
+    `make_task(name).primary_metric` is how to ask a task what it declares.
+
+    >>> task = make_task("SQuAD")
+    >>> type(task).__name__, task.max_seq_length, task.huggingface_class
+    ('SquadTask', 384, 'BertForQuestionAnswering')
+    """
+    return _task_class(name)(tokenizer=tokenizer, max_seq_length=max_seq_length,
+                             data_dir=data_dir, files=files, **options)
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
     """A task as finetune and create_finetuning_data name it: `--task_name`, its data
-    (`--data_dir`, SQuAD's `--train_file` / `--predict_file`) and options (each task
-    takes those of its `option_names`, e.g. SQuAD's doc_stride).
+    (`--data_dir`, SQuAD's `--train_file` / `--predict_file`) and options (every task
+    option flag; each task takes those of its `option_names`, e.g. SQuAD's doc_stride).
+    The task itself: `make_task(spec.task_name, tokenizer, **spec.task_arguments(length))`.
 
-    >>> spec = TaskSpec("sst2", data_dir="glue/SST-2")
-    >>> spec.task_class().__name__, spec.files()
-    ('Sst2Task', {})
+    >>> spec = TaskSpec("sst2", data_dir="glue/SST-2", options={"doc_stride": 128})
+    >>> spec.task_arguments(64)
+    {'max_seq_length': 64, 'data_dir': 'glue/SST-2', 'files': {}}
     """
     task_name: str
     data_dir: Optional[str] = None
@@ -71,41 +87,30 @@ class TaskSpec:
     predict_file: Optional[str] = None
     options: Mapping = dataclasses.field(default_factory=dict)
 
-    def task_class(self):
-        return get_task_class(self.task_name)
-
     def files(self) -> dict:
         """Split -> file given explicitly (SQuAD): --predict_file serves dev and test."""
         return {k: v for k, v in (("train", self.train_file), ("dev", self.predict_file),
                                   ("test", self.predict_file)) if v}
 
-    def make(self, tokenizer, max_seq_length: int):
-        """The Task object, reading its data from `data_dir` / the files."""
-        cls = self.task_class()
+    def task_arguments(self, max_seq_length: int) -> dict:
+        """`make_task`'s keyword arguments for these flags at `max_seq_length`: the data
+        and the task's own options, after the task's cross-flag check (`check_options`:
+        a UsageError naming the flags, before any data is read)."""
+        cls = _task_class(self.task_name)
         options = {k: v for k, v in self.options.items() if k in cls.option_names}
         cls.check_options(max_seq_length, **options)
-        return cls(tokenizer=tokenizer, max_seq_length=max_seq_length, data_dir=self.data_dir,
-                   files=self.files(), **options)
+        return dict(max_seq_length=max_seq_length, data_dir=self.data_dir,
+                    files=self.files(), **options)
 
 
-def task_from_config(task_config: dict, tokenizer=None, **kwargs):
-    """Rebuilds the task recorded in a fine-tuned model dir's task_config.json."""
-    cls = get_task_class(task_config["task_name"])
-    options = {k: task_config[k] for k in cls.option_names if k in task_config}
-    options.update(kwargs)
-    return cls(tokenizer=tokenizer, max_seq_length=task_config.get("max_seq_length", 128),
-               **options)
+def task_from_config(task_config: dict, tokenizer=None) -> "Task":
+    """The task a fine-tuned model dir's task_config.json records (`Task.task_config`):
+    `make_task` with the recorded length and options.
 
-
-def default_max_seq_length(name: str, fallback: int = 128) -> int:
-    """The task's own default sequence length (SQuAD: 384, as the original run_squad).
-
-        >>> default_max_seq_length("squad"), default_max_seq_length("sst-2")
-        (384, 128)
+    >>> task_from_config(make_task("mnli", max_seq_length=64).task_config()).max_seq_length
+    64
     """
-    import inspect
-
-    parameter = inspect.signature(get_task_class(name).__init__).parameters.get("max_seq_length")
-    if parameter is None or parameter.default is inspect.Parameter.empty:
-        return fallback
-    return int(parameter.default)
+    options = {k: task_config[k] for k in _task_class(task_config["task_name"]).option_names
+               if k in task_config}
+    return make_task(task_config["task_name"], tokenizer, task_config.get("max_seq_length"),
+                     **options)

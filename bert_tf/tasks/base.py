@@ -20,9 +20,10 @@ The life of a task, as `bert_tf.finetune` drives it:
 
 Contract of each piece:
 
-* `__init__(tokenizer, max_seq_length=128, data_dir=None, files=None, **options)`:
-  no flags here. `files` maps a split to a file and overrides the file `data_dir` would
-  give (SQuAD's `--train_file` / `--predict_file`). `options` are the task's own settings,
+* `__init__(tokenizer, max_seq_length=None, data_dir=None, files=None, **options)`
+  (made by `bert_tf.tasks.make_task(name, ...)`): no flags here; max_seq_length None is
+  the task's `default_max_seq_length`. `files` maps a split to a file and overrides the
+  file `data_dir` would give (SQuAD's `--train_file` / `--predict_file`). `options` are the task's own settings,
   named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
   GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
   (may be None for tasks used only to read examples or compute metrics).
@@ -46,6 +47,11 @@ Contract of each piece:
   evaluation defines them (this is what eval_results.json holds).
 * `write_predictions(predictions, examples, output_dir)`: writes the task's submission
   files and returns their paths.
+* `serving_module(model, tokenizer, max_seq_length, text_signatures)`: the exported
+  signatures (a `serving.TaskServing`), next to the `postprocess` they equal.
+* Declared per task (class attributes, defaults on `Task`): `submission_name`,
+  `num_choices`, `default_max_seq_length`, `huggingface_class`, `primary_metric`,
+  `text_input_names`; callers read them, never probe for them.
 * `task_config()`: the JSON written to a fine-tuned model dir as `task_config.json`;
   `bert_tf.tasks.task_from_config(cfg, tokenizer)` rebuilds the same task from it
   (export_model uses that to rebuild the model before restoring `task_head`).
@@ -80,7 +86,7 @@ import keras
 import numpy as np
 
 from bert_tf.constants import MODEL_INPUTS
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, UsageError
 from bert_tf.layers.heads import ClassificationHead
 
 
@@ -176,8 +182,18 @@ class Task:
     primary_metric: str = "accuracy"
     #: the raw-text inputs of an exported serving signature ("text", "text_b")
     text_input_names: Sequence[str] = ("text",)
+    #: the file `write_predictions` writes in the output dir (the main one of several)
+    submission_name: str = ""
+    #: sequences per example: 1, or a multiple-choice task's choices (inputs
+    #: [n, num_choices, max_seq_length]; a step costs num_choices sequences per example)
+    num_choices: int = 1
+    #: max_seq_length unless one is given (finetune, imports; SQuAD: 384 as run_squad)
+    default_max_seq_length: int = 128
+    #: the transformers class with the same head (`checkpoints.huggingface` import and
+    #: export; keras-hub's classifier takes BertForSequenceClassification's), or None
+    huggingface_class: Optional[str] = None
 
-    def __init__(self, tokenizer=None, max_seq_length: int = 128,
+    def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None,
                  data_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
                  **options):
         unknown = set(options) - set(self.option_names)
@@ -185,7 +201,8 @@ class Task:
             raise TypeError(f"{type(self).__name__}: unknown options {sorted(unknown)}; "
                             f"known: {list(self.option_names)}")
         self.tokenizer = tokenizer
-        self.max_seq_length = int(max_seq_length)
+        self.max_seq_length = int(self.default_max_seq_length if max_seq_length is None
+                                  else max_seq_length)
         self.data_dir = data_dir
         self.files = dict(files or {})
         self.options = options
@@ -194,7 +211,7 @@ class Task:
     def check_options(cls, max_seq_length: int, **options) -> None:
         """Raises `errors.UsageError` naming the flags when `max_seq_length` and the task's
         options (flag values) cannot work together; called before any data is read
-        (`tasks.TaskSpec.make`). Per-flag ranges are declared with the flags."""
+        (`tasks.TaskSpec.task_arguments`). Per-flag ranges are declared with the flags."""
 
     # ------------------------------------------------------------------ data
     @property
@@ -231,11 +248,19 @@ class Task:
 
     def build_model(self, encoder):
         return TaskModel(encoder, self.build_head(encoder.config),
-                         num_choices=getattr(self, "num_choices", None),
+                         num_choices=self.num_choices if self.num_choices > 1 else None,
                          name=f"{self._slug()}_model")
 
     def loss(self, features: Mapping, outputs: Mapping):
         raise NotImplementedError
+
+    def serving_module(self, model, tokenizer, max_seq_length: int,
+                       text_signatures: bool = True):
+        """The task's `serving.TaskServing` (its SavedModel signatures, which equal its
+        `postprocess`); `bert_tf.export` writes it. A task without one says so."""
+        raise UsageError(f"task {self.name!r}: {type(self).__name__} has no serving_module "
+                         f"(classification, regression, NER, SQuAD and multiple choice "
+                         f"have one); export its encoder instead")
 
     # ------------------------------------------------------------------ results
     def postprocess(self, outputs: Mapping[str, np.ndarray], features: Mapping,

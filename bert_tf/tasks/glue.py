@@ -63,14 +63,14 @@ class GlueTask(Task):
     test_text_b_column: Optional[int] = None
     expected_columns: Optional[int] = None  # train/dev width when there is no header
     positive_label = "1"
-    submission_name = ""
+    huggingface_class = "BertForSequenceClassification"
     extra_metrics: Sequence[str] = ()  # "f1", "matthews_corr"
     # `label_list` replaces the task's labels (a classifier imported with other label
     # names, e.g. a Hugging Face model's id2label); task_config.json records it.
     option_names = ("label_list",)
 
-    def __init__(self, tokenizer=None, max_seq_length: int = 128, data_dir=None, files=None,
-                 label_list: Optional[Sequence[str]] = None):
+    def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None, data_dir=None,
+                 files=None, label_list: Optional[Sequence[str]] = None):
         if label_list is not None and self.labels is None:
             raise ValueError(f"{self.name} is a regression task: it takes no label_list")
         super().__init__(tokenizer=tokenizer, max_seq_length=max_seq_length,

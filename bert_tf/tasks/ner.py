@@ -101,12 +101,13 @@ class Conll2003NerTask(Task):
     primary_metric = "f1"
     label_names = ("label_ids",)
     submission_name = "conll2003_predictions.txt"
+    huggingface_class = "BertForTokenClassification"
     # `label_list` replaces the CoNLL-2003 tags (a tagger imported with its own tag set,
     # e.g. a Hugging Face model's id2label); task_config.json records it.
     option_names = ("label_list",)
 
-    def __init__(self, tokenizer=None, max_seq_length: int = 128, data_dir=None, files=None,
-                 label_list: Optional[Sequence[str]] = None):
+    def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None, data_dir=None,
+                 files=None, label_list: Optional[Sequence[str]] = None):
         super().__init__(tokenizer=tokenizer, max_seq_length=max_seq_length,
                          data_dir=data_dir, files=files,
                          **({} if label_list is None else {"label_list": list(label_list)}))

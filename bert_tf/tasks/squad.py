@@ -11,7 +11,7 @@ of the start and end softmax cross-entropies over all positions.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -87,11 +87,14 @@ class SquadTask(Task):
                     "version_2_with_negative", "null_score_diff_threshold")
     label_names = ("start_positions", "end_positions")
     primary_metric = "f1"
+    submission_name = "predictions.json"  # (+ nbest_predictions.json, null_odds.json)
+    default_max_seq_length = 384  # as the original run_squad
+    huggingface_class = "BertForQuestionAnswering"
     # The raw-text serving inputs (bert_tf.export's span signature).
     text_input_names = ("question", "context")
 
-    def __init__(self, tokenizer=None, max_seq_length: int = 384, data_dir=None, files=None,
-                 doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
+    def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None, data_dir=None,
+                 files=None, doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
                  max_answer_length: int = 30, version_2_with_negative: bool = False,
                  null_score_diff_threshold: float = 0.0):
         super().__init__(tokenizer=tokenizer, max_seq_length=max_seq_length,

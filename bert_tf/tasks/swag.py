@@ -105,6 +105,7 @@ class SwagTask(Task):
     num_choices = NUM_CHOICES
     label_names = ("label_ids",)
     submission_name = "swag_predictions.csv"
+    huggingface_class = "BertForMultipleChoice"
     text_input_names = ("text", "text_b")
 
     @property
@@ -197,7 +198,7 @@ class MultipleChoiceServing(serving.TaskServing):
                                      autograph=False, input_signature=[
             tf.TensorSpec([None, self.num_choices, None], tf.int32, name=n)
             for n in MODEL_INPUTS])
-        if text_signatures:
+        if self.has_text_signatures:
             self.serve_text = tf.function(self.bounded(self._serve_text_2, text=True),
                                           autograph=False, input_signature=[
                 serving.text_spec("text"),
