@@ -156,12 +156,16 @@ class _BagOfWords(keras.Model):
         return {"logits": self.out(pooled)}
 
 
-def _train(strategy, output_dir, features, num_steps, seen, input_seed=7, buckets=None):
+def _train(strategy, output_dir, features, num_steps, seen=None, input_seed=7, buckets=None,
+           model_fn=_BagOfWords, accumulation=1, jit_compile=False):
     """Builds a fresh model + Trainer on `output_dir` (resuming what is there) and
-    trains to `num_steps`; `seen` gets the example ids of every training batch."""
+    trains to `num_steps`; `seen` (unless None) gets the example ids of every training
+    batch."""
     keras.utils.set_random_seed(1)  # the same initial weights in every run
     with strategy.scope():
-        model = _BagOfWords()
+        model = model_fn()
+        if not model.built:  # build it: the Trainer needs its variables
+            model({k: v[:1] for k, v in features.items()})
         optimizer = optimization.create_optimizer(0.05, num_train_steps=24,
                                                   num_warmup_steps=2)
 
@@ -170,14 +174,17 @@ def _train(strategy, output_dir, features, num_steps, seen, input_seed=7, bucket
         return ids
 
     def loss(labels, outputs):
-        ids = tf.py_function(record, [labels["example_id"]], tf.int32)
         ce = keras.losses.sparse_categorical_crossentropy(labels["label_ids"],
                                                           outputs["logits"], from_logits=True)
+        if seen is None:
+            return tf.reduce_mean(ce)
+        ids = tf.py_function(record, [labels["example_id"]], tf.int32)
         return tf.reduce_mean(ce) + 0.0 * tf.cast(tf.reduce_sum(ids), tf.float32)
 
     trainer = Trainer(model, loss, optimizer, strategy, output_dir=str(output_dir),
                       steps_per_loop=3, save_checkpoints_steps=100, handle_sigterm=False,
-                      write_summaries=False)
+                      write_summaries=False, gradient_accumulation_steps=accumulation,
+                      jit_compile=jit_compile)
     trainer.restore_or_initialize()
 
     def dataset_fn(ctx, position):
@@ -189,24 +196,32 @@ def _train(strategy, output_dir, features, num_steps, seen, input_seed=7, bucket
     return model.get_weights(), int(trainer.input_seed.numpy())
 
 
-@pytest.mark.parametrize("strategy_name,buckets", [("one_device", None),
-                                                   ("one_device", (4, 8, 12)),
-                                                   ("mirrored", None)])
+def _strategy(name):
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    return tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+@pytest.mark.parametrize("strategy_name,buckets,accumulation", [
+    ("one_device", None, 1), ("one_device", (4, 8, 12), 1), ("mirrored", None, 1),
+    ("one_device", (4, 8, 12), 2)])  # micro-batches of a bucket's length
 def test_stopped_and_resumed_trainer_sees_what_the_uninterrupted_one_saw(
-        tmp_path, strategy_name, buckets):
-    strategy = (tf.distribute.OneDeviceStrategy("/cpu:0") if strategy_name == "one_device"
-                else tf.distribute.MirroredStrategy(
-                    ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()))
+        tmp_path, strategy_name, buckets, accumulation):
+    strategy = _strategy(strategy_name)
     features = _features()
     whole_seen, parts_seen = [], []
-    whole, _ = _train(strategy, tmp_path / "whole", features, 24, whole_seen, buckets=buckets)
-    _train(strategy, tmp_path / "parts", features, 12, parts_seen, buckets=buckets)
-    assert len(parts_seen) == 12 * strategy.num_replicas_in_sync
-    resumed, _ = _train(strategy, tmp_path / "parts", features, 24, parts_seen,
-                        buckets=buckets)
+    train = lambda name, steps, seen: _train(strategy, tmp_path / name, features, steps,
+                                             seen, buckets=buckets,
+                                             accumulation=accumulation)[0]
+    whole = train("whole", 24, whole_seen)
+    train("parts", 12, parts_seen)
+    assert len(parts_seen) == 12 * strategy.num_replicas_in_sync * accumulation
+    resumed = train("parts", 24, parts_seen)
     # 2 x 12 steps with a stop between = 24 steps: the same examples in the same steps.
-    per_step = lambda seen: [sorted(sum(seen[i:i + strategy.num_replicas_in_sync], []))
-                             for i in range(0, len(seen), strategy.num_replicas_in_sync)]
+    calls = strategy.num_replicas_in_sync * accumulation  # loss calls a step
+    per_step = lambda seen: [sorted(sum(seen[i:i + calls], []))
+                             for i in range(0, len(seen), calls)]
     assert per_step(parts_seen) == per_step(whole_seen)
     if buckets is None:  # 96 rows of 37 examples: each seen 2 or 3 times, none skipped
         counts = np.bincount(sum(whole_seen, []), minlength=37)

@@ -157,10 +157,12 @@ def _any_length(spec):
 
 
 def _split(tree, parts: int):
-    """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...]."""
+    """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...] (the batch is
+    static; other axes may not be: length-bucketed batches)."""
     def reshape(t):
         shape = t.shape.as_list()
-        return tf.reshape(t, [parts, shape[0] // parts] + shape[1:])
+        rest = [tf.shape(t)[i] if d is None else d for i, d in enumerate(shape) if i > 0]
+        return tf.reshape(t, [parts, shape[0] // parts] + rest)
     return tf.nest.map_structure(reshape, tree)
 
 
