@@ -51,7 +51,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                          "curve under OUTPUT_DIR/eval); 0: only at the end, with --do_eval.",
                          lower_bound=0, **fv)
     flags.DEFINE_integer("seed", None, "Seed for the input pipeline's shuffles (reproducible "
-                         "order) and Keras initialisers.", **fv)
+                         "order), the dropout masks and Keras initialisers.", **fv)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

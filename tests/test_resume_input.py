@@ -7,8 +7,13 @@ started again reads, from step N on, what the uninterrupted run would have read.
 * the Trainer, stopped after K steps and resumed to 2K (one device and MirroredStrategy
   on 2 logical CPUs), sees the same examples, in the same steps, and ends with the
   same weights as a run of 2K steps; a run without a seed keeps the one it drew;
-* `pretrain` and `finetune` end to end: a run resumed from its step-K checkpoint ends
-  with the weights of the uninterrupted run.
+* with dropout: the resumed run draws the uninterrupted run's masks, step by step (a
+  new mask every step, micro-batch, replica and layer), and a tiny BERT with hidden and
+  attention dropout 0.1 ends with the same weights (one device, with gradient
+  accumulation, under XLA, and MirroredStrategy with accumulation);
+* `pretrain` and `finetune` end to end, with dropout 0.1 (finetune with gradient
+  accumulation): a run resumed from its step-K checkpoint ends with the weights of the
+  uninterrupted run.
 """
 
 import os
@@ -22,6 +27,8 @@ import tensorflow as tf
 import yaml
 
 from bert_tf.data import finetuning as ft_data
+from bert_tf.encoder import BertEncoder
+from bert_tf.layers import ClassificationHead, ReplicaDropout
 from bert_tf.data.position import InputPosition
 from bert_tf.data.pretraining import RecordFiles, pretraining_dataset
 from bert_tf.training import optimization
@@ -156,6 +163,48 @@ class _BagOfWords(keras.Model):
         return {"logits": self.out(pooled)}
 
 
+class _TinyBert(keras.Model):
+    """A one-layer BERT encoder -> dropout -> 2 logits, hidden and attention dropout 0.1."""
+
+    def __init__(self):
+        super().__init__(name="tiny_bert")
+        self.encoder = BertEncoder(tiny_config(vocab_size=64, max_position_embeddings=12,
+                                               hidden_dropout_prob=0.1,
+                                               attention_probs_dropout_prob=0.1))
+        self.head = ClassificationHead(2, 16, dropout_rate=0.1)
+        self.head.build()
+
+    def call(self, features, training=None):
+        inputs = {k: features[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+        inputs["input_word_ids"] = inputs["input_word_ids"] % 64
+        pooled = self.encoder(inputs, training=training)["pooled_output"]
+        return {"logits": self.head(pooled, training=training)}
+
+
+class _MaskProbe(keras.Model):
+    """Two dropout layers (rate 0.5) on ones: `masks` gets, at every call of the training
+    step, each layer's mask as bits, tagged with the replica that drew it."""
+
+    def __init__(self, masks):
+        super().__init__(name="probe")
+        self.record = masks.append  # (a list attribute would be Keras's tracked copy)
+        self.drops = [ReplicaDropout(0.5, name=f"drop_{i}") for i in range(2)]
+        self.out = keras.layers.Dense(2, name="out")
+        self.out.build((None, 1))
+
+    def call(self, features, training=None):
+        row = tf.cast(features["input_mask"][:, :1], tf.float32)
+        if not training:
+            return {"logits": self.out(row)}
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        for drop in self.drops:
+            mask = tf.cast(drop(tf.ones([64]), training=training) > 0, tf.int32)
+            mask = tf.py_function(lambda r, m: self.record(
+                (int(r), m.numpy().tobytes())) or m, [replica, mask], tf.int32)
+            row += 0.0 * tf.cast(tf.reduce_sum(mask), tf.float32)
+        return {"logits": self.out(row)}
+
+
 def _train(strategy, output_dir, features, num_steps, seen=None, input_seed=7, buckets=None,
            model_fn=_BagOfWords, accumulation=1, jit_compile=False):
     """Builds a fresh model + Trainer on `output_dir` (resuming what is there) and
@@ -242,6 +291,50 @@ def test_a_drawn_seed_is_kept_in_the_checkpoint(tmp_path):
     assert first + rest == again
 
 
+def test_resumed_dropout_draws_the_uninterrupted_masks(tmp_path):
+    """MirroredStrategy, 2 micro-batches a step: each (step, micro-batch, replica, layer)
+    its own mask; a run stopped at step 2 and resumed draws, from step 2 on, the masks
+    the uninterrupted run drew; another seed, other masks."""
+    strategy = _strategy("mirrored")
+    features = _features()
+
+    def masks(output_dir, steps, input_seed=7):
+        drawn = []
+        _train(strategy, output_dir, features, steps, input_seed=input_seed,
+               model_fn=lambda: _MaskProbe(drawn), accumulation=2)
+        # Each replica's masks, 2 micro-batches x 2 layers a step (as a multiset: the
+        # order in which independent ops report is not fixed).
+        return {r: sorted(m for rr, m in drawn if rr == r) for r in (0, 1)}
+
+    whole = masks(tmp_path / "whole", 4)
+    everything = whole[0] + whole[1]
+    assert len(everything) == 2 * 4 * 2 * 2
+    assert len(set(everything)) == len(everything)  # a new mask every time
+    first, rest = masks(tmp_path / "parts", 2), masks(tmp_path / "parts", 4)
+    for replica in (0, 1):
+        # Steps 2 and 3 of the resumed run drew the uninterrupted run's masks of steps 2
+        # and 3 (all masks differ: none of steps 0 and 1).
+        assert sorted(first[replica] + rest[replica]) == whole[replica]
+    other = masks(tmp_path / "other", 1, input_seed=8)
+    assert not set(other[0]) & set(everything)
+
+
+@pytest.mark.parametrize("strategy_name,accumulation,jit_compile", [
+    ("one_device", 1, False), ("one_device", 2, True), ("mirrored", 2, False)])
+def test_stopped_and_resumed_trainer_with_dropout_ends_with_the_uninterrupted_weights(
+        tmp_path, strategy_name, accumulation, jit_compile):
+    strategy = _strategy(strategy_name)
+    features = _features()
+    run = lambda name, steps: _train(strategy, tmp_path / name, features, steps,
+                                     model_fn=_TinyBert, accumulation=accumulation,
+                                     jit_compile=jit_compile)[0]
+    whole = run("whole", 8)
+    run("parts", 4)
+    resumed = run("parts", 8)
+    for a, b in zip(whole, resumed):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
 # ------------------------------------------------------------ end to end
 def _rewind(output_dir, step):
     """The model dir as a run stopped after checkpoint `step` left it."""
@@ -287,8 +380,8 @@ def test_pretrain_resumed_from_step_k_ends_with_the_uninterrupted_weights(tmp_pa
     config = tmp_path / "bert_config.yaml"
     config.write_text(yaml.safe_dump(dict(
         vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0)))
+        intermediate_size=64, max_position_embeddings=SEQ, hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1)))
     out = tmp_path / "run"
     # 40 records in 3 files, batch 4: 10 steps an epoch; stop at 6, end at 16.
     command = [sys.executable, "-m", "bert_tf.pretrain", f"--bert_config_file={config}",
@@ -307,13 +400,14 @@ def test_finetune_resumed_from_step_k_ends_with_the_uninterrupted_weights(tmp_pa
     write_vocab(vocab, SPECIAL_TOKENS + words)
     make_model_dir(tmp_path / "init", vocab, tiny_config(
         vocab_size=len(SPECIAL_TOKENS) + len(words), hidden_size=32, intermediate_size=64,
-        max_position_embeddings=16, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0))
+        max_position_embeddings=16, hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1))
     data = write_sst2_dir(tmp_path / "sst2", train_repeats=2)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "bert_tf.finetune", "--task_name=SST-2",
                f"--data_dir={data}", f"--init_checkpoint={tmp_path / 'init'}",
                f"--output_dir={out}", "--do_train", "--max_seq_length=16",
                "--train_batch_size=4", "--num_train_steps=14", "--num_warmup_steps=1",
-               "--steps_per_loop=2", "--save_checkpoints_steps=5", "--learning_rate=1e-3"]
+               "--steps_per_loop=2", "--save_checkpoints_steps=5", "--learning_rate=1e-3",
+               "--gradient_accumulation_steps=2"]
     _assert_resumed_equals_whole(command, out, 5, 14)
