@@ -11,6 +11,7 @@ started again reads, from step N on, what the uninterrupted run would have read.
   new mask every step, micro-batch, replica and layer), and a tiny BERT with hidden and
   attention dropout 0.1 ends with the same weights (one device, with gradient
   accumulation, under XLA, and MirroredStrategy with accumulation);
+* a checkpoint of an earlier bert_tf, without the run seed, resumes with a warning;
 * `pretrain` and `finetune` end to end, with dropout 0.1 (finetune with gradient
   accumulation): a run resumed from its step-K checkpoint ends with the weights of the
   uninterrupted run.
@@ -333,6 +334,35 @@ def test_stopped_and_resumed_trainer_with_dropout_ends_with_the_uninterrupted_we
     resumed = run("parts", 8)
     for a, b in zip(whole, resumed):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_without_the_run_seed_resumes_with_a_warning(tmp_path, caplog):
+    """A checkpoint of an earlier bert_tf (no `input_seed`) resumes at its step, with a
+    new seed and a line that says so."""
+    strategy = _strategy("one_device")
+    features = _features()
+    _train(strategy, tmp_path / "run", features, 3)
+    keras.utils.set_random_seed(2)
+    with strategy.scope():  # the same run, saved without the seed
+        model = _BagOfWords()
+        optimizer = optimization.create_optimizer(0.05, num_train_steps=24,
+                                                  num_warmup_steps=2)
+        optimizer.build(model.trainable_variables)
+        step = tf.Variable(3, dtype=tf.int64)
+    old = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    old.read(str(tmp_path / "run" / "ckpt-3")).expect_partial()
+    old.write(str(tmp_path / "old" / "ckpt-3"))
+    (tmp_path / "old" / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+    assert not any(n.startswith("input_seed/") for n, _ in
+                   tf.train.list_variables(str(tmp_path / "old" / "ckpt-3")))
+    with caplog.at_level("WARNING"):
+        weights, seed = _train(strategy, tmp_path / "old", features, 6, input_seed=11)
+    assert "holds no input_seed (an earlier bert_tf wrote it)" in caplog.text
+    assert seed == 11
+    saved = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / "old")))
+    assert saved.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == 6
+    assert saved.get_tensor("input_seed/.ATTRIBUTES/VARIABLE_VALUE") == 11
+    assert not np.allclose(weights[0], model.get_weights()[0])  # trained from step 3 on
 
 
 # ------------------------------------------------------------ end to end

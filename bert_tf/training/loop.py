@@ -479,9 +479,16 @@ class Trainer:
             return None
         # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
         # variable of another shape), without the unrestored-values warning flood.
-        model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
-                                       "step": self.step, "input_seed": self.input_seed},
-                              require_all=True, checkpoint=self.checkpoint)
+        objects = {**self.checkpoint_items, "optimizer": self.optimizer, "step": self.step}
+        saved = model_dir_lib.check_checkpoint_files(latest).get_variable_to_shape_map()
+        if any(name.startswith("input_seed/") for name in saved):
+            model_dir_lib.restore(latest, {**objects, "input_seed": self.input_seed},
+                                  require_all=True, checkpoint=self.checkpoint)
+        else:  # written by a bert_tf that kept no run seed: all but the seed restored
+            model_dir_lib.restore(latest, objects, require_all=True)
+            logging.warning("%s holds no input_seed (an earlier bert_tf wrote it): the input "
+                            "order and the dropout masks continue from a new seed, not as "
+                            "the uninterrupted run would have", latest)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
