@@ -47,7 +47,8 @@ class PretrainConfig(settings.PreTokenizerSetting, settings.TrainingSettings):
         "many steps (TensorBoard curve under OUTPUT_DIR/eval); 0: only at the end, with "
         "--do_eval.", lower=0)
     seed: Optional[int] = setting(None, "Seed for the input pipeline's shuffles "
-                                  "(reproducible order) and Keras initialisers.")
+                                  "(reproducible order), the dropout masks and Keras "
+                                  "initialisers.")
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "PretrainConfig":

@@ -7,8 +7,14 @@ started again reads, from step N on, what the uninterrupted run would have read.
 * the Trainer, stopped after K steps and resumed to 2K (one device and MirroredStrategy
   on 2 logical CPUs), sees the same examples, in the same steps, and ends with the
   same weights as a run of 2K steps; a run without a seed keeps the one it drew;
-* `pretrain` and `finetune` end to end: a run resumed from its step-K checkpoint ends
-  with the weights of the uninterrupted run.
+* with dropout: the resumed run draws the uninterrupted run's masks, step by step (a
+  new mask every step, micro-batch, replica and layer), and a tiny BERT with hidden and
+  attention dropout 0.1 ends with the same weights (one device, with gradient
+  accumulation, under XLA, and MirroredStrategy with accumulation);
+* a checkpoint of an earlier bert_tf, without the run seed, resumes with a warning;
+* `pretrain` and `finetune` end to end, with dropout 0.1 (finetune with gradient
+  accumulation): a run resumed from its step-K checkpoint ends with the weights of the
+  uninterrupted run.
 """
 
 import os
@@ -22,6 +28,8 @@ import tensorflow as tf
 import yaml
 
 from bert_tf.data import finetuning as ft_data
+from bert_tf.encoder import BertEncoder
+from bert_tf.layers import ClassificationHead, ReplicaDropout
 from bert_tf.data.position import InputPosition
 from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.data.records import RecordFiles
@@ -157,12 +165,58 @@ class _BagOfWords(keras.Model):
         return {"logits": self.out(pooled)}
 
 
-def _train(strategy, output_dir, features, num_steps, seen, input_seed=7, buckets=None):
+class _TinyBert(keras.Model):
+    """A one-layer BERT encoder -> dropout -> 2 logits, hidden and attention dropout 0.1."""
+
+    def __init__(self):
+        super().__init__(name="tiny_bert")
+        self.encoder = BertEncoder(tiny_config(vocab_size=64, max_position_embeddings=12,
+                                               hidden_dropout_prob=0.1,
+                                               attention_probs_dropout_prob=0.1))
+        self.head = ClassificationHead(2, 16, dropout_rate=0.1)
+        self.head.build()
+
+    def call(self, features, training=None):
+        inputs = {k: features[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+        inputs["input_word_ids"] = inputs["input_word_ids"] % 64
+        pooled = self.encoder(inputs, training=training)["pooled_output"]
+        return {"logits": self.head(pooled, training=training)}
+
+
+class _MaskProbe(keras.Model):
+    """Two dropout layers (rate 0.5) on ones: `masks` gets, at every call of the training
+    step, each layer's mask as bits, tagged with the replica that drew it."""
+
+    def __init__(self, masks):
+        super().__init__(name="probe")
+        self.record = masks.append  # (a list attribute would be Keras's tracked copy)
+        self.drops = [ReplicaDropout(0.5, name=f"drop_{i}") for i in range(2)]
+        self.out = keras.layers.Dense(2, name="out")
+        self.out.build((None, 1))
+
+    def call(self, features, training=None):
+        row = tf.cast(features["input_mask"][:, :1], tf.float32)
+        if not training:
+            return {"logits": self.out(row)}
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        for drop in self.drops:
+            mask = tf.cast(drop(tf.ones([64]), training=training) > 0, tf.int32)
+            mask = tf.py_function(lambda r, m: self.record(
+                (int(r), m.numpy().tobytes())) or m, [replica, mask], tf.int32)
+            row += 0.0 * tf.cast(tf.reduce_sum(mask), tf.float32)
+        return {"logits": self.out(row)}
+
+
+def _train(strategy, output_dir, features, num_steps, seen=None, input_seed=7, buckets=None,
+           model_fn=_BagOfWords, accumulation=1, jit_compile=False):
     """Builds a fresh model + Trainer on `output_dir` (resuming what is there) and
-    trains to `num_steps`; `seen` gets the example ids of every training batch."""
+    trains to `num_steps`; `seen` (unless None) gets the example ids of every training
+    batch."""
     keras.utils.set_random_seed(1)  # the same initial weights in every run
     with strategy.scope():
-        model = _BagOfWords()
+        model = model_fn()
+        if not model.built:  # build it: the Trainer needs its variables
+            model({k: v[:1] for k, v in features.items()})
         optimizer = optimization.create_optimizer(0.05, num_train_steps=24,
                                                   num_warmup_steps=2)
 
@@ -171,14 +225,17 @@ def _train(strategy, output_dir, features, num_steps, seen, input_seed=7, bucket
         return ids
 
     def loss(labels, outputs):
-        ids = tf.py_function(record, [labels["example_id"]], tf.int32)
         ce = keras.losses.sparse_categorical_crossentropy(labels["label_ids"],
                                                           outputs["logits"], from_logits=True)
+        if seen is None:
+            return tf.reduce_mean(ce)
+        ids = tf.py_function(record, [labels["example_id"]], tf.int32)
         return tf.reduce_mean(ce) + 0.0 * tf.cast(tf.reduce_sum(ids), tf.float32)
 
     trainer = Trainer(model, loss, optimizer, strategy, output_dir=str(output_dir),
                       steps_per_loop=3, save_checkpoints_steps=100, handle_sigterm=False,
-                      write_summaries=False)
+                      write_summaries=False, gradient_accumulation_steps=accumulation,
+                      jit_compile=jit_compile)
     trainer.restore_or_initialize()
 
     def dataset_fn(ctx, position):
@@ -190,24 +247,32 @@ def _train(strategy, output_dir, features, num_steps, seen, input_seed=7, bucket
     return model.get_weights(), int(trainer.input_seed.numpy())
 
 
-@pytest.mark.parametrize("strategy_name,buckets", [("one_device", None),
-                                                   ("one_device", (4, 8, 12)),
-                                                   ("mirrored", None)])
+def _strategy(name):
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    return tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+@pytest.mark.parametrize("strategy_name,buckets,accumulation", [
+    ("one_device", None, 1), ("one_device", (4, 8, 12), 1), ("mirrored", None, 1),
+    ("one_device", (4, 8, 12), 2)])  # micro-batches of a bucket's length
 def test_stopped_and_resumed_trainer_sees_what_the_uninterrupted_one_saw(
-        tmp_path, strategy_name, buckets):
-    strategy = (tf.distribute.OneDeviceStrategy("/cpu:0") if strategy_name == "one_device"
-                else tf.distribute.MirroredStrategy(
-                    ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()))
+        tmp_path, strategy_name, buckets, accumulation):
+    strategy = _strategy(strategy_name)
     features = _features()
     whole_seen, parts_seen = [], []
-    whole, _ = _train(strategy, tmp_path / "whole", features, 24, whole_seen, buckets=buckets)
-    _train(strategy, tmp_path / "parts", features, 12, parts_seen, buckets=buckets)
-    assert len(parts_seen) == 12 * strategy.num_replicas_in_sync
-    resumed, _ = _train(strategy, tmp_path / "parts", features, 24, parts_seen,
-                        buckets=buckets)
+    train = lambda name, steps, seen: _train(strategy, tmp_path / name, features, steps,
+                                             seen, buckets=buckets,
+                                             accumulation=accumulation)[0]
+    whole = train("whole", 24, whole_seen)
+    train("parts", 12, parts_seen)
+    assert len(parts_seen) == 12 * strategy.num_replicas_in_sync * accumulation
+    resumed = train("parts", 24, parts_seen)
     # 2 x 12 steps with a stop between = 24 steps: the same examples in the same steps.
-    per_step = lambda seen: [sorted(sum(seen[i:i + strategy.num_replicas_in_sync], []))
-                             for i in range(0, len(seen), strategy.num_replicas_in_sync)]
+    calls = strategy.num_replicas_in_sync * accumulation  # loss calls a step
+    per_step = lambda seen: [sorted(sum(seen[i:i + calls], []))
+                             for i in range(0, len(seen), calls)]
     assert per_step(parts_seen) == per_step(whole_seen)
     if buckets is None:  # 96 rows of 37 examples: each seen 2 or 3 times, none skipped
         counts = np.bincount(sum(whole_seen, []), minlength=37)
@@ -226,6 +291,79 @@ def test_a_drawn_seed_is_kept_in_the_checkpoint(tmp_path):
     again = []
     _train(strategy, tmp_path / "again", features, 12, again, input_seed=seed)
     assert first + rest == again
+
+
+def test_resumed_dropout_draws_the_uninterrupted_masks(tmp_path):
+    """MirroredStrategy, 2 micro-batches a step: each (step, micro-batch, replica, layer)
+    its own mask; a run stopped at step 2 and resumed draws, from step 2 on, the masks
+    the uninterrupted run drew; another seed, other masks."""
+    strategy = _strategy("mirrored")
+    features = _features()
+
+    def masks(output_dir, steps, input_seed=7):
+        drawn = []
+        _train(strategy, output_dir, features, steps, input_seed=input_seed,
+               model_fn=lambda: _MaskProbe(drawn), accumulation=2)
+        # Each replica's masks, 2 micro-batches x 2 layers a step (as a multiset: the
+        # order in which independent ops report is not fixed).
+        return {r: sorted(m for rr, m in drawn if rr == r) for r in (0, 1)}
+
+    whole = masks(tmp_path / "whole", 4)
+    everything = whole[0] + whole[1]
+    assert len(everything) == 2 * 4 * 2 * 2
+    assert len(set(everything)) == len(everything)  # a new mask every time
+    first, rest = masks(tmp_path / "parts", 2), masks(tmp_path / "parts", 4)
+    for replica in (0, 1):
+        # Steps 2 and 3 of the resumed run drew the uninterrupted run's masks of steps 2
+        # and 3 (all masks differ: none of steps 0 and 1).
+        assert sorted(first[replica] + rest[replica]) == whole[replica]
+    other = masks(tmp_path / "other", 1, input_seed=8)
+    assert not set(other[0]) & set(everything)
+
+
+@pytest.mark.parametrize("strategy_name,accumulation,jit_compile", [
+    ("one_device", 1, False), ("one_device", 2, True), ("mirrored", 2, False)])
+def test_stopped_and_resumed_trainer_with_dropout_ends_with_the_uninterrupted_weights(
+        tmp_path, strategy_name, accumulation, jit_compile):
+    strategy = _strategy(strategy_name)
+    features = _features()
+    run = lambda name, steps: _train(strategy, tmp_path / name, features, steps,
+                                     model_fn=_TinyBert, accumulation=accumulation,
+                                     jit_compile=jit_compile)[0]
+    whole = run("whole", 8)
+    run("parts", 4)
+    resumed = run("parts", 8)
+    for a, b in zip(whole, resumed):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_without_the_run_seed_resumes_with_a_warning(tmp_path, caplog):
+    """A checkpoint of an earlier bert_tf (no `input_seed`) resumes at its step, with a
+    new seed and a line that says so."""
+    strategy = _strategy("one_device")
+    features = _features()
+    _train(strategy, tmp_path / "run", features, 3)
+    keras.utils.set_random_seed(2)
+    with strategy.scope():  # the same run, saved without the seed
+        model = _BagOfWords()
+        optimizer = optimization.create_optimizer(0.05, num_train_steps=24,
+                                                  num_warmup_steps=2)
+        optimizer.build(model.trainable_variables)
+        step = tf.Variable(3, dtype=tf.int64)
+    old = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    old.read(str(tmp_path / "run" / "ckpt-3")).expect_partial()
+    old.write(str(tmp_path / "old" / "ckpt-3"))
+    (tmp_path / "old" / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+    assert not any(n.startswith("input_seed/") for n, _ in
+                   tf.train.list_variables(str(tmp_path / "old" / "ckpt-3")))
+    with caplog.at_level("WARNING"):
+        weights, seed = _train(strategy, tmp_path / "old", features, 6, input_seed=11)
+    assert "holds no input_seed (an earlier bert_tf wrote it)" in caplog.text
+    assert seed == 11
+    saved = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / "old")))
+    assert saved.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == 6
+    assert saved.get_tensor("input_seed/.ATTRIBUTES/VARIABLE_VALUE") == 11
+    assert not np.allclose(weights[0], model.get_weights()[0])  # trained from step 3 on
 
 
 # ------------------------------------------------------------ end to end
@@ -273,8 +411,8 @@ def test_pretrain_resumed_from_step_k_ends_with_the_uninterrupted_weights(tmp_pa
     config = tmp_path / "bert_config.yaml"
     config.write_text(yaml.safe_dump(dict(
         vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0)))
+        intermediate_size=64, max_position_embeddings=SEQ, hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1)))
     out = tmp_path / "run"
     # 40 records in 3 files, batch 4: 10 steps an epoch; stop at 6, end at 16.
     command = [sys.executable, "-m", "bert_tf.pretrain", f"--bert_config_file={config}",
@@ -293,13 +431,14 @@ def test_finetune_resumed_from_step_k_ends_with_the_uninterrupted_weights(tmp_pa
     write_vocab(vocab, SPECIAL_TOKENS + words)
     make_model_dir(tmp_path / "init", vocab, tiny_config(
         vocab_size=len(SPECIAL_TOKENS) + len(words), hidden_size=32, intermediate_size=64,
-        max_position_embeddings=16, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0))
+        max_position_embeddings=16, hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1))
     data = write_sst2_dir(tmp_path / "sst2", train_repeats=2)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "bert_tf.finetune", "--task_name=SST-2",
                f"--data_dir={data}", f"--init_checkpoint={tmp_path / 'init'}",
                f"--output_dir={out}", "--do_train", "--max_seq_length=16",
                "--train_batch_size=4", "--num_train_steps=14", "--num_warmup_steps=1",
-               "--steps_per_loop=2", "--save_checkpoints_steps=5", "--learning_rate=1e-3"]
+               "--steps_per_loop=2", "--save_checkpoints_steps=5", "--learning_rate=1e-3",
+               "--gradient_accumulation_steps=2"]
     _assert_resumed_equals_whole(command, out, 5, 14)

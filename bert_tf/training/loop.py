@@ -17,7 +17,10 @@ Contracts:
   data seed and the step the pipeline starts at, so that a resumed run reads, from
   step N on, what the uninterrupted run would have read (DESIGN 2.6). The seed is the
   `input_seed` given to `train`, or drawn at the first start; the checkpoint keeps it
-  (root child `input_seed`), so every restart continues the same order.
+  (root child `input_seed`), so every restart continues the same order. It also seeds
+  the dropout masks: a step's masks are a function of (seed, step, micro-batch,
+  replica) (`bert_tf.layers.dropout.step_masks`), so a resumed run draws the masks the
+  uninterrupted run drew and ends with its weights; nothing else random is saved.
 * `loss_fn(labels, outputs) -> scalar` or `-> (scalar, {name: (numerator, denominator)})`:
   the mean loss of this replica's (micro-)batch, float32, and optionally the metrics
   computed from the same per-example quantities (the pretraining loss returns the
@@ -103,6 +106,7 @@ from bert_tf import output_guard
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, StopRequested, UsageError
+from bert_tf.layers import dropout
 from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
@@ -157,10 +161,12 @@ def _any_length(spec):
 
 
 def _split(tree, parts: int):
-    """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...]."""
+    """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...] (the batch is
+    static; other axes may not be: length-bucketed batches)."""
     def reshape(t):
         shape = t.shape.as_list()
-        return tf.reshape(t, [parts, shape[0] // parts] + shape[1:])
+        rest = [tf.shape(t)[i] if d is None else d for i, d in enumerate(shape) if i > 0]
+        return tf.reshape(t, [parts, shape[0] // parts] + rest)
     return tf.nest.map_structure(reshape, tree)
 
 
@@ -473,9 +479,16 @@ class Trainer:
             return None
         # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
         # variable of another shape), without the unrestored-values warning flood.
-        model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
-                                       "step": self.step, "input_seed": self.input_seed},
-                              require_all=True, checkpoint=self.checkpoint)
+        objects = {**self.checkpoint_items, "optimizer": self.optimizer, "step": self.step}
+        saved = model_dir_lib.check_checkpoint_files(latest).get_variable_to_shape_map()
+        if any(name.startswith("input_seed/") for name in saved):
+            model_dir_lib.restore(latest, {**objects, "input_seed": self.input_seed},
+                                  require_all=True, checkpoint=self.checkpoint)
+        else:  # written by a bert_tf that kept no run seed: all but the seed restored
+            model_dir_lib.restore(latest, objects, require_all=True)
+            logging.warning("%s holds no input_seed (an earlier bert_tf wrote it): the input "
+                            "order and the dropout masks continue from a new seed, not as "
+                            "the uninterrupted run would have", latest)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
@@ -498,12 +511,15 @@ class Trainer:
             metrics = dict(metrics, **self.metrics_fn(labels, outputs))
         return tf.cast(loss, tf.float32), metrics
 
-    def _forward_backward(self, features, labels):
-        """Loss, gradients (this replica's share) and metric sums of one micro-batch."""
+    def _forward_backward(self, features, labels, seed, micro_step):
+        """Loss, gradients (this replica's share) and metric sums of one micro-batch;
+        its dropout masks from the step's `seed` and `micro_step` (see the module doc)."""
         variables = self.model.trainable_variables
         shards = self.strategy.num_replicas_in_sync * self.accumulation
         with tf.GradientTape() as tape:
-            outputs = self.model(features, training=True)
+            with dropout.step_masks(tf.random.experimental.stateless_fold_in(
+                    seed, micro_step)):
+                outputs = self.model(features, training=True)
             loss, metrics = self._loss_and_metrics(labels, outputs)
             scaled = loss / shards
             if hasattr(self.optimizer, "scale_loss"):
@@ -513,17 +529,18 @@ class Trainer:
                  for g, v in zip(grads, variables)]
         return loss, grads, metrics
 
-    def _accumulate(self, features, labels):
+    def _accumulate(self, features, labels, seed):
         """Sums gradients over `accumulation` micro-batches, one after another."""
         if self.accumulation == 1:
-            return self._forward_backward(features, labels)
+            return self._forward_backward(features, labels, seed, 0)
         parts = self.accumulation
         f_split, l_split = _split(features, parts), _split(labels, parts)
         take = lambda tree, i: tf.nest.map_structure(lambda t: t[i], tree)
-        loss, grads, metrics = self._forward_backward(take(f_split, 0), take(l_split, 0))
+        loss, grads, metrics = self._forward_backward(take(f_split, 0), take(l_split, 0),
+                                                      seed, 0)
 
         def body(i, loss, grads, metrics):
-            l, g, m = self._forward_backward(take(f_split, i), take(l_split, i))
+            l, g, m = self._forward_backward(take(f_split, i), take(l_split, i), seed, i)
             return (i + 1, loss + l, [a + b for a, b in zip(grads, g)],
                     tf.nest.map_structure(tf.add, metrics, m))
 
@@ -540,7 +557,11 @@ class Trainer:
         accumulate = self._accumulate
         if self.jit_compile:
             accumulate = tf.function(accumulate, jit_compile=True, autograph=False)
-        loss, grads, metrics = accumulate(features, labels)
+        # Dropout masks: a function of the run's seed (kept in the checkpoint), the step,
+        # the replica and the micro-batch, so a resumed run draws the uninterrupted
+        # run's masks.
+        seed = dropout.training_step_seed(self.input_seed, self.step)
+        loss, grads, metrics = accumulate(features, labels, seed)
         ctx = tf.distribute.get_replica_context()
         stop_votes = tf.zeros([], tf.float32)
         if self._agree_on_stop:
