@@ -30,7 +30,7 @@ from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
 from tests.conftest import REPO_ROOT
 from tests.test_export import TINY, VOCAB, ids_batch, run_clean
-from tests.test_export_tasks import as_bytes, call, fine_tuned_dir
+from tests.test_export_tasks import as_bytes, call, fine_tuned_dir, packed
 
 SEQ_MEAN, SEQ_MAX = 2 ** -7, 0.1
 POOLED_MEAN, POOLED_MAX = 0.002, 0.01
@@ -153,22 +153,23 @@ def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
     tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
-    fine_tuned_dir(tmp_path / "m", "mrpc", str(vocab), tokenizer, max_seq_length=16)
-    resolved = model_dir.resolve(str(tmp_path / "m"))
-    fp32 = tf.saved_model.load(export.export_model_dir(resolved, str(tmp_path / "e")))
-    bf16_path = export.export_model_dir(resolved, str(tmp_path / "e"),
-                                        mixed_precision="mixed_bfloat16")
+    _, model = fine_tuned_dir(tmp_path / "m", "mrpc", str(vocab), tokenizer, max_seq_length=16)
+    bf16_path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")),
+                                        str(tmp_path / "e"), mixed_precision="mixed_bfloat16")
     bf16 = tf.saved_model.load(bf16_path)
     variables = bf16.signatures["serving_default"].variables
     head = [v.dtype.name for v in variables if tuple(v.shape) == (CFG.hidden_size, 2)]
     assert head == ["float32"], head  # the classifier's kernel: logits in float32
     assert "bfloat16" in {v.dtype.name for v in variables}
-    texts = {"text": as_bytes(["the quick brown fox jumps", "where is seoul ?"]),
-             "text_b": as_bytes(["a lazy dog", "seoul is the capital of korea"])}
-    want = call(fp32.signatures["serving_default"], **texts)
-    got = call(bf16.signatures["serving_default"], **texts)
+    a, b = ["the quick brown fox jumps", "where is seoul ?"], ["a lazy dog",
+                                                             "seoul is the capital of korea"]
+    got = call(bf16.signatures["serving_default"], text=as_bytes(a), text_b=as_bytes(b))
+    # The float32 reference: the Keras model on the same text, tokenized as the signature
+    # does (the float32 export equals it within 1e-5: test_export_tasks.py).
+    want = model(packed(tokenizer, a, b), training=False)["logits"].numpy()
     assert got["logits"].dtype == np.float32 and got["probabilities"].dtype == np.float32
-    assert_close(got["logits"], want["logits"], LOGITS_MAX, LOGITS_MAX, "logits")
+    assert_close(got["logits"], want, LOGITS_MAX, LOGITS_MAX, "logits")
+    assert np.abs(got["logits"] - want).max() > 1e-6  # ... and it ran in bfloat16
 
 
 def test_with_precision_refuses_what_it_does_not_export():
@@ -194,19 +195,23 @@ def test_cli_flag_and_its_litert_refusal(encoder_exports, tmp_path):
 
 def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp_path):
     # The tolerance above, on the real model and real sentences (SST-2 dev).
+    from bert_tf import model_dir
     from bert_tf.convert_checkpoint import convert
 
     src = tmp_path / "minilm"
     convert("huggingface", str(minilm_dir), str(src))
-    resolved = model_dir.resolve(str(src))
-    fp32 = export.export_model_dir(resolved, str(tmp_path / "e"), text_signatures=True)
-    bf16 = export.export_model_dir(resolved, str(tmp_path / "e"),
+    encoder = model_dir.load_encoder(str(src))
+    bf16 = export.export_model_dir(model_dir.resolve(str(src)), str(tmp_path / "e"),
                                    mixed_precision="mixed_bfloat16")
     lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:65]
     text = tf.constant([line.split("\t")[0] for line in lines])
-    want = tf.saved_model.load(fp32).signatures[export.TEXT_SIGNATURE](text=text)
     got = tf.saved_model.load(bf16).signatures[export.TEXT_SIGNATURE](text=text)
-    mask = want["input_mask"].numpy().astype(bool)
+    # The float32 reference: the Keras encoder on the ids the signature tokenized (the
+    # float32 export equals it within 1e-5: test_export.py).
+    want = encoder({k: got[k] for k in ("input_word_ids", "input_mask", "input_type_ids")},
+                   training=False)
+    assert want["sequence_output"].dtype == tf.float32
+    mask = got["input_mask"].numpy().astype(bool)
     assert_close(got["sequence_output"].numpy()[mask], want["sequence_output"].numpy()[mask],
                  SEQ_MEAN, SEQ_MAX, "MiniLM sequence_output")
     assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,

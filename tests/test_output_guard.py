@@ -262,12 +262,15 @@ def finetuned(tmp_path_factory):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     make_model_dir(root / "init", tokens, tiny_config(vocab_size=len(tokens)))
     write_sst2_dir(root / "sst2", train_repeats=2)
-    out = root / "out"
-    result = run_command("bert_tf.finetune", "--task_name=SST-2", "--max_seq_length=16",
-                         f"--data_dir={root / 'sst2'}", f"--init_checkpoint={root / 'init'}",
-                         f"--output_dir={out}", "--do_train", "--train_batch_size=8",
-                         "--num_train_epochs=1")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # In process (the command line runs below, on the refusals): a fine-tuned dir as
+    # finetune writes it.
+    from bert_tf import finetune
+    from bert_tf.flags_common import parse_args
+
+    finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
+        "--task_name=SST-2", "--max_seq_length=16", f"--data_dir={root / 'sst2'}",
+        f"--init_checkpoint={root / 'init'}", f"--output_dir={root / 'out'}", "--do_train",
+        "--train_batch_size=8", "--num_train_epochs=1"])))
     return root
 
 
@@ -291,17 +294,28 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
     cola = finetuned / "cola"
     cola.mkdir()
     (cola / "train.tsv").write_text("".join(f"src\t1\t\t{s}\n" for s in SST2_POSITIVE))
-    for flags, setting in [(["--task_name=CoLA", f"--data_dir={cola}"], "task SST-2"),
-                           (["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
+    common = [f"--init_checkpoint={finetuned / 'init'}", f"--output_dir={finetuned / 'out'}",
+              "--do_train", "--train_batch_size=8"]
+    # Through the command line once (exit 1, one line, no traceback) ...
+    result = run_command("bert_tf.finetune", "--max_seq_length=16", "--task_name=CoLA",
+                         f"--data_dir={cola}", *common)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "task SST-2" in result.stderr and "--overwrite" in result.stderr
+    assert_kept(before, finetuned / "out")
+    # ... and the other settings in process (the same refusal, no interpreter start-up).
+    from bert_tf import finetune
+    from bert_tf.flags_common import parse_args
+
+    for flags, setting in [(["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
                              "--optimizer=lamb"], "optimizer adamw"),
                            (["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
                              "--max_seq_length=32"], "max_seq_length 16")]:
-        result = run_command("bert_tf.finetune", "--max_seq_length=16", *flags,
-                             f"--init_checkpoint={finetuned / 'init'}",
-                             f"--output_dir={finetuned / 'out'}", "--do_train",
-                             "--train_batch_size=8")
-        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-        assert setting in result.stderr and "--overwrite" in result.stderr
+        config = finetune.FinetuneConfig.from_flags(parse_args(
+            finetune.define_flags, ["--max_seq_length=16", *flags, *common]))
+        with pytest.raises(md.RunMismatchError) as refused:
+            finetune.run(config)
+        assert "\n" not in str(refused.value), str(refused.value)
+        assert setting in str(refused.value) and "--overwrite" in str(refused.value)
         assert_kept(before, finetuned / "out")
 
 

@@ -8,11 +8,13 @@ exit 1, and nothing written on failure. Seeded: the same cases every run."""
 import json
 import os
 import random
+import subprocess
+import sys
 
 import pytest
 
 from bert_tf.errors import BertTfError
-from tests.helpers import SPECIAL_TOKENS, run_command, write_vocab
+from tests.helpers import REPO, SPECIAL_TOKENS, command_env, wait_all, write_vocab
 
 SEED = 24
 CASES_PER_READER = 80  # in process; each reader gets as many
@@ -227,13 +229,20 @@ def test_commands_on_damaged_inputs(tmp_path, corpus_vocab):
                                               f"--output_dir={tmp_path / 'f'}"],
          tmp_path / "f", "train.tsv: line 4, byte 13: not valid UTF-8"),
     ]
-    for module, args, output, message in runs:
-        result = run_command(module, *args, timeout=300)
-        assert result.returncode == 1, result.stderr[-2000:]
-        assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    # The three commands side by side: each is mostly interpreter + TensorFlow start-up.
+    started = []
+    for k, (module, args, _, _) in enumerate(runs):
+        with open(tmp_path / f"stderr{k}.txt", "w") as stderr:
+            started.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO,
+                                            env=command_env(), stdout=subprocess.DEVNULL,
+                                            stderr=stderr))
+    codes = wait_all(started, timeout=300)
+    for k, (code, (module, _, output, message)) in enumerate(zip(codes, runs)):
+        stderr = (tmp_path / f"stderr{k}.txt").read_text()
+        assert code == 1, (module, stderr[-2000:])
+        assert "Traceback" not in stderr, stderr[-2000:]
         # One line, the last (progress bars above it are not errors).
-        errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
-        assert len(errors) == 1 and result.stderr.strip().splitlines()[-1] == errors[0], \
-            result.stderr
-        assert message in errors[0], result.stderr
+        errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+        assert len(errors) == 1 and stderr.strip().splitlines()[-1] == errors[0], stderr
+        assert message in errors[0], stderr
         assert not output.exists() or not os.listdir(output), os.listdir(output)
