@@ -208,8 +208,7 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
     new_vocab_file = os.path.join(output_dir, md.VOCAB_FILE)
     bv.write_vocab(ext.vocab, new_vocab_file)
     md.write_model_dir(output_dir, new_config,
-                       {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
-                        "next_sentence": new_model.next_sentence},
+                       new_model.checkpoint_items(),
                        vocab_file=new_vocab_file, do_lower_case=new_text.do_lower_case,
                        strip_accents=new_text.strip_accents,
                        pre_tokenizer=new_text.pre_tokenizer)
@@ -224,10 +223,10 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
     from bert_tf import model_dir as md
-    from bert_tf.checkpoints.names import HEADS
+    from bert_tf.constants import ENCODER, PRETRAINING_HEADS
 
-    md.restore(resolved, {"encoder": model.encoder})
-    heads = [h for h in resolved.heads if h in HEADS]
+    md.restore(resolved, {ENCODER: model.encoder})
+    heads = [h for h in resolved.heads if h in PRETRAINING_HEADS]
     if heads:
         md.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
     return heads

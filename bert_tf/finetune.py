@@ -365,7 +365,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
 
-    from bert_tf import output_guard
+    from bert_tf import model_dir as md
 
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
@@ -381,7 +381,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     logging.info("eval %s: %s", task.name,
                  " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
     if trainer.is_chief:
-        output_guard.write_json(os.path.join(config.output_dir, "eval_results.json"), results)
+        md.write_eval_results(config.output_dir, results)
         directory = os.path.join(config.output_dir, "eval_predictions")
         tf.io.gfile.makedirs(directory)
         task.write_predictions(predictions, examples, directory)

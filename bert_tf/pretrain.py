@@ -129,8 +129,7 @@ def run(config: PretrainConfig) -> None:
         model, losses.pretraining_loss_and_metrics, optimizer, strategy,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
-        checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
-                          "next_sentence": model.next_sentence},
+        checkpoint_items=model.checkpoint_items(),
         **config.trainer_options(strategy))
     step = trainer.restore_or_initialize(
         config.init_checkpoint, init_required={"encoder": model.encoder},

@@ -79,7 +79,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import keras
 import numpy as np
 
-from bert_tf.constants import MODEL_INPUTS
+from bert_tf.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
 from bert_tf.errors import BertTfError
 from bert_tf.layers.heads import ClassificationHead
 
@@ -159,7 +159,7 @@ class TaskModel(keras.Model):
 
     def checkpoint_items(self) -> Dict[str, Any]:
         """The root children of a fine-tuning checkpoint."""
-        return {"encoder": self.encoder, "task_head": self.task_head}
+        return {ENCODER: self.encoder, TASK_HEAD: self.task_head}
 
 
 class Task:

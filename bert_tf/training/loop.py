@@ -99,14 +99,12 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
-from bert_tf import output_guard
-from bert_tf.constants import MODEL_INPUTS
+from bert_tf.constants import INPUT_SEED, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.training.preemption import PreemptionWatcher, StopRequested
 from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
 
-EVAL_RESULTS_FILE = "eval_results.json"
 # What a length-bucketed prediction holds at the positions its bucket cut off (the
 # attention mask's constant for padded keys).
 PADDED_OUTPUT_VALUE = -10000.0
@@ -406,8 +404,7 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint_items = dict(checkpoint_items or {"model": model})
         self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
-                                              optimizer=self.optimizer, step=self.step,
-                                              input_seed=self.input_seed)
+                                              **self._training_state())
         tf.io.gfile.makedirs(output_dir)
         # Non-chief workers must take part in saving but write to a scratch dir.
         self._save_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="ckpt_worker_")
@@ -473,12 +470,16 @@ class Trainer:
             return None
         # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
         # variable of another shape), without the unrestored-values warning flood.
-        model_dir_lib.restore(latest, {**self.checkpoint_items, "optimizer": self.optimizer,
-                                       "step": self.step, "input_seed": self.input_seed},
+        model_dir_lib.restore(latest, {**self.checkpoint_items, **self._training_state()},
                               require_all=True, checkpoint=self.checkpoint)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
+
+    def _training_state(self) -> Dict[str, object]:
+        """The checkpoint children besides the model's: what a resume restores and a
+        start point never does."""
+        return {OPTIMIZER: self.optimizer, STEP: self.step, INPUT_SEED: self.input_seed}
 
     def save(self) -> Optional[str]:
         """Saves model, optimizer and step; returns the path (chief) or None."""
@@ -941,8 +942,7 @@ class Trainer:
                                  if k not in ("global_step", "eval_steps")}, step)
         self._flush()
         if write_results and self.is_chief:
-            output_guard.write_json(os.path.join(self.output_dir, EVAL_RESULTS_FILE),
-                                    results)
+            model_dir_lib.write_eval_results(self.output_dir, results)
         return results
 
     def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
