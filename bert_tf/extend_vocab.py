@@ -223,13 +223,11 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
     from bert_tf import model_dir as md
-    from bert_tf.constants import ENCODER, PRETRAINING_HEADS
+    from bert_tf.constants import PRETRAINING_HEADS
 
-    md.restore(resolved, {ENCODER: model.encoder})
-    heads = [h for h in resolved.heads if h in PRETRAINING_HEADS]
-    if heads:
-        md.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
-    return heads
+    start = md.restore_start_point(resolved, model.checkpoint_items(),
+                                   optional=PRETRAINING_HEADS)
+    return [h for h in start.children if h in PRETRAINING_HEADS]
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:

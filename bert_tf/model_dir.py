@@ -52,7 +52,7 @@ import functools
 import json
 import os
 import re
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -489,6 +489,42 @@ def _check_layer_count(prefix: str, objects: Mapping[str, object], reader) -> No
         raise CheckpointMismatchError(
             f"{prefix}: the checkpoint has {max(layers) + 1} encoder layers but the config "
             f"asks for num_hidden_layers={encoder.config.num_hidden_layers}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StartPoint:
+    """What a run restored from --init_checkpoint before its first step: the checkpoint
+    prefix and the root children read from it (printed as the log line says it)."""
+    prefix: str
+    children: Tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} ({' + '.join(self.children)})"
+
+
+def restore_start_point(resolved: ResolvedModelDir, objects: Mapping[str, object], *,
+                        optional: Sequence[str] = ()) -> StartPoint:
+    """THE restore of a run's start point (`--init_checkpoint`, resolved): every child of
+    `objects` must be in the checkpoint whole, except those named in `optional` (the
+    pretraining heads), which are restored when the checkpoint has them. Never the
+    training state (optimizer, step): a start point begins at step 0.
+
+    >>> import tempfile
+    >>> from bert_tf.models import BertPretrainer
+    >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16)
+    >>> d = tempfile.mkdtemp(); model = BertPretrainer(cfg)
+    >>> _ = write_model_dir(d, cfg, {ENCODER: model.encoder})     # no heads
+    >>> restore_start_point(resolve(d), model.checkpoint_items(),
+    ...                     optional=PRETRAINING_HEADS).children
+    ('encoder',)
+    """
+    required = {k: v for k, v in objects.items() if k not in optional}
+    restore(resolved, required)
+    present = {k: v for k, v in objects.items() if k in optional and k in resolved.heads}
+    if present:
+        restore(resolved, present, require_all=False)
+    return StartPoint(resolved.checkpoint, (*required, *present))
 
 
 def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):

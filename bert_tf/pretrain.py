@@ -27,7 +27,7 @@ from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before flags_common loads it
 from bert_tf import flags_common, text_flags
-from bert_tf.errors import Preempted, UsageError
+from bert_tf.errors import UsageError
 
 FLAGS = flags.FLAGS
 
@@ -131,9 +131,7 @@ def run(config: PretrainConfig) -> None:
         label_fn=losses.add_global_mlm_weight,
         checkpoint_items=model.checkpoint_items(),
         **config.trainer_options(strategy))
-    step = trainer.restore_or_initialize(
-        config.init_checkpoint, init_required={"encoder": model.encoder},
-        init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})
+    step = trainer.restore_or_initialize(functools.partial(_initialize, model, resolved))
     if note:
         logging.info("%s", note)
         if config.do_train and step >= config.num_train_steps:
@@ -192,11 +190,7 @@ def run(config: PretrainConfig) -> None:
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)
-        if result["status"] == "preempted":
-            trainer.close()
-            raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                            f"same command resumes from it",
-                            exit_code=result.get("exit_code", 143))
+        trainer.raise_if_preempted(result)
     if config.do_eval:
         eval_records = eval_record_files()
         trainer.evaluate(dataset_fn(eval_records, config.eval_batch_size, False),
@@ -205,6 +199,19 @@ def run(config: PretrainConfig) -> None:
     trainer.close()
     if trainer.is_chief:
         output_guard.remove_set_aside(config.output_dir)  # --overwrite's earlier run
+
+
+def _initialize(model, resolved):
+    """The start point (called by the Trainer only when --output_dir has nothing to resume):
+    --init_checkpoint's encoder, and its pretraining heads when it has them (a converted
+    or pretrained dir; a fine-tuned one gives the encoder only). None: random weights."""
+    from bert_tf import model_dir
+    from bert_tf.constants import PRETRAINING_HEADS
+
+    if not resolved.path:
+        return None
+    return model_dir.restore_start_point(resolved, model.checkpoint_items(),
+                                         optional=PRETRAINING_HEADS)
 
 
 def _check_output_dir(config: PretrainConfig, record):

@@ -101,7 +101,8 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
 
 def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     """run(config) trains, evaluates and leaves a model dir recording what it resolved;
-    it reads --init_checkpoint once (before feature conversion, not again in the Trainer)."""
+    it reads --init_checkpoint once (the Trainer's start point, before feature conversion),
+    and a rerun that resumes never."""
     import tensorflow as tf
 
     reads = []
@@ -124,6 +125,11 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     recorded = model_dir.resolve(str(out))
     assert recorded.text.do_lower_case is False and recorded.task_config["task_name"] == "SST-2"
     assert recorded.heads == ("task_head",)
+    # A rerun resumes --output_dir's checkpoint (nothing left to train) and never reads
+    # the start point again.
+    reads.clear()
+    assert finetune.run(config)["global_step"] == 2
+    assert reads and not [path for path in reads if str(cased_dir / "init") in path]
 
 
 def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):

@@ -237,6 +237,30 @@ class Task:
     def loss(self, features: Mapping, outputs: Mapping):
         raise NotImplementedError
 
+    def initialize(self, model: TaskModel, resolved) -> Optional[Any]:
+        """Restores the run's start point into `model` from --init_checkpoint (`resolved`,
+        a `model_dir.ResolvedModelDir`); the Trainer calls it only when --output_dir holds
+        nothing to resume. The encoder, plus the head when the dir was fine-tuned on this
+        very task (same labels). Returns the `model_dir.StartPoint`, or None without
+        --init_checkpoint (random weights).
+        """
+        from absl import logging
+
+        from bert_tf import model_dir
+
+        if not resolved.path:
+            return None
+        objects = {ENCODER: model.encoder}
+        recorded = resolved.task_config
+        if recorded:
+            if (recorded.get("task_name", "").lower() == self.name.lower()
+                    and recorded.get("label_list") == self.label_list):
+                objects[TASK_HEAD] = model.task_head
+            else:
+                logging.info("init_checkpoint was fine-tuned on %s: using its encoder only",
+                             recorded.get("task_name"))
+        return model_dir.restore_start_point(resolved, objects)
+
     # ------------------------------------------------------------------ results
     def postprocess(self, outputs: Mapping[str, np.ndarray], features: Mapping,
                     examples: Sequence) -> list:

@@ -45,11 +45,12 @@ Example (a fine-tuning task would look the same):
     trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                       output_dir="/tmp/run",
                       label_fn=losses.add_global_mlm_weight,
-                      checkpoint_items={"encoder": model.encoder,
-                                        "masked_lm": model.masked_lm,
-                                        "next_sentence": model.next_sentence},
+                      checkpoint_items=model.checkpoint_items(),
                       steps_per_loop=100, save_checkpoints_steps=500)
-    trainer.restore_or_initialize(init_checkpoint=None)   # logs "resumed from step N"
+    # Resumes (logs "resumed from step N"), else restores the start point, if any.
+    trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
+        model_dir.resolve(init_checkpoint), model.checkpoint_items(),
+        optional=PRETRAINING_HEADS))
     trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
                   global_batch_size=256, num_steps=1000)
     trainer.evaluate(eval_dataset_fn, num_steps=100)
@@ -101,9 +102,11 @@ from tensorflow.core.framework import summary_pb2
 from bert_tf import model_dir as model_dir_lib
 from bert_tf.constants import INPUT_SEED, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
-from bert_tf.errors import BertTfError, UsageError
+from bert_tf.errors import BertTfError, Preempted, UsageError
+from bert_tf.model_dir import StartPoint
 from bert_tf.training.preemption import PreemptionWatcher, StopRequested
-from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
+from bert_tf.training.strategy import (get_strategy, input_options, is_chief,
+                                      needs_static_shapes, num_workers)
 
 # What a length-bucketed prediction holds at the positions its bucket cut off (the
 # attention mask's constant for padded keys).
@@ -284,7 +287,7 @@ class InferenceLoop:
 
         # Length-bucketed rows: one trace for all lengths (but TPUs need static shapes).
         spec = dataset.element_spec
-        if not isinstance(strategy, tf.distribute.TPUStrategy):
+        if not needs_static_shapes(strategy):
             spec = _any_length(spec)
         step = self._step("predict", spec, build)
 
@@ -437,34 +440,28 @@ class Trainer:
                              "bert_tf.training.optimization (it takes gradients summed "
                              "over replicas, so clipping sees the global gradient)")
 
-    def restore_or_initialize(self, init_checkpoint: Optional[str] = None,
-                              init_required: Optional[Mapping[str, object]] = None,
-                              init_optional: Optional[Mapping[str, object]] = None) -> int:
-        """Resumes from the latest checkpoint in output_dir, else loads init_checkpoint.
-
-        `init_required` (default: all checkpoint items) must all be in init_checkpoint;
-        `init_optional` are loaded when present (e.g. the pretraining heads). Shape
-        mismatches raise model_dir.CheckpointMismatchError naming the variable.
-        Logs and returns the step training continues from.
+    def restore_or_initialize(
+            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None) -> int:
+        """THE start of a run: resumes from the latest checkpoint in output_dir (model,
+        optimizer, step, input seed); only when there is none, calls `initialize()`, the
+        start point (`Task.initialize`, pretrain's --init_checkpoint: it restores what it
+        chooses, through `model_dir.restore_start_point`, and returns that StartPoint, or
+        None for random weights). So --init_checkpoint is read once, and never by a run
+        that resumes. Logs and returns the step training continues from.
         """
-        step = self.resume()
+        step = self._resume()
         if step is not None:
             return step
-        if init_checkpoint:
-            required = dict(init_required or self.checkpoint_items)
-            prefix = model_dir_lib.restore(init_checkpoint, required, require_all=True)
-            if init_optional:
-                model_dir_lib.restore(prefix, dict(init_optional), require_all=False)
-            logging.info("started fresh at step 0 from init_checkpoint %s", prefix)
+        start = initialize() if initialize is not None else None
+        if start is not None:
+            logging.info("started fresh at step 0 from init_checkpoint %s", start)
         else:
             logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
         return int(self.step.numpy())
 
-    def resume(self) -> Optional[int]:
+    def _resume(self) -> Optional[int]:
         """Restores model, optimizer and step from the latest checkpoint in output_dir and
-        returns the step, or returns None when there is none (the caller then starts the
-        model from where it chose, e.g. a start point it restored before building the
-        Trainer: finetune checks --init_checkpoint before feature conversion)."""
+        returns the step, or returns None when there is none."""
         latest = tf.train.latest_checkpoint(self.output_dir)
         if not latest:
             return None
@@ -619,7 +616,7 @@ class Trainer:
         # A static batch size always; on TPUs every dimension static. Elsewhere the
         # sequence axis may vary among a few lengths (length-bucketed fine-tuning): the
         # loop is traced once, XLA compiles once per length.
-        tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+        tpu = needs_static_shapes(self.strategy)
         bad = [s.shape for s in specs if not (
             s.shape.is_fully_defined() if tpu
             else s.shape.rank is not None and (s.shape.rank == 0 or s.shape[0] is not None))]
@@ -825,6 +822,16 @@ class Trainer:
         result.update(status="finished", step=step)
         return result
 
+    def raise_if_preempted(self, result: Dict) -> None:
+        """THE end of a command whose `train` was stopped by SIGTERM/SIGINT (result
+        "preempted", checkpoint written): closes the Trainer and raises errors.Preempted,
+        which `cli.run_main` turns into exit status 143 (130)."""
+        if result.get("status") != "preempted":
+            return
+        self.close()
+        raise Preempted(f"preempted at step {result['step']}: checkpoint written; the same "
+                        f"command resumes from it", exit_code=result.get("exit_code", 143))
+
     def stop_requested(self) -> bool:
         """Whether SIGTERM/SIGINT (or the termination watcher) asked this worker to stop
         (while `train` runs); long host work inside training polls it."""
@@ -950,10 +957,8 @@ class Trainer:
                 length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
         """The model's outputs (training=False) for every row of `features`, as numpy
         arrays in row order, on every worker (see `InferenceLoop.predict`; with
-        `length_buckets`, rows run in batches cut to their bucket's length, except on
-        TPUs, which keep one static shape)."""
-        if isinstance(self.strategy, tf.distribute.TPUStrategy):
-            length_buckets = None
+        `length_buckets`, rows run in batches cut to their bucket's length: callers pass
+        None on TPUs, `strategy.needs_static_shapes`)."""
         return self.inference.predict(features, batch_size, input_names, length_buckets)
 
     def close(self):
