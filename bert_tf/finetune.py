@@ -134,6 +134,7 @@ def run(config: FinetuneConfig) -> Dict:
     from bert_tf import model_dir as md
     from bert_tf import output_guard
     from bert_tf.constants import ENCODER
+    from bert_tf.training.loop import LoopOptions
     from bert_tf.training.strategy import is_chief
 
     strategy = config.strategy()
@@ -150,8 +151,8 @@ def run(config: FinetuneConfig) -> Dict:
         from bert_tf.encoder import BertEncoder
 
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
-    options = config.trainer_options(strategy)
-    buckets = config.length_buckets(strategy, options["jit_compile"])
+    options = LoopOptions.from_config(config, strategy)
+    buckets = config.length_buckets(strategy, options.jit_compile)
     training = _training_data(config, task) if config.do_train else None
     if replace and is_chief(strategy):
         output_guard.set_aside(config.output_dir, "finetune")
@@ -325,7 +326,7 @@ def _make_trainer(config: FinetuneConfig, model, task, strategy, training, optio
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
                    tokens_per_example=getattr(task, "num_choices", 1) * config.max_seq_length,
-                   **options)
+                   output_dir=config.output_dir, options=options)
 
 
 def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, dataset_fn,

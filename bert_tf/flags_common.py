@@ -421,26 +421,6 @@ class TrainingConfig(ModelDirFlags):
         except ValueError as e:
             raise UsageError(str(e)) from None
 
-    def trainer_options(self, strategy: tf.distribute.Strategy) -> dict:
-        """The Trainer keyword arguments these flags set; `--jit_compile` unset: XLA on
-        `strategy`'s CPUs when they lack AVX-512 (`strategy.default_jit_compile`)."""
-        from absl import logging
-
-        from bert_tf.training.strategy import default_jit_compile
-
-        jit_compile = self.jit_compile
-        if jit_compile is None:
-            jit_compile = default_jit_compile(strategy)
-            if jit_compile:
-                logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
-                             "(--nojit_compile to turn off)")
-        return dict(output_dir=self.output_dir, steps_per_loop=self.steps_per_loop,
-                    save_checkpoints_steps=self.save_checkpoints_steps,
-                    # 0 keeps every checkpoint, as the original's (None for the manager).
-                    max_checkpoints_to_keep=self.keep_checkpoint_max or None,
-                    gradient_accumulation_steps=self.gradient_accumulation_steps,
-                    jit_compile=jit_compile)
-
     def set_precision_and_seed(self, seed: Optional[int]) -> None:
         import keras
 

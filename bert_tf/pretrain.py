@@ -103,7 +103,7 @@ def run(config: PretrainConfig) -> None:
     from bert_tf.data.pretraining import RecordFiles, list_record_files, pretraining_dataset
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses
-    from bert_tf.training.loop import Trainer
+    from bert_tf.training.loop import LoopOptions, Trainer
 
     from bert_tf import output_guard
     from bert_tf.training.strategy import is_chief
@@ -129,8 +129,8 @@ def run(config: PretrainConfig) -> None:
         model, losses.pretraining_loss_and_metrics, optimizer, strategy,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
-        checkpoint_items=model.checkpoint_items(),
-        **config.trainer_options(strategy))
+        checkpoint_items=model.checkpoint_items(), output_dir=config.output_dir,
+        options=LoopOptions.from_config(config, strategy))
     step = trainer.restore_or_initialize(functools.partial(_initialize, model, resolved))
     if note:
         logging.info("%s", note)

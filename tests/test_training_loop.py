@@ -17,7 +17,7 @@ from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
-from bert_tf.training.loop import NonFiniteLossError, Trainer
+from bert_tf.training.loop import LoopOptions, NonFiniteLossError, Trainer
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 CFG = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -41,7 +41,7 @@ def _pretrainer_trainer(strategy, output_dir, weights=None, num_steps=20, **kwar
                       metrics_finalizer=losses.finalize_pretraining_metrics,
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items=model.checkpoint_items(),
-                      handle_sigterm=False, **kwargs)
+                      options=LoopOptions(handle_sigterm=False, **kwargs))
     return model, trainer
 
 
@@ -220,8 +220,9 @@ def test_nan_loss_stops_at_the_loop_end_naming_that_step_without_saving(tmp_path
         model = _Linear()
         optimizer = optimization.create_optimizer(0.1, 10)
     trainer = Trainer(model, lambda l, o: tf.reduce_mean((o["y"] - l["y"]) ** 2), optimizer,
-                      strategy, output_dir=str(tmp_path), steps_per_loop=4,
-                      save_checkpoints_steps=2, handle_sigterm=False)
+                      strategy, output_dir=str(tmp_path),
+                      options=LoopOptions(steps_per_loop=4, save_checkpoints_steps=2,
+                                          handle_sigterm=False))
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(
         ({"x": x}, {"y": y})).batch(2, drop_remainder=True)
     with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3; stopped without "
@@ -244,7 +245,7 @@ def test_mixed_float16_with_dynamic_loss_scaling_trains(records, tmp_path):
         assert model.encoder.compute_dtype == "float16"
         trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
                           output_dir=str(tmp_path), label_fn=losses.add_global_mlm_weight,
-                          steps_per_loop=4, handle_sigterm=False)
+                          options=LoopOptions(steps_per_loop=4, handle_sigterm=False))
         result = trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=4)
     finally:
         keras.mixed_precision.set_global_policy("float32")
