@@ -294,7 +294,7 @@ def run_keras_hub(task, examples, dev, max_seq_length, lr, epochs, seed, jit_com
     import tensorflow as tf
     import transformers
 
-    from bert_tf.data.finetuning import bucket_by_length, bucket_lengths
+    from bert_tf.data.finetuning import bucket_by_length, batch_bucket_lengths
 
     keras.utils.set_random_seed(seed)
     keras.mixed_precision.set_global_policy(precision)
@@ -349,7 +349,7 @@ def run_keras_hub(task, examples, dev, max_seq_length, lr, epochs, seed, jit_com
         ({"input_mask": train["attention_mask"], **train}, {"labels": labels}))
     rows = rows.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
     if length_buckets:
-        batches = bucket_by_length(rows, batch_size, bucket_lengths(max_seq_length))
+        batches = bucket_by_length(rows, batch_size, batch_bucket_lengths(max_seq_length))
     else:
         batches = rows.batch(batch_size, drop_remainder=True)
     batches = batches.map(lambda f, l: (keras_inputs(f), l["labels"])).take(num_steps)

@@ -65,7 +65,7 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
     from bert_tf import tasks
     from bert_tf.encoder import BertEncoder
     from bert_tf.training import optimization
-    from bert_tf.training.loop import Trainer
+    from bert_tf.training.loop import LoopOptions, Trainer
 
     keras.mixed_precision.set_global_policy(precision)
     task = tasks.make_task("SST-2", data_dir=None)
@@ -76,9 +76,10 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
             2e-5, 10 ** 6, 10 ** 4, optimizer="adamw_bias_correction",
             decay_from_warmup_end=True)
     trainer = Trainer(model, task.loss, optimizer, strategy,
-                      output_dir=tempfile.mkdtemp(prefix="bench_"), steps_per_loop=steps,
-                      save_checkpoints_steps=10 ** 9, jit_compile=jit, handle_sigterm=False,
-                      write_summaries=False, max_checkpoints_to_keep=1)
+                      output_dir=tempfile.mkdtemp(prefix="bench_"),
+                      options=LoopOptions(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
+                                          jit_compile=jit, handle_sigterm=False,
+                                          write_summaries=False, max_checkpoints_to_keep=1))
     features = {"input_word_ids": arrays["ids"], "input_mask": arrays["mask"],
                 "input_type_ids": arrays["types"]}
     labels = {"label_ids": arrays["labels"]}

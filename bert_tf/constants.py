@@ -3,6 +3,8 @@
 * The model's input names (DESIGN 2.4), which the readers, the tasks, packing and the
   SavedModel signatures all use.
 * BERT's special tokens; every vocab must hold them (`text_rules.check_special_tokens`).
+* The root children of a model dir's checkpoint (`bert_tf.model_dir` documents the
+  layout; the Trainer, the converters and the tasks all name them from here).
 * The protobuf base-128 varint, which the hand-written record encoders (the pretraining
   TFRecords in `data_prep.tfrecord_writer`, the TF Serving warmup requests in
   `bert_tf.export`) build their messages from.
@@ -11,6 +13,8 @@
 ('input_word_ids', 'input_mask', 'input_type_ids')
 >>> SPECIAL_TOKENS
 ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
+>>> PRETRAINING_HEADS
+('masked_lm', 'next_sentence')
 >>> varint(1), varint(300)
 (b'\\x01', b'\\xac\\x02')
 """
@@ -26,6 +30,17 @@ CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
 MASK_TOKEN = "[MASK]"
 SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+
+# A checkpoint's root children: the model's parts (each present when it exists) ...
+ENCODER = "encoder"
+MASKED_LM = "masked_lm"
+NEXT_SENTENCE = "next_sentence"
+TASK_HEAD = "task_head"
+PRETRAINING_HEADS = (MASKED_LM, NEXT_SENTENCE)
+# ... and the training state a Trainer adds (resume only; never a start point).
+OPTIMIZER = "optimizer"
+STEP = "step"
+INPUT_SEED = "input_seed"
 
 
 def varint(value: int) -> bytes:

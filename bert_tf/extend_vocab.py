@@ -208,12 +208,10 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
     # 3. Write the model directory.
     new_vocab_file = os.path.join(output_dir, model_dir.VOCAB_FILE)
     bv.write_vocab(ext.vocab, new_vocab_file)
-    model_dir.write_model_dir(output_dir, new_config,
-                       {"encoder": new_model.encoder, "masked_lm": new_model.masked_lm,
-                        "next_sentence": new_model.next_sentence},
-                       vocab_file=new_vocab_file, do_lower_case=new_text.do_lower_case,
-                       strip_accents=new_text.strip_accents,
-                       pre_tokenizer=new_text.pre_tokenizer)
+    model_dir.write_model_dir(output_dir, new_config, new_model.checkpoint_items(),
+                              vocab_file=new_vocab_file, do_lower_case=new_text.do_lower_case,
+                              strip_accents=new_text.strip_accents,
+                              pre_tokenizer=new_text.pre_tokenizer)
     return {"old_vocab_size": len(old_vocab), "new_vocab_size": len(ext.vocab),
             "new_tokens": len(ext.new_tokens), "filled_unused_slots": ext.filled_unused,
             "appended": len(ext.new_tokens) - ext.filled_unused,
@@ -225,13 +223,11 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
     from bert_tf import model_dir
-    from bert_tf.checkpoints.names import HEADS
+    from bert_tf.constants import PRETRAINING_HEADS
 
-    model_dir.restore(resolved, {"encoder": model.encoder})
-    heads = [h for h in resolved.heads if h in HEADS]
-    if heads:
-        model_dir.restore(resolved, {h: getattr(model, h) for h in heads}, require_all=False)
-    return heads
+    start = model_dir.restore_start_point(resolved, model.checkpoint_items(),
+                                          optional=PRETRAINING_HEADS)
+    return [h for h in start.children if h in PRETRAINING_HEADS]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

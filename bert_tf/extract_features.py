@@ -126,7 +126,7 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
     if max_seq_length < 3:
         raise ValueError(f"--max_seq_length={max_seq_length} cannot hold [CLS] and [SEP]")
     layer_indexes = list(layer_indexes)
-    from bert_tf.training.loop import InferenceLoop
+    from bert_tf.training.inference import InferenceLoop
 
     def layer_outputs(inputs):
         outputs = encoder(inputs, training=False)["encoder_outputs"]

@@ -26,6 +26,7 @@ eval_results.json (--do_eval: the task's official metrics) and the prediction fi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from typing import Callable, Dict, Optional, Sequence
@@ -34,7 +35,7 @@ from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import settings
-from bert_tf.errors import BertTfError, Preempted
+from bert_tf.errors import BertTfError
 from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
@@ -79,14 +80,14 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
     def length_buckets(self, strategy, jit_compile: bool) -> Optional[Sequence[int]]:
         """The few fixed batch lengths rows are grouped into, or None (padded to
         max_seq_length): off with --nolength_bucketing and on TPUs (one static shape);
-        fewer, coarser lengths when the step is XLA-compiled (once per length)."""
-        import tensorflow as tf
-
+        fewer, coarser lengths when the step is XLA-compiled (once per length). Training
+        and prediction both take these (the one place that decides)."""
         from bert_tf.data import finetuning as data_lib
+        from bert_tf.training.strategy import needs_static_shapes
 
-        if not self.length_bucketing or isinstance(strategy, tf.distribute.TPUStrategy):
+        if not self.length_bucketing or needs_static_shapes(strategy):
             return None
-        return data_lib.bucket_lengths(self.max_seq_length, compiled=jit_compile)
+        return data_lib.batch_bucket_lengths(self.max_seq_length, compiled=jit_compile)
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
@@ -116,7 +117,9 @@ def run(config: FinetuneConfig) -> Dict:
     # TensorFlow runs any op, and the tokenizer below runs some.
     from bert_tf import model_dir as md
     from bert_tf import output_guard, tasks
+    from bert_tf.constants import ENCODER
     from bert_tf.training import strategy as strategy_lib
+    from bert_tf.training.loop import LoopOptions
 
     strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
@@ -133,21 +136,23 @@ def run(config: FinetuneConfig) -> Dict:
     with strategy.scope():
         from bert_tf.encoder import BertEncoder
 
-        model = task.build_model(BertEncoder(resolved.config, name="encoder"))
-    _restore_start_point(config, resolved, model, task, resuming=not replace)
-    options = config.trainer_options(strategy)
-    buckets = config.length_buckets(strategy, options["jit_compile"])
-    training = _training_data(config, task, buckets) if config.do_train else None
+        model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
+    options = LoopOptions.from_config(config, strategy)
+    buckets = config.length_buckets(strategy, options.jit_compile)
+    training = _training_data(config, task) if config.do_train else None
     if replace and strategy_lib.is_chief(strategy):
         output_guard.set_aside(config.output_dir, "finetune")
     trainer = _make_trainer(config, model, task, strategy, training, options)
     if training and training.records:  # long record copies end on a stop request
         training.records.should_stop = trainer.stop_requested
-    resumed = trainer.resume()  # a rerun continues from --output_dir's checkpoint
-    step = 0 if resumed is None else resumed
+    # A rerun continues from --output_dir's checkpoint; else the start point is restored,
+    # before the features are converted (a checkpoint that does not fit fails first).
+    step = trainer.restore_or_initialize(
+        functools.partial(_initialize, config, task, model, resolved))
+    dataset_fn = _training_dataset_fn(config, task, training, buckets) if training else None
     if trainer.is_chief:  # one writer per cluster (workers share --output_dir)
         md.write_run_record(config.output_dir, record)
-    train_speed = _train(config, task, trainer, training, step) if training else {}
+    train_speed = _train(config, task, trainer, training, dataset_fn, step) if training else {}
     results = {}
     if config.do_eval:
         results = _evaluate(config, task, trainer, buckets, train_speed)
@@ -194,96 +199,83 @@ def _resolve_model_dir(config: FinetuneConfig):
     return resolved
 
 
-def _restore_start_point(config: FinetuneConfig, resolved, model, task, *,
-                         resuming: bool = True) -> None:
-    """Restores what --init_checkpoint provides, unless --output_dir holds a checkpoint to
-    resume from: the encoder, plus the head when it is a model dir fine-tuned on this very
-    task (same labels). Done before feature conversion, so a checkpoint of another size
-    fails at once, naming both shapes; the Trainer then only resumes (it does not read
-    the start point a second time)."""
-    import tensorflow as tf
+def _initialize(config: FinetuneConfig, task, model, resolved):
+    """The start point (the Trainer calls it only when --output_dir holds nothing to
+    resume): `Task.initialize`, and the refusal of a run that would score random weights."""
+    from bert_tf.constants import TASK_HEAD
 
-    from bert_tf import model_dir as md
-
-    resuming = resuming and bool(tf.train.latest_checkpoint(config.output_dir))
-    if not config.init_checkpoint:
-        if not resuming:
-            if not config.do_train:
-                raise FinetuneError(f"no checkpoint in --output_dir={config.output_dir} and "
-                                    f"no --init_checkpoint: nothing to evaluate")
-            logging.warning("no --init_checkpoint: fine-tuning from random weights")
-        return
-    items = {"encoder": model.encoder}
-    recorded = resolved.task_config
-    if recorded:
-        if (recorded.get("task_name", "").lower() == task.name.lower()
-                and recorded.get("label_list") == task.label_list):
-            items["task_head"] = model.task_head
-        else:
-            logging.info("init_checkpoint was fine-tuned on %s: using its encoder only",
-                         recorded.get("task_name"))
-    if not resuming:
-        prefix = md.restore(resolved, items)
-        logging.info("started fresh at step 0 from init_checkpoint %s (%s)", prefix,
-                     " + ".join(items))
-        if not config.do_train and "task_head" not in items:
-            raise FinetuneError(
-                f"--init_checkpoint={config.init_checkpoint} holds no {task.name} head (it "
-                f"is a pretrained or converted model, or was fine-tuned on another task): "
-                f"--do_eval/--do_predict without --do_train would score a random head; add "
-                f"--do_train, or pass the output dir of a {task.name} fine-tuning run")
+    start = task.initialize(model, resolved)
+    if start is None:
+        if not config.do_train:
+            raise FinetuneError(f"no checkpoint in --output_dir={config.output_dir} and "
+                                f"no --init_checkpoint: nothing to evaluate")
+        logging.warning("no --init_checkpoint: fine-tuning from random weights")
+    elif not config.do_train and TASK_HEAD not in start.children:
+        raise FinetuneError(
+            f"--init_checkpoint={config.init_checkpoint} holds no {task.name} head (it "
+            f"is a pretrained or converted model, or was fine-tuned on another task): "
+            f"--do_eval/--do_predict without --do_train would score a random head; add "
+            f"--do_train, or pass the output dir of a {task.name} fine-tuning run")
+    return start
 
 
 @dataclasses.dataclass
 class _TrainingData:
-    """The training input: a dataset per replica context, how many examples it holds,
-    and the records' damaged-record handler (--input_file) or None."""
-    dataset_fn: Callable
+    """The training input, read as far as planning the run needs: how many examples,
+    the steps, and the examples (--data_dir; `_training_dataset_fn` converts them) or the
+    records (--input_file, counted, with their damaged-record handler)."""
     num_examples: int
     num_steps: int
     num_warmup_steps: int
-    on_data_loss: Optional[Callable] = None
+    examples: Optional[list] = None
     records: Optional[object] = None  # RecordFiles (--input_file)
 
 
-def _training_data(config: FinetuneConfig, task, buckets) -> _TrainingData:
-    from bert_tf.data import finetuning as data_lib
-
+def _training_data(config: FinetuneConfig, task) -> _TrainingData:
+    examples = records = None
     if config.input_file:
         from bert_tf.data.records import RecordFiles
 
-        spec = task.feature_spec()
         records = RecordFiles(config.input_file, config.skip_corrupt_records)
-        num_examples = _check_records(config, records, spec)
-
-        def dataset_fn(ctx, position):  # position: where the Trainer resumes
-            batch = ctx.get_per_replica_batch_size(config.train_batch_size)
-            counts = records.record_counts()  # first: it may swap in a sound copy
-            return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
-                                           length_buckets=buckets, position=position,
-                                           records_per_file=counts)
-        on_data_loss = records.handle_data_loss
+        num_examples = _check_records(config, records, task.feature_spec())
     else:
         examples = _examples(task, "train", config.max_train_examples)
-        start = time.time()
-        features = task.convert_examples(examples, "train")
         num_examples = len(examples)
-        logging.info("%d training examples -> %d features in %.1fs", len(examples),
-                     len(features["input_word_ids"]), time.time() - start)
-
-        def dataset_fn(ctx, position):  # position: where the Trainer resumes
-            batch = ctx.get_per_replica_batch_size(config.train_batch_size)
-            return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
-                                          length_buckets=buckets, position=position)
-        on_data_loss = None
     # Steps from the example count, as run_classifier / run_squad compute them (SQuAD's
     # doc-stride windows are more features than examples; records count features).
     num_steps = config.num_train_steps or max(1, int(
         num_examples / config.train_batch_size * config.num_train_epochs))
     warmup = (config.num_warmup_steps if config.num_warmup_steps is not None
               else int(num_steps * config.warmup_proportion))
-    return _TrainingData(dataset_fn, num_examples, num_steps, warmup, on_data_loss,
-                         records if config.input_file else None)
+    return _TrainingData(num_examples, num_steps, warmup, examples, records)
+
+
+def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
+                         buckets) -> Callable:
+    """The Trainer's `dataset_fn(ctx, position)` (position: where the Trainer resumes):
+    the records, or the examples converted to features here."""
+    from bert_tf.data import finetuning as data_lib
+
+    if training.records is not None:
+        records, spec = training.records, task.feature_spec()
+
+        def dataset_fn(ctx, position):
+            batch = ctx.get_per_replica_batch_size(config.train_batch_size)
+            counts = records.record_counts()  # first: it may swap in a sound copy
+            return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
+                                           length_buckets=buckets, position=position,
+                                           records_per_file=counts)
+        return dataset_fn
+    start = time.time()
+    features = task.convert_examples(training.examples, "train")
+    logging.info("%d training examples -> %d features in %.1fs", len(training.examples),
+                 len(features["input_word_ids"]), time.time() - start)
+
+    def dataset_fn(ctx, position):
+        batch = ctx.get_per_replica_batch_size(config.train_batch_size)
+        return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
+                                      length_buckets=buckets, position=position)
+    return dataset_fn
 
 
 def _check_records(config: FinetuneConfig, records, spec) -> int:
@@ -322,26 +314,24 @@ def _make_trainer(config: FinetuneConfig, model, task, strategy, training, optio
     return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
                    strategy, checkpoint_items=model.checkpoint_items(),
                    tokens_per_example=task.num_choices * config.max_seq_length,
-                   **options)
+                   output_dir=config.output_dir, options=options)
 
 
-def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, step: int) -> dict:
+def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, dataset_fn,
+           step: int) -> dict:
     """Trains to the planned step; returns the speed figures eval_results.json records."""
     logging.info("training %s: %d examples, %d steps of %d, %d warmup, from step %d",
                  task.name, training.num_examples, training.num_steps,
                  config.train_batch_size, training.num_warmup_steps, step)
     start, cpu_start = time.time(), time.process_time()
-    result = trainer.train(training.dataset_fn, config.train_batch_size, training.num_steps,
-                           on_data_loss=training.on_data_loss, input_seed=config.seed)
+    on_data_loss = training.records.handle_data_loss if training.records else None
+    result = trainer.train(dataset_fn, config.train_batch_size, training.num_steps,
+                           on_data_loss=on_data_loss, input_seed=config.seed)
     seconds, cpu_seconds = time.time() - start, time.process_time() - cpu_start
     trained = result["step"] - step
     speed = trained * config.train_batch_size / max(seconds, 1e-9)
     logging.info("trained %d steps in %.1fs (%.2f examples/s)", trained, seconds, speed)
-    if result.get("status") == "preempted":
-        trainer.close()
-        raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                        f"same command resumes from it",
-                        exit_code=result.get("exit_code", 143))
+    trainer.raise_if_preempted(result)
     # examples/s of the last loop: steady state when there was more than one loop
     # (the first one includes tracing the step function).
     return {"train_seconds": seconds, "train_cpu_seconds": cpu_seconds,
@@ -353,7 +343,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
 
-    from bert_tf import output_guard
+    from bert_tf import model_dir as md
 
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
@@ -369,7 +359,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     logging.info("eval %s: %s", task.name,
                  " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
     if trainer.is_chief:
-        output_guard.write_json(os.path.join(config.output_dir, "eval_results.json"), results)
+        md.write_eval_results(config.output_dir, results)
         directory = os.path.join(config.output_dir, "eval_predictions")
         tf.io.gfile.makedirs(directory)
         task.write_predictions(predictions, examples, directory)

@@ -8,10 +8,13 @@ Every command that takes `--init_checkpoint=DIR` reads this layout:
                                  "pre_tokenizer": "kiwi" (only when used)}, when known;
                                 (`resolve` is how every command reads it)
     DIR/task_config.json        fine-tuned models only: task name, labels, max_seq_length
+                                (`write_task_config`)
+    DIR/eval_results.json       the last evaluation's metrics (`write_eval_results`)
     DIR/checkpoint, DIR/ckpt-N.{index,data-*}
                                 a tf.train.Checkpoint whose root children are named
                                 `encoder`, `masked_lm`, `next_sentence`, `task_head`,
-                                `optimizer`, `step` (each present when it exists)
+                                `optimizer`, `step`, `input_seed` (each present when it
+                                exists; the names are `bert_tf.constants.ENCODER`, ...)
 
 `--init_checkpoint` may also name a checkpoint prefix (`DIR/ckpt-1200`) directly.
 
@@ -49,17 +52,20 @@ import functools
 import json
 import os
 import re
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from bert_tf import output_guard  # each file whole or not at all (DESIGN 2.6)
 from bert_tf.config import BertConfig, ConfigError
+from bert_tf.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
 from bert_tf.errors import BertTfError
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TASK_CONFIG_FILE = "task_config.json"
+EVAL_RESULTS_FILE = "eval_results.json"
 
 
 class CheckpointMismatchError(BertTfError, ValueError):
@@ -150,8 +156,6 @@ def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[
     The tokenizer settings are written when `do_lower_case` is known (`strip_accents`
     None means "follows do_lower_case", as in Hugging Face's tokenizer_config.json).
     """
-    from bert_tf import output_guard  # each file whole or not at all (DESIGN 2.6)
-
     tf.io.gfile.makedirs(output_dir)
     output_guard.write_text(os.path.join(output_dir, CONFIG_FILE), config.to_json_string())
     if vocab_file:
@@ -163,8 +167,20 @@ def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[
         output_guard.write_text(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
                                 json.dumps(settings.to_json()))
     if task_config is not None:
-        output_guard.write_json(os.path.join(output_dir, TASK_CONFIG_FILE), task_config,
-                                sort_keys=False)
+        write_task_config(output_dir, task_config)
+
+
+def write_task_config(output_dir: str, task_config: dict) -> None:
+    """Writes a fine-tuned model's task_config.json (`Task.task_config()`), whole or not
+    at all, its keys in the task's order."""
+    output_guard.write_json(os.path.join(output_dir, TASK_CONFIG_FILE), task_config,
+                            sort_keys=False)
+
+
+def write_eval_results(output_dir: str, results: Mapping[str, object]) -> None:
+    """Writes eval_results.json (metric name -> number), whole or not at all: a reader
+    (sweep reuses a point whose results exist) never sees half a file."""
+    output_guard.write_json(os.path.join(output_dir, EVAL_RESULTS_FILE), dict(results))
 
 
 def model_dir_of(path: str) -> str:
@@ -310,11 +326,9 @@ class ResolvedModelDir:
         `next_sentence` (pretrain, convert_checkpoint) by their variables, `task_head`
         when task_config.json says the dir was fine-tuned (a head's variables may be
         listed under `optimizer/...` only)."""
-        from bert_tf.checkpoints.names import HEADS  # TF-free name tables
-
         children = {name.split("/")[0] for name in self.reader.get_variable_to_shape_map()}
-        found = tuple(h for h in HEADS if h in children)
-        return found + (("task_head",) if self.task_config is not None else ())
+        found = tuple(h for h in PRETRAINING_HEADS if h in children)
+        return found + ((TASK_HEAD,) if self.task_config is not None else ())
 
     def require(self, *, config: bool = True, vocab: bool = False) -> "ResolvedModelDir":
         """Raises ModelDirError naming the directory and the flag to pass when the config
@@ -466,7 +480,7 @@ def _shape(text: str) -> list:
 
 
 def _check_layer_count(prefix: str, objects: Mapping[str, object], reader) -> None:
-    encoder = objects.get("encoder")
+    encoder = objects.get(ENCODER)
     if encoder is None or not hasattr(encoder, "config"):
         return
     layers = {int(m.group(1)) for name in reader.get_variable_to_shape_map()
@@ -475,6 +489,42 @@ def _check_layer_count(prefix: str, objects: Mapping[str, object], reader) -> No
         raise CheckpointMismatchError(
             f"{prefix}: the checkpoint has {max(layers) + 1} encoder layers but the config "
             f"asks for num_hidden_layers={encoder.config.num_hidden_layers}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StartPoint:
+    """What a run restored from --init_checkpoint before its first step: the checkpoint
+    prefix and the root children read from it (printed as the log line says it)."""
+    prefix: str
+    children: Tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} ({' + '.join(self.children)})"
+
+
+def restore_start_point(resolved: ResolvedModelDir, objects: Mapping[str, object], *,
+                        optional: Sequence[str] = ()) -> StartPoint:
+    """THE restore of a run's start point (`--init_checkpoint`, resolved): every child of
+    `objects` must be in the checkpoint whole, except those named in `optional` (the
+    pretraining heads), which are restored when the checkpoint has them. Never the
+    training state (optimizer, step): a start point begins at step 0.
+
+    >>> import tempfile
+    >>> from bert_tf.models import BertPretrainer
+    >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+    ...                  num_attention_heads=2, intermediate_size=16)
+    >>> d = tempfile.mkdtemp(); model = BertPretrainer(cfg)
+    >>> _ = write_model_dir(d, cfg, {ENCODER: model.encoder})     # no heads
+    >>> restore_start_point(resolve(d), model.checkpoint_items(),
+    ...                     optional=PRETRAINING_HEADS).children
+    ('encoder',)
+    """
+    required = {k: v for k, v in objects.items() if k not in optional}
+    restore(resolved, required)
+    present = {k: v for k, v in objects.items() if k in optional and k in resolved.heads}
+    if present:
+        restore(resolved, present, require_all=False)
+    return StartPoint(resolved.checkpoint, (*required, *present))
 
 
 def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):
@@ -488,8 +538,8 @@ def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):
 
     resolved = path if isinstance(path, ResolvedModelDir) else resolve(path)
     config = config or resolved.require().config
-    encoder = BertEncoder(config, dtype=dtype, name="encoder")
-    restore(resolved, {"encoder": encoder})
+    encoder = BertEncoder(config, dtype=dtype, name=ENCODER)
+    restore(resolved, {ENCODER: encoder})
     return encoder
 
 
@@ -550,8 +600,6 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
     ...
     bert_tf.model_dir.RunMismatchError: --output_dir=... holds a pretrain run with optimizer adamw; this run has lamb: ...
     """
-    from bert_tf import output_guard
-
     if not tf.io.gfile.isdir(output_dir) or not tf.io.gfile.listdir(output_dir):
         return None
     marker = output_guard.owner(output_dir) or {}
@@ -617,8 +665,6 @@ def write_run_record(output_dir: str, record: RunRecord) -> None:
     """Writes the model dir's metadata (config, vocab, tokenizer and task settings, each
     file whole: `output_guard`) and its marker; call it only once the run's inputs were
     read and its start point restored."""
-    from bert_tf import output_guard
-
     write_metadata(output_dir, record.config, vocab_file=record.vocab_file,
                    do_lower_case=record.text.do_lower_case,
                    strip_accents=record.text.strip_accents,

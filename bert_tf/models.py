@@ -1,8 +1,11 @@
 """Models built on the encoder: the pretrainer (masked LM + next sentence)."""
 
+from typing import Any, Dict
+
 import keras
 
 from bert_tf.config import BertConfig
+from bert_tf.constants import ENCODER, MASKED_LM, NEXT_SENTENCE
 from bert_tf.encoder import BertEncoder
 from bert_tf.layers import ClassificationHead, MaskedLMHead
 
@@ -58,6 +61,18 @@ class BertPretrainer(keras.Model):
                                          inputs["masked_lm_positions"]),
             "nsp_logits": self.next_sentence(outputs["pooled_output"], training=training),
         }
+
+    def checkpoint_items(self) -> Dict[str, Any]:
+        """The root children of a pretraining checkpoint (what pretrain saves and a
+        start point restores; `bert_tf.model_dir` documents the layout).
+
+        >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+        ...                  num_attention_heads=2, intermediate_size=32)
+        >>> list(BertPretrainer(cfg).checkpoint_items())
+        ['encoder', 'masked_lm', 'next_sentence']
+        """
+        return {ENCODER: self.encoder, MASKED_LM: self.masked_lm,
+                NEXT_SENTENCE: self.next_sentence}
 
     def get_config(self):
         return {"config": self.encoder.config.to_dict(), "name": self.name}

@@ -27,7 +27,7 @@ from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import settings
-from bert_tf.errors import Preempted, UsageError
+from bert_tf.errors import UsageError
 from bert_tf.settings import setting
 
 FLAGS = flags.FLAGS
@@ -95,7 +95,7 @@ def run(config: PretrainConfig) -> None:
     from bert_tf.data.records import RecordFiles, list_record_files
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses
-    from bert_tf.training.loop import Trainer
+    from bert_tf.training.loop import LoopOptions, Trainer
 
     from bert_tf import output_guard
     from bert_tf.training import optimization, strategy as strategy_lib
@@ -123,12 +123,9 @@ def run(config: PretrainConfig) -> None:
         model, losses.pretraining_loss_and_metrics, optimizer, strategy,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
-        checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
-                          "next_sentence": model.next_sentence},
-        **config.trainer_options(strategy))
-    step = trainer.restore_or_initialize(
-        config.init_checkpoint, init_required={"encoder": model.encoder},
-        init_optional={"masked_lm": model.masked_lm, "next_sentence": model.next_sentence})
+        checkpoint_items=model.checkpoint_items(), output_dir=config.output_dir,
+        options=LoopOptions.from_config(config, strategy))
+    step = trainer.restore_or_initialize(functools.partial(_initialize, model, resolved))
     if note:
         logging.info("%s", note)
         if config.do_train and step >= config.num_train_steps:
@@ -187,11 +184,7 @@ def run(config: PretrainConfig) -> None:
         if records.skipped_records:
             logging.warning("--skip_corrupt_records: skipped %d damaged record(s) while "
                             "training", records.skipped_records)
-        if result["status"] == "preempted":
-            trainer.close()
-            raise Preempted(f"preempted at step {result['step']}: checkpoint written; the "
-                            f"same command resumes from it",
-                            exit_code=result.get("exit_code", 143))
+        trainer.raise_if_preempted(result)
     if config.do_eval:
         eval_records = eval_record_files()
         trainer.evaluate(dataset_fn(eval_records, config.eval_batch_size, False),
@@ -200,6 +193,19 @@ def run(config: PretrainConfig) -> None:
     trainer.close()
     if trainer.is_chief:
         output_guard.remove_set_aside(config.output_dir)  # --overwrite's earlier run
+
+
+def _initialize(model, resolved):
+    """The start point (called by the Trainer only when --output_dir has nothing to resume):
+    --init_checkpoint's encoder, and its pretraining heads when it has them (a converted
+    or pretrained dir; a fine-tuned one gives the encoder only). None: random weights."""
+    from bert_tf import model_dir
+    from bert_tf.constants import PRETRAINING_HEADS
+
+    if not resolved.path:
+        return None
+    return model_dir.restore_start_point(resolved, model.checkpoint_items(),
+                                         optional=PRETRAINING_HEADS)
 
 
 def _check_output_dir(config: PretrainConfig, record):

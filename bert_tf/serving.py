@@ -25,7 +25,7 @@ limits (defaults below), recorded in `assets.extra/serving_limits.json`.
 
 Example:
 
->>> bucket_lengths(128)
+>>> text_bucket_lengths(128)
 (16, 32, 48, 64, 80, 96, 112, 128)
 >>> mask = tf.sequence_mask([3, 18], 128, tf.int32)  # two texts of 3 and 18 pieces
 >>> {k: v.shape.as_list() for k, v in pad_to_bucket(
@@ -71,10 +71,12 @@ WARMUP_TEXTS_B = ("A fast fox leaps over a dog.", "Tokenization happens in the g
                   "Seoul is the capital of Korea.")
 
 
-def bucket_lengths(max_seq_length: int) -> tuple:
-    """The padded lengths raw text can get: the buckets below `max_seq_length`, then it.
+def text_bucket_lengths(max_seq_length: int) -> tuple:
+    """The lengths a raw-text request is padded to (serving; `pad_to_bucket`): the
+    SEQUENCE_BUCKETS below `max_seq_length`, then it. (Training and prediction batches
+    have their own: `data.finetuning.batch_bucket_lengths`.)
 
-    >>> bucket_lengths(100), bucket_lengths(16)
+    >>> text_bucket_lengths(100), text_bucket_lengths(16)
     ((16, 32, 48, 64, 80, 96, 100), (16,))
     """
     return tuple(b for b in SEQUENCE_BUCKETS if b < max_seq_length) + (int(max_seq_length),)
@@ -88,7 +90,7 @@ def pad_to_bucket(inputs: Dict[str, tf.Tensor], max_seq_length: int) -> Dict[str
     The returned tensors have that length as their static width when it is known.
     """
     used = tf.maximum(used_length(inputs), 0)
-    lengths = bucket_lengths(max_seq_length)
+    lengths = text_bucket_lengths(max_seq_length)
     buckets = tf.constant(lengths, tf.int32)
     index = tf.minimum(tf.searchsorted(buckets, used[None], side="left")[0], len(lengths) - 1)
     length = tf.minimum(buckets[index], tf.shape(inputs["input_mask"])[1])

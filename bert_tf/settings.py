@@ -461,27 +461,6 @@ class TrainingSettings(ModelDirSettings, OriginalTpuSettings):
         map_original_tpu_flags(flag_values)
         return super().from_flags(flag_values, **values)
 
-    def trainer_options(self, strategy) -> dict:
-        """The Trainer keyword arguments these flags set; `--jit_compile` unset: XLA on
-        `strategy`'s CPUs when they lack AVX-512 (`strategy.default_jit_compile`).
-        The one place the Trainer's options are made from the settings."""
-        from absl import logging
-
-        from bert_tf.training.strategy import default_jit_compile
-
-        jit_compile = self.jit_compile
-        if jit_compile is None:
-            jit_compile = default_jit_compile(strategy)
-            if jit_compile:
-                logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
-                             "(--nojit_compile to turn off)")
-        return dict(output_dir=self.output_dir, steps_per_loop=self.steps_per_loop,
-                    save_checkpoints_steps=self.save_checkpoints_steps,
-                    # 0 keeps every checkpoint, as the original's (None for the manager).
-                    max_checkpoints_to_keep=self.keep_checkpoint_max or None,
-                    gradient_accumulation_steps=self.gradient_accumulation_steps,
-                    jit_compile=jit_compile)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskSettings(Settings):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import model_dir
+from bert_tf import constants, model_dir
 from bert_tf.checkpoints import names, tf1, weights as weights_lib
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.convert_checkpoint import UsageError, convert
@@ -149,12 +149,12 @@ def run_pretrainer(directory):
 def test_mappings_cover_every_model_variable_once():
     cfg = BertConfig(**{k: v for k, v in TF1_CONFIG.items()})
     ours = set(weights_lib.model_variables(BertPretrainer(cfg)))
-    mapped = [m.ours for m in names.mappings_for(L, names.HEADS)]
+    mapped = [m.ours for m in names.mappings_for(L, constants.PRETRAINING_HEADS)]
     assert sorted(mapped) == sorted(ours)
     shapes = names.expected_shapes(cfg)
     for name, variable in weights_lib.model_variables(BertPretrainer(cfg)).items():
         assert shapes[name] == tuple(variable.shape), name
-    tf1 = [m.tf1 for m in names.mappings_for(L, names.HEADS)]
+    tf1 = [m.tf1 for m in names.mappings_for(L, constants.PRETRAINING_HEADS)]
     assert sorted(tf1) == sorted(tf1_weights(np.random.default_rng(0)))
 
 
@@ -243,7 +243,7 @@ def test_tf1_export_loads_with_init_from_checkpoint(tmp_path):
     weights = weights_lib.weights_from_model(BertPretrainer(cfg))
     prefix = tf1.write_tf1_checkpoint(weights, str(tmp_path))
     expected = {m.tf1: (weights.arrays[m.ours].T if m.tf1_transpose else weights.arrays[m.ours])
-                for m in names.mappings_for(L, names.HEADS)}
+                for m in names.mappings_for(L, constants.PRETRAINING_HEADS)}
     with tf.Graph().as_default():
         variables = {n: tf.compat.v1.get_variable(n, shape=v.shape, dtype=tf.float32,
                                                   initializer=tf.compat.v1.zeros_initializer())

@@ -23,8 +23,8 @@ import yaml
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bert_tf import model_dir  # noqa: E402
-from bert_tf.checkpoints import huggingface, names, weights as weights_lib  # noqa: E402
+from bert_tf import constants, model_dir  # noqa: E402
+from bert_tf.checkpoints import huggingface, weights as weights_lib  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
@@ -134,7 +134,8 @@ def test_pretrained_model_gives_the_same_logits_in_bert_for_pretraining(pretrain
     # Both ways: reading the export back gives our arrays unchanged.
     source, back = weights_lib.read_model_dir(str(out)), huggingface.read_huggingface(
         str(exported))
-    assert back.heads == source.heads == names.HEADS and back.config == source.config
+    assert back.heads == source.heads == constants.PRETRAINING_HEADS
+    assert back.config == source.config
     for name, value in source.arrays.items():
         np.testing.assert_array_equal(back.arrays[name], value, err_msg=name)
 
@@ -179,7 +180,7 @@ def test_finetuned_classifier_gives_the_same_logits_in_bert_for_sequence_classif
     out = tmp_path / "finetuned"
     # finetune in process (the same run as `python -m bert_tf.finetune`, without a start-up)
     from bert_tf import finetune
-    from bert_tf.flags_common import parse_args
+    from bert_tf.settings import parse_args
 
     finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
         "--task_name=SST-2", f"--data_dir={data}", f"--init_checkpoint={tmp_path / 'init'}",

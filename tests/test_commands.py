@@ -101,7 +101,8 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
 
 def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     """run(config) trains, evaluates and leaves a model dir recording what it resolved;
-    it reads --init_checkpoint once (before feature conversion, not again in the Trainer)."""
+    it reads --init_checkpoint once (the Trainer's start point, before feature conversion),
+    and a rerun that resumes never."""
     import tensorflow as tf
 
     reads = []
@@ -124,6 +125,11 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     recorded = model_dir.resolve(str(out))
     assert recorded.text.do_lower_case is False and recorded.task_config["task_name"] == "SST-2"
     assert recorded.heads == ("task_head",)
+    # A rerun resumes --output_dir's checkpoint (nothing left to train) and never reads
+    # the start point again.
+    reads.clear()
+    assert finetune.run(config)["global_step"] == 2
+    assert reads and not [path for path in reads if str(cased_dir / "init") in path]
 
 
 def test_finetune_on_an_amx_cpu_trains_in_bfloat16_unless_told(cased_dir, tmp_path,
@@ -235,6 +241,7 @@ def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_pat
     """--jit_compile unset: the training step is XLA-compiled on CPUs without AVX-512
     (faster there, benchmarks/README.md), here emulated by capping oneDNN's ISA; given,
     the flag wins; with AVX-512 it follows /proc/cpuinfo."""
+    from bert_tf.training.loop import LoopOptions
     from bert_tf.training.strategy import cpu_has_avx512, get_strategy
 
     strategy = get_strategy("one_device")
@@ -243,7 +250,7 @@ def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_pat
         config = finetune.FinetuneConfig.from_flags(settings.parse_args(
             finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
                                     "--do_train", *extra]))
-        return config.trainer_options(strategy)["jit_compile"]
+        return LoopOptions.from_config(config, strategy).jit_compile
 
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert jit() is True

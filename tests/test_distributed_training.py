@@ -31,7 +31,7 @@ from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
-from bert_tf.training.loop import Trainer
+from bert_tf.training.loop import LoopOptions, Trainer
 from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,
                            wait_all, write_sst2_dir, write_vocab)
 from tests.test_data_pretraining import PRED, SEQ, write_records
@@ -184,11 +184,10 @@ def test_mirrored_float16_accumulation_skipped_step_keeps_the_schedule(tmp_path)
                 1e-3, num_train_steps=20, num_warmup_steps=10, mixed_precision="mixed_float16")
         trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                           output_dir=str(tmp_path / "run"),
-                          label_fn=losses.add_global_mlm_weight, steps_per_loop=3,
-                          gradient_accumulation_steps=2, handle_sigterm=False,
-                          checkpoint_items={"encoder": model.encoder,
-                                            "masked_lm": model.masked_lm,
-                                            "next_sentence": model.next_sentence})
+                          label_fn=losses.add_global_mlm_weight,
+                          options=LoopOptions(steps_per_loop=3, gradient_accumulation_steps=2,
+                                              handle_sigterm=False),
+                          checkpoint_items=model.checkpoint_items())
         # A loss scale float16 gradients overflow at: the first steps are skipped.
         optimizer.dynamic_scale.assign(2.0 ** 22)
         from bert_tf.data.pretraining import pretraining_dataset
@@ -227,7 +226,7 @@ def test_evaluate_counts_the_empty_batch_of_a_replica_whose_data_ended(tmp_path)
             model.dense.kernel.assign([[0.5], [0.5]])
             optimizer = optimization.create_optimizer(0.1, 10)
         trainer = Trainer(model, loss_fn, optimizer, strategy, output_dir=str(tmp_path / name),
-                          metrics_fn=metrics_fn, handle_sigterm=False)
+                          metrics_fn=metrics_fn, options=LoopOptions(handle_sigterm=False))
         # 9 rows in per-replica batches of 2: the last step has 1 row for replica 0 and
         # none for replica 1.
         results.append(trainer.evaluate(lambda ctx: tf.data.Dataset.from_tensor_slices(

@@ -8,7 +8,7 @@ from bert_tf.data import finetuning as data_lib
 from bert_tf.encoder import BertEncoder
 from bert_tf.tasks.ner import Conll2003NerTask
 from bert_tf.training import optimization
-from bert_tf.training.loop import Trainer
+from bert_tf.training.loop import LoopOptions, Trainer
 
 SEQ = 16
 CFG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -70,12 +70,13 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
         model = task.build_model(BertEncoder(CFG))
         optimizer = optimization.create_optimizer(1e-3, 12, 2)
     trainer = Trainer(model, task.loss, optimizer, strategy, output_dir=str(tmp_path),
-                      checkpoint_items=model.checkpoint_items(), steps_per_loop=6,
-                      handle_sigterm=False, write_summaries=False)
+                      checkpoint_items=model.checkpoint_items(),
+                      options=LoopOptions(steps_per_loop=6, handle_sigterm=False,
+                                          write_summaries=False))
     features = _features()
     result = trainer.train(
         lambda ctx: data_lib.array_dataset(features, ["label_ids"], 4, True, ctx, seed=2,
-                                           length_buckets=data_lib.bucket_lengths(SEQ)),
+                                           length_buckets=data_lib.batch_bucket_lengths(SEQ)),
         global_batch_size=4, num_steps=12)
     assert result["step"] == 12 and np.isfinite(result["loss"])
     assert trainer.train_loop_traces == 1
@@ -110,12 +111,12 @@ def test_buckets_are_finer_when_the_step_is_not_compiled(tmp_path):
     assert config().length_buckets(strategy, jit_compile=False) == tuple(range(8, 65, 8))
     assert config().length_buckets(strategy, jit_compile=True) == (16, 32, 48, 64)
     assert config("--nolength_bucketing").length_buckets(strategy, jit_compile=False) is None
-    assert data_lib.bucket_lengths(128, compiled=False) == tuple(range(8, 129, 8))
-    assert data_lib.bucket_lengths(384, compiled=False) == tuple(range(24, 385, 24))
+    assert data_lib.batch_bucket_lengths(128, compiled=False) == tuple(range(8, 129, 8))
+    assert data_lib.batch_bucket_lengths(384, compiled=False) == tuple(range(24, 385, 24))
     # Rows of 3..8 tokens all go to the 8-wide bucket: half the compiled bucket's width.
     features = _features(n=32, seed=4)
     short = features["input_mask"].sum(1) <= 8
     widths = {x["input_mask"].shape[1] for x, _ in data_lib.array_dataset(
         {k: v[short] for k, v in features.items()}, ["label_ids"], 4, True, seed=1,
-        length_buckets=data_lib.bucket_lengths(SEQ, compiled=False)).take(6)}
+        length_buckets=data_lib.batch_bucket_lengths(SEQ, compiled=False)).take(6)}
     assert widths == {8}

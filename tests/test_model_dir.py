@@ -138,3 +138,18 @@ def test_resolve_reads_the_checkpoint_index_once(tmp_path, monkeypatch):
     model_dir.restore(resolved, {"encoder": BertEncoder(CFG)})
     model_dir.load_encoder(resolved)
     assert len(reads) == 1
+
+
+def test_model_dir_imports_nothing_above_it():
+    """model_dir is below checkpoints/, tasks/ and training/ (they import it): it takes the
+    checkpoint children's names from constants, so no import of it runs back up (not even
+    a lazy one inside a function)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(model_dir))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+    above = ("bert_tf.checkpoints", "bert_tf.tasks", "bert_tf.training", "bert_tf.models")
+    assert not [m for m in imported if m and m.startswith(above)], imported

@@ -265,7 +265,7 @@ def finetuned(tmp_path_factory):
     # In process (the command line runs below, on the refusals): a fine-tuned dir as
     # finetune writes it.
     from bert_tf import finetune
-    from bert_tf.flags_common import parse_args
+    from bert_tf.settings import parse_args
 
     finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
         "--task_name=SST-2", "--max_seq_length=16", f"--data_dir={root / 'sst2'}",
@@ -304,7 +304,7 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
     assert_kept(before, finetuned / "out")
     # ... and the other settings in process (the same refusal, no interpreter start-up).
     from bert_tf import finetune
-    from bert_tf.flags_common import parse_args
+    from bert_tf.settings import parse_args
 
     for flags, setting in [(["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
                              "--optimizer=lamb"], "optimizer adamw"),

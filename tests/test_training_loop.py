@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import model_dir
+from bert_tf import constants, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
-from bert_tf.training.loop import NonFiniteLossError, Trainer
+from bert_tf.training.loop import LoopOptions, NonFiniteLossError, Trainer
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 CFG = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -40,9 +40,8 @@ def _pretrainer_trainer(strategy, output_dir, weights=None, num_steps=20, **kwar
                       output_dir=str(output_dir),
                       metrics_finalizer=losses.finalize_pretraining_metrics,
                       label_fn=losses.add_global_mlm_weight,
-                      checkpoint_items={"encoder": model.encoder, "masked_lm": model.masked_lm,
-                                        "next_sentence": model.next_sentence},
-                      handle_sigterm=False, **kwargs)
+                      checkpoint_items=model.checkpoint_items(),
+                      options=LoopOptions(handle_sigterm=False, **kwargs))
     return model, trainer
 
 
@@ -147,7 +146,8 @@ def test_init_checkpoint_with_wrong_shapes_is_refused_naming_variable_and_shapes
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path / "run")
     with pytest.raises(model_dir.CheckpointMismatchError, match=r"intermediate.*48.*64|64.*48"):
-        trainer.restore_or_initialize(source, init_required={"encoder": model.encoder})
+        trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
+            model_dir.resolve(source), {"encoder": model.encoder}))
 
 
 def test_init_checkpoint_loads_encoder_and_logs_fresh_start(tmp_path, caplog):
@@ -157,12 +157,46 @@ def test_init_checkpoint_loads_encoder_and_logs_fresh_start(tmp_path, caplog):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path / "run")
     caplog.set_level(py_logging.INFO, logger="absl")  # parsed absl flags may have set WARNING
-    assert trainer.restore_or_initialize(
-        source, init_required={"encoder": model.encoder},
-        init_optional={"masked_lm": model.masked_lm}) == 0
+    assert trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
+        model_dir.resolve(source), model.checkpoint_items(),
+        optional=constants.PRETRAINING_HEADS)) == 0
     assert "started fresh at step 0 from init_checkpoint" in caplog.text
+    assert "(encoder)" in caplog.text  # the source has no heads: none restored
     np.testing.assert_array_equal(model.encoder.word_embeddings.numpy(),
                                   encoder.word_embeddings.numpy())
+
+
+def test_start_point_is_restored_once_and_never_by_a_resumed_run(records, tmp_path,
+                                                                 monkeypatch):
+    """restore_or_initialize calls the start point only when output_dir holds nothing to
+    resume: a fresh run reads --init_checkpoint (encoder, then the heads it has), a
+    resumed run neither calls it nor reads the checkpoint."""
+    source = str(tmp_path / "source")
+    model_dir.write_model_dir(source, CFG, BertPretrainer(CFG).checkpoint_items())
+    prefix = model_dir.resolve_checkpoint(source)
+    reads, calls = [], []
+    read = tf.train.Checkpoint.read
+    monkeypatch.setattr(tf.train.Checkpoint, "read",
+                        lambda self, path, **kw: reads.append(str(path)) or read(self, path, **kw))
+
+    def start_point(model):
+        def initialize():
+            calls.append(model)
+            return model_dir.restore_start_point(model_dir.resolve(source),
+                                                 model.checkpoint_items(),
+                                                 optional=constants.PRETRAINING_HEADS)
+        return initialize
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    model, trainer = _pretrainer_trainer(strategy, tmp_path / "run", steps_per_loop=2,
+                                         save_checkpoints_steps=2)
+    assert trainer.restore_or_initialize(start_point(model)) == 0
+    assert calls == [model] and reads == [prefix, prefix]  # encoder, then both heads
+    trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=2)
+    reads.clear()
+    model2, trainer2 = _pretrainer_trainer(strategy, tmp_path / "run")
+    assert trainer2.restore_or_initialize(start_point(model2)) == 2
+    assert calls == [model] and prefix not in reads
 
 
 class _Linear(keras.Model):
@@ -186,8 +220,9 @@ def test_nan_loss_stops_at_the_loop_end_naming_that_step_without_saving(tmp_path
         model = _Linear()
         optimizer = optimization.create_optimizer(0.1, 10)
     trainer = Trainer(model, lambda l, o: tf.reduce_mean((o["y"] - l["y"]) ** 2), optimizer,
-                      strategy, output_dir=str(tmp_path), steps_per_loop=4,
-                      save_checkpoints_steps=2, handle_sigterm=False)
+                      strategy, output_dir=str(tmp_path),
+                      options=LoopOptions(steps_per_loop=4, save_checkpoints_steps=2,
+                                          handle_sigterm=False))
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(
         ({"x": x}, {"y": y})).batch(2, drop_remainder=True)
     with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3; stopped without "
@@ -210,7 +245,7 @@ def test_mixed_float16_with_dynamic_loss_scaling_trains(records, tmp_path):
         assert model.encoder.compute_dtype == "float16"
         trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
                           output_dir=str(tmp_path), label_fn=losses.add_global_mlm_weight,
-                          steps_per_loop=4, handle_sigterm=False)
+                          options=LoopOptions(steps_per_loop=4, handle_sigterm=False))
         result = trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=4)
     finally:
         keras.mixed_precision.set_global_policy("float32")

@@ -32,12 +32,13 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import constants, model_dir, text_rules
-from bert_tf.checkpoints.names import (HEADS, POOLER, TASK_HEAD_MAPPINGS, hf_name,
+from bert_tf.checkpoints.names import (POOLER, TASK_HEAD_MAPPINGS, hf_name,
                                        hf_names, mappings_for)
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          checked, checked_vocab, collect, log_unused,
                                          read_mapped, require_file)
 from bert_tf.config import BertConfig, ConfigError
+from bert_tf.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
 from bert_tf.model_dir import CheckpointMismatchError
 
 _HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -435,17 +436,17 @@ def huggingface_architecture(weights: BertWeights) -> str:
 
     >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                  num_attention_heads=2, intermediate_size=16)
-    >>> huggingface_architecture(BertWeights(cfg, {}, HEADS))
+    >>> huggingface_architecture(BertWeights(cfg, {}, PRETRAINING_HEADS))
     'BertForPreTraining'
     """
     if weights.task_config is not None:
         return huggingface_task_class(weights.task_config)
     heads = set(weights.heads)
-    if heads == set(HEADS):
+    if heads == set(PRETRAINING_HEADS):
         return "BertForPreTraining"
-    if heads == {"masked_lm"}:
+    if heads == {MASKED_LM}:
         return "BertForMaskedLM"
-    if heads == {"next_sentence"}:
+    if heads == {NEXT_SENTENCE}:
         return "BertForNextSentencePrediction"
     return "BertModel"
 

@@ -286,8 +286,7 @@ def write_keras_hub(weights: BertWeights, output_dir: str) -> str:
     if tokenizer is not None and not classifier:
         tokenizer.save_to_preset(output_dir)
     if classifier:
-        with tf.io.gfile.GFile(os.path.join(output_dir, model_dir.TASK_CONFIG_FILE), "w") as f:
-            json.dump(weights.task_config, f, indent=2)
+        model_dir.write_task_config(output_dir, weights.task_config)
     return os.path.join(output_dir, WEIGHTS_FILE)
 
 

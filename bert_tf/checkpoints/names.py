@@ -20,8 +20,7 @@ import re
 from typing import Dict, Iterable, List, Tuple
 
 from bert_tf.config import BertConfig
-
-HEADS = ("masked_lm", "next_sentence")
+from bert_tf.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +112,7 @@ NEXT_SENTENCE_MAPPINGS: Tuple[WeightMapping, ...] = (
                   "cls.seq_relationship.bias"),
 )
 
-HEAD_MAPPINGS = {"masked_lm": MASKED_LM_MAPPINGS, "next_sentence": NEXT_SENTENCE_MAPPINGS}
+HEAD_MAPPINGS = {MASKED_LM: MASKED_LM_MAPPINGS, NEXT_SENTENCE: NEXT_SENTENCE_MAPPINGS}
 # A fine-tuned model's `task_head` (bert_tf.tasks), by the transformers class that has the
 # same head; TF1 names are those of the original run_classifier / run_squad, keras-hub's
 # those of BertTextClassifier (sequence classification only).
@@ -143,7 +142,7 @@ _HF_ALTERNATIVES = {".weight": ".gamma", ".bias": ".beta"}
 def mappings_for(num_layers: int, heads: Iterable[str] = ()) -> List[WeightMapping]:
     """All mappings of a model with `num_layers` layers and the given heads.
 
-    >>> len(mappings_for(2)), len(mappings_for(2, HEADS))
+    >>> len(mappings_for(2)), len(mappings_for(2, PRETRAINING_HEADS))
     (39, 46)
     """
     result = list(ENCODER_MAPPINGS)
@@ -154,7 +153,8 @@ def mappings_for(num_layers: int, heads: Iterable[str] = ()) -> List[WeightMappi
     return result
 
 
-def expected_shapes(config: BertConfig, heads: Iterable[str] = HEADS) -> Dict[str, tuple]:
+def expected_shapes(config: BertConfig,
+                    heads: Iterable[str] = PRETRAINING_HEADS) -> Dict[str, tuple]:
     """Our variable name -> the shape `config` gives it (kernels [in, out]).
 
     >>> expected_shapes(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2,

@@ -33,9 +33,10 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import model_dir
-from bert_tf.checkpoints.names import (HEAD_MAPPINGS, HEADS, POOLER, WeightMapping,
+from bert_tf.checkpoints.names import (HEAD_MAPPINGS, POOLER, WeightMapping,
                                        expected_shapes, hf_name, hf_names, mappings_for)
 from bert_tf.config import BertConfig
+from bert_tf.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
 from bert_tf.errors import BertTfError
 from bert_tf.model_dir import CheckpointMismatchError
 
@@ -55,7 +56,7 @@ class BertWeights:
 
     `arrays`: our variable name (as in `WeightMapping.ours`) -> float32 numpy array.
     `sources`: our name -> where the value came from (`file:variable`), for error messages.
-    `heads`: which of `HEADS` the arrays include.
+    `heads`: which of `PRETRAINING_HEADS` the arrays include.
     `task_config`: a fine-tuned model's task_config.json; the arrays then include its
     `task_head/...` variables (see `TASK_HEAD_MAPPINGS`).
     """
@@ -131,7 +132,7 @@ def _norm_vars(prefix, layer):
 def weights_from_model(model, vocab_file=None, do_lower_case=None) -> BertWeights:
     """Snapshot of a BertPretrainer's (or BertEncoder's) variables as a BertWeights."""
     encoder = getattr(model, "encoder", model)
-    heads = tuple(h for h in HEADS if hasattr(model, h))
+    heads = tuple(h for h in PRETRAINING_HEADS if hasattr(model, h))
     arrays = {name: np.asarray(v.numpy(), np.float32)
               for name, v in model_variables(model).items()}
     return BertWeights(encoder.config, arrays, heads, vocab_file, do_lower_case)
@@ -149,7 +150,7 @@ def build_model(weights: BertWeights):
     model = BertPretrainer(weights.config)
     for name, variable in model_variables(model).items():
         head = name.split("/")[0]
-        if head in HEADS and head not in weights.heads:
+        if head in PRETRAINING_HEADS and head not in weights.heads:
             continue
         if name not in weights.arrays:
             if name in POOLER:
@@ -164,10 +165,10 @@ def build_model(weights: BertWeights):
                 f"config, which needs {list(variable.shape)} for `{name}`; check that the "
                 f"config belongs to this checkpoint")
         variable.assign(value)
-    objects = {"encoder": model.encoder}
+    objects = {ENCODER: model.encoder}
     objects.update({head: getattr(model, head) for head in weights.heads})
     if weights.task_config is not None:
-        objects["task_head"] = build_task_head(weights)
+        objects[TASK_HEAD] = build_task_head(weights)
     return model, objects
 
 
@@ -279,7 +280,7 @@ def read_mapped(names: Iterable[str], get, config: BertConfig, *, source: str,
     """
     names = list(names)
     check_layer_names(names, layer_pattern, config, source)
-    mappings = mappings_for(config.num_hidden_layers, HEADS)
+    mappings = mappings_for(config.num_hidden_layers, PRETRAINING_HEADS)
     arrays, sources = collect(mappings, names, get, source=source, hf_prefix=hf_prefix)
     if hf_prefix is None:
         name_of = lambda m: m.tf1  # noqa: E731
@@ -305,7 +306,7 @@ def check_complete(mappings: List[WeightMapping], arrays: Mapping[str, np.ndarra
 def heads_present(arrays: Mapping[str, np.ndarray], name_of, source: str) -> Tuple[str, ...]:
     """Heads whose variables are all present; a partly present head is refused."""
     present = []
-    for head in HEADS:
+    for head in PRETRAINING_HEADS:
         have = [m for m in HEAD_MAPPINGS[head] if m.ours in arrays]
         if have and len(have) != len(HEAD_MAPPINGS[head]):
             missing = [name_of(m) for m in HEAD_MAPPINGS[head] if m.ours not in arrays]
@@ -349,17 +350,17 @@ def read_model_dir(path: str) -> BertWeights:
                                       f"{model_dir.CONFIG_FILE}; is this a bert_tf model dir?")
     prefix = resolved.checkpoint
     children = {name.split("/")[0] for name in resolved.reader.get_variable_to_shape_map()}
-    if "encoder" not in children:
+    if ENCODER not in children:
         raise CheckpointFormatError(f"{prefix}: not a bert_tf checkpoint (no `encoder` child; "
                                     f"found {', '.join(sorted(children))})")
     from bert_tf.models import BertPretrainer
 
     config, task_config = resolved.config, resolved.task_config
     model = BertPretrainer(config)
-    objects = {"encoder": model.encoder}
+    objects = {ENCODER: model.encoder}
     # The tied word embeddings are saved once, possibly under masked_lm/; either way the
     # object graph restores them into the encoder.
-    heads = tuple(h for h in resolved.heads if h in HEADS)
+    heads = tuple(h for h in resolved.heads if h in PRETRAINING_HEADS)
     objects.update({h: getattr(model, h) for h in heads})
     task_head = None
     if task_config is not None:  # a fine-tuned dir (`resolved.heads` has task_head)
@@ -368,7 +369,7 @@ def read_model_dir(path: str) -> BertWeights:
         task_head = task_from_config(task_config).build_head(config)
         if not task_head.built:
             task_head.build()
-        objects["task_head"] = task_head
+        objects[TASK_HEAD] = task_head
     model_dir.restore(resolved, objects)
     text = model_dir.read_tokenizer_config(path)
     weights = weights_from_model(model, resolved.vocab_file,
@@ -376,7 +377,7 @@ def read_model_dir(path: str) -> BertWeights:
     weights.heads = heads
     weights.strip_accents = text.get("strip_accents")
     weights.arrays = {k: v for k, v in weights.arrays.items()
-                      if k.split("/")[0] not in HEADS or k.split("/")[0] in heads}
+                      if k.split("/")[0] not in PRETRAINING_HEADS or k.split("/")[0] in heads}
     if task_head is not None:
         weights.task_config = task_config
         weights.arrays.update({f"task_head/dense/{v}": np.asarray(

@@ -147,8 +147,10 @@ def _parse_fn(spec: Spec):
     return parse
 
 
-def bucket_lengths(max_seq_length: int, compiled: bool = True) -> Tuple[int, ...]:
-    """The few fixed sequence lengths training batches are padded to (length bucketing).
+def batch_bucket_lengths(max_seq_length: int, compiled: bool = True) -> Tuple[int, ...]:
+    """The few fixed sequence lengths training and prediction batches are cut to (length
+    bucketing; finetune's, off on TPUs). Serving pads raw text to its own lengths
+    (`serving.text_bucket_lengths`).
 
     `compiled` (XLA: one compilation per length): multiples of max(16, max_seq_length / 8)
     (rounded up to 8), at most 8 lengths. Not compiled (TF's kernels take any length at
@@ -156,11 +158,11 @@ def bucket_lengths(max_seq_length: int, compiled: bool = True) -> Tuple[int, ...
     lengths, so batches carry less padding (SST-2 at 64: 16.6 tokens per row instead of
     21.3, against 13.2 real ones).
 
-    >>> bucket_lengths(128), bucket_lengths(64), bucket_lengths(384)
+    >>> batch_bucket_lengths(128), batch_bucket_lengths(64), batch_bucket_lengths(384)
     ((16, 32, 48, 64, 80, 96, 112, 128), (16, 32, 48, 64), (48, 96, 144, 192, 240, 288, 336, 384))
-    >>> bucket_lengths(64, compiled=False)
+    >>> batch_bucket_lengths(64, compiled=False)
     (8, 16, 24, 32, 40, 48, 56, 64)
-    >>> bucket_lengths(10)
+    >>> batch_bucket_lengths(10)
     (10,)
     """
     max_buckets, min_step = (8, 16) if compiled else (16, 8)

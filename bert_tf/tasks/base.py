@@ -85,7 +85,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import keras
 import numpy as np
 
-from bert_tf.constants import MODEL_INPUTS
+from bert_tf.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.layers.heads import ClassificationHead
 
@@ -165,7 +165,7 @@ class TaskModel(keras.Model):
 
     def checkpoint_items(self) -> Dict[str, Any]:
         """The root children of a fine-tuning checkpoint."""
-        return {"encoder": self.encoder, "task_head": self.task_head}
+        return {ENCODER: self.encoder, TASK_HEAD: self.task_head}
 
 
 class Task:
@@ -261,6 +261,30 @@ class Task:
         raise UsageError(f"task {self.name!r}: {type(self).__name__} has no serving_module "
                          f"(classification, regression, NER, SQuAD and multiple choice "
                          f"have one); export its encoder instead")
+
+    def initialize(self, model: TaskModel, resolved) -> Optional[Any]:
+        """Restores the run's start point into `model` from --init_checkpoint (`resolved`,
+        a `model_dir.ResolvedModelDir`); the Trainer calls it only when --output_dir holds
+        nothing to resume. The encoder, plus the head when the dir was fine-tuned on this
+        very task (same labels). Returns the `model_dir.StartPoint`, or None without
+        --init_checkpoint (random weights).
+        """
+        from absl import logging
+
+        from bert_tf import model_dir
+
+        if not resolved.path:
+            return None
+        objects = {ENCODER: model.encoder}
+        recorded = resolved.task_config
+        if recorded:
+            if (recorded.get("task_name", "").lower() == self.name.lower()
+                    and recorded.get("label_list") == self.label_list):
+                objects[TASK_HEAD] = model.task_head
+            else:
+                logging.info("init_checkpoint was fine-tuned on %s: using its encoder only",
+                             recorded.get("task_name"))
+        return model_dir.restore_start_point(resolved, objects)
 
     # ------------------------------------------------------------------ results
     def postprocess(self, outputs: Mapping[str, np.ndarray], features: Mapping,

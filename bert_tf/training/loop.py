@@ -48,18 +48,20 @@ Example (a fine-tuning task would look the same):
     trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                       output_dir="/tmp/run",
                       label_fn=losses.add_global_mlm_weight,
-                      checkpoint_items={"encoder": model.encoder,
-                                        "masked_lm": model.masked_lm,
-                                        "next_sentence": model.next_sentence},
-                      steps_per_loop=100, save_checkpoints_steps=500)
-    trainer.restore_or_initialize(init_checkpoint=None)   # logs "resumed from step N"
+                      checkpoint_items=model.checkpoint_items(),
+                      options=LoopOptions(steps_per_loop=100, save_checkpoints_steps=500))
+    # Resumes (logs "resumed from step N"), else restores the start point, if any.
+    trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
+        model_dir.resolve(init_checkpoint), model.checkpoint_items(),
+        optional=PRETRAINING_HEADS))
     trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
                   global_batch_size=256, num_steps=1000)
     trainer.evaluate(eval_dataset_fn, num_steps=100)
     trainer.predict({"input_word_ids": ids, ...}, batch_size=64)  # numpy outputs, in order
 
 `evaluate` and `predict` (and `bert_tf.extract_features`) run on one inference loop,
-`InferenceLoop`: the distributed dataset, the step function traced once per input
+`bert_tf.training.inference.InferenceLoop`: the distributed dataset, the step function
+traced once per input
 signature, and, under multi_worker_mirrored, every worker's rows gathered in order.
 
 Inside `train`, `steps_per_loop` steps run in one `tf.function` (`strategy.run` in a
@@ -87,6 +89,7 @@ Trainer's `step` after each step, so the schedule never lags the step counter.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import random
@@ -102,18 +105,15 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import model_dir as model_dir_lib
-from bert_tf import output_guard
-from bert_tf.constants import MODEL_INPUTS
+from bert_tf.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
-from bert_tf.errors import BertTfError, StopRequested, UsageError
+from bert_tf.errors import BertTfError, Preempted, StopRequested, UsageError
 from bert_tf.layers import dropout
+from bert_tf.model_dir import StartPoint
+from bert_tf.training.inference import InferenceLoop
 from bert_tf.training.preemption import PreemptionWatcher
-from bert_tf.training.strategy import get_strategy, input_options, is_chief, num_workers
+from bert_tf.training.strategy import input_options, is_chief, needs_static_shapes, num_workers
 
-EVAL_RESULTS_FILE = "eval_results.json"
-# What a length-bucketed prediction holds at the positions its bucket cut off (the
-# attention mask's constant for padded keys).
-PADDED_OUTPUT_VALUE = -10000.0
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
@@ -140,26 +140,6 @@ def _inner_optimizer(optimizer):
     return getattr(optimizer, "inner_optimizer", optimizer)
 
 
-def _relax_batch_dimension(*element):
-    """Dataset map: the same tensors with an unknown first (batch) dimension."""
-    def relax(t):
-        return tf.compat.v1.placeholder_with_default(t, [None] + t.shape.as_list()[1:])
-    return tf.nest.map_structure(relax, element)
-
-
-def _any_length(spec):
-    """`spec` (a dataset's element_spec) with the sequence axis (the last axis of rank
-    >= 2 tensors, where `predict` cuts bucketed rows) unknown, so one trace serves every
-    bucket length; unchanged when it holds per-replica (composite) specs, which keep one
-    trace per length."""
-    leaves = tf.nest.flatten(spec)
-    if not all(type(s) is tf.TensorSpec for s in leaves):
-        return spec
-    return tf.nest.map_structure(
-        lambda s: tf.TensorSpec(s.shape[:-1].concatenate([None]), s.dtype, s.name)
-        if s.shape.rank >= 2 else s, spec)
-
-
 def _split(tree, parts: int):
     """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...] (the batch is
     static; other axes may not be: length-bucketed batches)."""
@@ -170,202 +150,44 @@ def _split(tree, parts: int):
     return tf.nest.map_structure(reshape, tree)
 
 
-class InferenceLoop:
-    """THE inference loop: a function of model inputs run over data under a strategy.
+@dataclasses.dataclass(frozen=True)
+class LoopOptions:
+    """How a Trainer runs, whatever it trains: steps per host round trip, checkpoint
+    cadence and how many to keep (None: all), gradient accumulation, XLA, summaries and
+    the stop signals. A command builds it once from its flags: `from_config`.
 
-    `Trainer.evaluate` (sums of loss and metrics over a dataset), `Trainer.predict` (the
-    tasks' outputs per example) and `bert_tf.extract_features` (per-token layers) all
-    run here. Each step function is traced once per input signature and kept.
-
-    * `predict(features, batch_size)`: rows of in-memory arrays -> numpy outputs in row
-      order. Batches have a static size (a multiple of the replica count; TPUs need it):
-      the rows are padded with zero rows to a whole number of batches, whose outputs are
-      dropped. Each input pipeline (one per worker) takes every k-th row and every row
-      carries its index, so under multi_worker_mirrored each worker gathers all workers'
-      outputs (`strategy.gather`) and every worker returns the same complete arrays.
-    * `sum(dataset_fn, replica_fn)`: the sums over every batch and replica of what
-      `replica_fn(features, labels)` returns (a nest of scalars).
-
-    >>> import numpy as np
-    >>> loop = InferenceLoop(lambda x: {"double": 2 * x["input_word_ids"]})
-    >>> loop.predict({"input_word_ids": np.arange(5, dtype="int32")[:, None]},
-    ...              batch_size=2)["double"].ravel().tolist()
-    [0, 2, 4, 6, 8]
+    >>> LoopOptions(steps_per_loop=10).save_checkpoints_steps
+    1000
     """
+    steps_per_loop: int = 100
+    save_checkpoints_steps: int = 1000
+    max_checkpoints_to_keep: Optional[int] = 5
+    gradient_accumulation_steps: int = 1
+    jit_compile: bool = False
+    write_summaries: bool = True
+    handle_sigterm: bool = True
+    # Polled while training (a cloud's maintenance notice): True stops it as SIGTERM does.
+    termination_watcher_fn: Optional[Callable[[], bool]] = None
 
-    def __init__(self, fn: Callable, strategy: Optional[tf.distribute.Strategy] = None):
-        self.fn = fn
-        # No strategy: the one device (the default strategy cannot distribute datasets).
-        self.strategy = strategy or get_strategy("one_device")
-        # Several workers: outputs are gathered so that every worker holds every row.
-        self._several_workers = num_workers(strategy) > 1
-        self._steps = []
+    @classmethod
+    def from_config(cls, config, strategy: tf.distribute.Strategy) -> "LoopOptions":
+        """The options a command's training flags set (`settings.TrainingSettings`);
+        `--jit_compile` unset: XLA on `strategy`'s CPUs when they lack AVX-512
+        (`strategy.default_jit_compile`)."""
+        from bert_tf.training.strategy import default_jit_compile
 
-    def _distribute(self, dataset_fn):
-        return self.strategy.distribute_datasets_from_function(
-            dataset_fn, input_options(self.strategy))
-
-    def _step(self, kind, spec, build):
-        """The step function of `kind` for inputs of `spec`, traced once and kept (specs
-        hold dicts: compared, not hashed)."""
-        for known_kind, known_spec, step in self._steps:
-            if known_kind == kind and known_spec == spec:
-                return step
-        step = tf.function(build(), autograph=False, input_signature=list(spec))
-        self._steps.append((kind, spec, step))
-        return step
-
-    def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
-                input_names: Optional[Sequence[str]] = None,
-                length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
-        """`fn` over every row of `features` (only `input_names`, default all keys,
-        int32); a dict of numpy arrays [rows, ...] in row order (see the class doc).
-
-        With `length_buckets` (inputs [rows, seq] with an `input_mask`), rows run in
-        batches cut to the shortest bucket length that holds them; outputs with the
-        batch's sequence length on axis 1 (per-token outputs) are padded back to seq.
-        When every row falls in one bucket, nothing is cut (so no output can be
-        mistaken for a per-token one). The padding value is PADDED_OUTPUT_VALUE: as a
-        logit (the tasks' outputs are logits) a padded position is never a best
-        candidate (SQuAD's n-best spans, a tag's argmax).
-        """
-        replicas = self.strategy.num_replicas_in_sync
-        batch_size = max(replicas, -(-int(batch_size) // replicas) * replicas)
-        names = list(input_names or features)
-        inputs = {k: np.asarray(features[k], np.int32) for k in names if k in features}
-        n = len(next(iter(inputs.values())))
-        seq = inputs["input_word_ids"].shape[-1] if "input_word_ids" in inputs else None
-        groups = [(np.arange(n), seq)]
-        if length_buckets and "input_mask" in inputs and inputs["input_mask"].ndim == 2:
-            bounds = sorted(set(int(b) for b in length_buckets if b < seq)) + [seq]
-            bucket = np.searchsorted(bounds, inputs["input_mask"].sum(axis=1))
-            used = np.unique(bucket)
-            if len(used) > 1:
-                groups = [(np.flatnonzero(bucket == b), bounds[b]) for b in used]
-        results = [self._predict_batches({k: v[rows][..., :width] for k, v in inputs.items()},
-                                         batch_size) for rows, width in groups]
-        widths = [width for _, width in groups]
-        keep = np.argsort(np.concatenate([rows for rows, _ in groups]))
-        merged = {}
-        for key in results[0]:
-            values = [r[key] for r in results]
-            # Per-token: axis 1 follows the batch's length in every group (two or more
-            # different lengths, so a fixed-size axis cannot match them all).
-            if len(groups) > 1 and all(v.ndim >= 2 and v.shape[1] == w
-                                       for v, w in zip(values, widths)):
-                values = [np.pad(v, [(0, 0), (0, seq - w)] + [(0, 0)] * (v.ndim - 2),
-                                 constant_values=PADDED_OUTPUT_VALUE)
-                          for v, w in zip(values, widths)]
-            merged[key] = np.concatenate(values)[keep]
-        return merged
-
-    def _predict_batches(self, inputs, batch_size) -> Dict[str, np.ndarray]:
-        """`fn` over `inputs` (same shapes per row) in static batches; outputs in order."""
-        strategy = self.strategy
-        n = len(next(iter(inputs.values())))
-        extra = (-n) % batch_size
-        if extra:
-            inputs = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
-                      for k, v in inputs.items()}
-        rows = np.arange(n + extra, dtype=np.int32)
-
-        def dataset_fn(ctx):
-            dataset = tf.data.Dataset.from_tensor_slices((inputs, rows))
-            # By row, not by file: every pipeline gets the same number of whole batches.
-            dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-            return dataset.batch(ctx.get_per_replica_batch_size(batch_size),
-                                 drop_remainder=True)
-
-        dataset = self._distribute(dataset_fn)
-        gather = self._several_workers
-        fn = tf.autograph.experimental.do_not_convert(self.fn)
-
-        def build():
-            def step(batch, batch_rows):
-                outputs = strategy.run(fn, args=(batch,))
-                if gather:
-                    return (tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
-                                                  outputs),
-                            strategy.gather(batch_rows, axis=0))
-                return outputs, batch_rows
-            return step
-
-        # Length-bucketed rows: one trace for all lengths (but TPUs need static shapes).
-        spec = dataset.element_spec
-        if not isinstance(strategy, tf.distribute.TPUStrategy):
-            spec = _any_length(spec)
-        step = self._step("predict", spec, build)
-
-        def local(value):
-            if gather:
-                return np.asarray(value)
-            parts = strategy.experimental_local_results(value)
-            return np.concatenate([np.asarray(t) for t in parts])
-
-        parts: Dict[str, list] = {}
-        order = []
-        for batch, batch_rows in dataset:
-            outputs, out_rows = step(batch, batch_rows)
-            order.append(local(out_rows))
-            for key, value in outputs.items():
-                parts.setdefault(key, []).append(local(value))
-        order = np.concatenate(order)
-        if sorted(order.tolist()) != list(range(n + extra)):
-            raise RuntimeError(f"predict: got rows {sorted(order.tolist())[:20]}... for "
-                               f"{n + extra} inputs; the strategy lost or repeated rows")
-        keep = np.argsort(order)[:n]
-        return {k: np.concatenate(v)[keep] for k, v in parts.items()}
-
-    def sum(self, dataset_fn: Callable, replica_fn: Callable,
-            num_steps: Optional[int] = None, stop_flag: Optional[tf.Variable] = None):
-        """(sums over batches and replicas of `replica_fn(features, labels)` as floats,
-        number of batches), over at most `num_steps` batches of `dataset_fn`'s data.
-
-        `stop_flag` (a host bool variable, the PreemptionWatcher's): each worker's flag is
-        summed with the batch's values, so every worker sees a stop request after the
-        same batch; then it raises StopRequested (the sums are dropped)."""
-        strategy = self.strategy
-        if self._several_workers:
-            # Several workers: the batch dimension made unknown, so the strategy hands
-            # empty batches to workers whose data has ended while others still have
-            # some, and the step below is traced once for every batch size (a retrace
-            # on one worker only would make the workers' collectives disagree and hang).
-            # One host (TPUs included) keeps static shapes.
-            relaxed_fn = lambda ctx: dataset_fn(ctx).map(_relax_batch_dimension)
-        else:
-            relaxed_fn = dataset_fn
-        dataset = self._distribute(relaxed_fn)
-        fn = tf.autograph.experimental.do_not_convert(replica_fn)
-        if stop_flag is not None:
-            inner = fn
-
-            def fn(features, labels):  # the stop votes ride on the batch's reduction
-                return inner(features, labels), tf.cast(stop_flag.read_value(), tf.float32)
-
-        def build():
-            def step(features, labels):
-                values = strategy.run(fn, args=(features, labels))
-                return tf.nest.map_structure(
-                    lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None),
-                    values)
-            return step
-
-        step = self._step(("sum", replica_fn, stop_flag is not None), dataset.element_spec,
-                          build)
-        totals, steps = None, 0
-        for features, labels in dataset:
-            if num_steps is not None and steps >= num_steps:
-                break
-            values = tf.nest.map_structure(lambda t: float(t.numpy()),
-                                           step(features, labels))
-            if stop_flag is not None:
-                values, votes = values
-                if votes > 0:
-                    raise StopRequested(f"stop requested during evaluation (batch {steps})")
-            totals = values if totals is None else tf.nest.map_structure(
-                lambda a, b: a + b, totals, values)
-            steps += 1
-        return totals, steps
+        jit_compile = config.jit_compile
+        if jit_compile is None:
+            jit_compile = default_jit_compile(strategy)
+            if jit_compile:
+                logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
+                             "(--nojit_compile to turn off)")
+        return cls(steps_per_loop=config.steps_per_loop,
+                   save_checkpoints_steps=config.save_checkpoints_steps,
+                   # 0 keeps every checkpoint, as the original's (None for the manager).
+                   max_checkpoints_to_keep=config.keep_checkpoint_max or None,
+                   gradient_accumulation_steps=config.gradient_accumulation_steps,
+                   jit_compile=jit_compile)
 
 
 class Trainer:
@@ -373,15 +195,12 @@ class Trainer:
 
     def __init__(self, model: keras.Model, loss_fn: Callable, optimizer,
                  strategy: Optional[tf.distribute.Strategy] = None, *, output_dir: str,
+                 options: LoopOptions = LoopOptions(),
                  metrics_fn: Optional[Callable] = None,
                  metrics_finalizer: Optional[Callable] = None,
                  label_fn: Optional[Callable] = None,
                  checkpoint_items: Optional[Mapping[str, object]] = None,
-                 steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
-                 max_checkpoints_to_keep: int = 5, gradient_accumulation_steps: int = 1,
-                 jit_compile: bool = False, handle_sigterm: bool = True,
-                 write_summaries: bool = True, tokens_per_example: Optional[int] = None,
-                 termination_watcher_fn: Optional[Callable[[], bool]] = None):
+                 tokens_per_example: Optional[int] = None):
         self.model = model
         self.loss_fn = loss_fn
         self.metrics_fn = metrics_fn
@@ -390,11 +209,12 @@ class Trainer:
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.output_dir = output_dir
-        self.steps_per_loop = max(1, int(steps_per_loop))
-        self.save_checkpoints_steps = max(1, int(save_checkpoints_steps))
-        self.accumulation = max(1, int(gradient_accumulation_steps))
-        self.jit_compile = jit_compile
-        self.write_summaries = write_summaries
+        self.options = options
+        self.steps_per_loop = max(1, int(options.steps_per_loop))
+        self.save_checkpoints_steps = max(1, int(options.save_checkpoints_steps))
+        self.accumulation = max(1, int(options.gradient_accumulation_steps))
+        self.jit_compile = options.jit_compile
+        self.write_summaries = options.write_summaries
         self.tokens_per_example = tokens_per_example
         self.is_chief = is_chief(self.strategy)
         self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
@@ -412,13 +232,12 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint_items = dict(checkpoint_items or {"model": model})
         self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
-                                              optimizer=self.optimizer, step=self.step,
-                                              input_seed=self.input_seed)
+                                              **self._training_state())
         tf.io.gfile.makedirs(output_dir)
         # Non-chief workers must take part in saving but write to a scratch dir.
         self._save_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="ckpt_worker_")
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self._save_dir, max_to_keep=max_checkpoints_to_keep,
+            self.checkpoint, self._save_dir, max_to_keep=options.max_checkpoints_to_keep,
             step_counter=self.step, checkpoint_name="ckpt")
         self._train_loop = None
         self.inference = InferenceLoop(lambda inputs: self.model(inputs, training=False),
@@ -426,7 +245,8 @@ class Trainer:
         self._writers = {}
         # Several workers must agree on the step to stop at (see module doc).
         self._agree_on_stop = num_workers(self.strategy) > 1
-        self._preemption = PreemptionWatcher(handle_sigterm, termination_watcher_fn)
+        self._preemption = PreemptionWatcher(options.handle_sigterm,
+                                             options.termination_watcher_fn)
 
     # ----------------------------------------------------------------- setup
     def _check_scope(self):
@@ -446,52 +266,51 @@ class Trainer:
                              "bert_tf.training.optimization (it takes gradients summed "
                              "over replicas, so clipping sees the global gradient)")
 
-    def restore_or_initialize(self, init_checkpoint: Optional[str] = None,
-                              init_required: Optional[Mapping[str, object]] = None,
-                              init_optional: Optional[Mapping[str, object]] = None) -> int:
-        """Resumes from the latest checkpoint in output_dir, else loads init_checkpoint.
-
-        `init_required` (default: all checkpoint items) must all be in init_checkpoint;
-        `init_optional` are loaded when present (e.g. the pretraining heads). Shape
-        mismatches raise model_dir.CheckpointMismatchError naming the variable.
-        Logs and returns the step training continues from.
+    def restore_or_initialize(
+            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None) -> int:
+        """THE start of a run: resumes from the latest checkpoint in output_dir (model,
+        optimizer, step, input seed); only when there is none, calls `initialize()`, the
+        start point (`Task.initialize`, pretrain's --init_checkpoint: it restores what it
+        chooses, through `model_dir.restore_start_point`, and returns that StartPoint, or
+        None for random weights). So --init_checkpoint is read once, and never by a run
+        that resumes. Logs and returns the step training continues from.
         """
-        step = self.resume()
+        step = self._resume()
         if step is not None:
             return step
-        if init_checkpoint:
-            required = dict(init_required or self.checkpoint_items)
-            prefix = model_dir_lib.restore(init_checkpoint, required, require_all=True)
-            if init_optional:
-                model_dir_lib.restore(prefix, dict(init_optional), require_all=False)
-            logging.info("started fresh at step 0 from init_checkpoint %s", prefix)
+        start = initialize() if initialize is not None else None
+        if start is not None:
+            logging.info("started fresh at step 0 from init_checkpoint %s", start)
         else:
             logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
         return int(self.step.numpy())
 
-    def resume(self) -> Optional[int]:
+    def _resume(self) -> Optional[int]:
         """Restores model, optimizer and step from the latest checkpoint in output_dir and
-        returns the step, or returns None when there is none (the caller then starts the
-        model from where it chose, e.g. a start point it restored before building the
-        Trainer: finetune checks --init_checkpoint before feature conversion)."""
+        returns the step, or returns None when there is none."""
         latest = tf.train.latest_checkpoint(self.output_dir)
         if not latest:
             return None
         # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
         # variable of another shape), without the unrestored-values warning flood.
-        objects = {**self.checkpoint_items, "optimizer": self.optimizer, "step": self.step}
         saved = model_dir_lib.check_checkpoint_files(latest).get_variable_to_shape_map()
-        if any(name.startswith("input_seed/") for name in saved):
-            model_dir_lib.restore(latest, {**objects, "input_seed": self.input_seed},
+        if any(name.startswith(f"{INPUT_SEED}/") for name in saved):
+            model_dir_lib.restore(latest, {**self.checkpoint_items, **self._training_state()},
                                   require_all=True, checkpoint=self.checkpoint)
         else:  # written by a bert_tf that kept no run seed: all but the seed restored
-            model_dir_lib.restore(latest, objects, require_all=True)
+            state = {k: v for k, v in self._training_state().items() if k != INPUT_SEED}
+            model_dir_lib.restore(latest, {**self.checkpoint_items, **state}, require_all=True)
             logging.warning("%s holds no input_seed (an earlier bert_tf wrote it): the input "
                             "order and the dropout masks continue from a new seed, not as "
                             "the uninterrupted run would have", latest)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
+
+    def _training_state(self) -> Dict[str, object]:
+        """The checkpoint children besides the model's: what a resume restores and a
+        start point never does."""
+        return {OPTIMIZER: self.optimizer, STEP: self.step, INPUT_SEED: self.input_seed}
 
     def save(self) -> Optional[str]:
         """Saves model, optimizer and step; returns the path (chief) or None."""
@@ -639,7 +458,7 @@ class Trainer:
         # A static batch size always; on TPUs every dimension static. Elsewhere the
         # sequence axis may vary among a few lengths (length-bucketed fine-tuning): the
         # loop is traced once, XLA compiles once per length.
-        tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+        tpu = needs_static_shapes(self.strategy)
         bad = [s.shape for s in specs if not (
             s.shape.is_fully_defined() if tpu
             else s.shape.rank is not None and (s.shape.rank == 0 or s.shape[0] is not None))]
@@ -845,6 +664,16 @@ class Trainer:
         result.update(status="finished", step=step)
         return result
 
+    def raise_if_preempted(self, result: Dict) -> None:
+        """THE end of a command whose `train` was stopped by SIGTERM/SIGINT (result
+        "preempted", checkpoint written): closes the Trainer and raises errors.Preempted,
+        which `cli.run_main` turns into exit status 143 (130)."""
+        if result.get("status") != "preempted":
+            return
+        self.close()
+        raise Preempted(f"preempted at step {result['step']}: checkpoint written; the same "
+                        f"command resumes from it", exit_code=result.get("exit_code", 143))
+
     def stop_requested(self) -> bool:
         """Whether SIGTERM/SIGINT (or the termination watcher) asked this worker to stop
         (while `train` runs); long host work inside training polls it."""
@@ -867,11 +696,11 @@ class Trainer:
 
     @staticmethod
     def _sequence_length(dataset):
+        # The readers rename the records' `input_ids` (DESIGN 2.4): one name to look for.
         features = dataset.element_spec[0]
-        for key in ("input_word_ids", "input_ids"):
-            if isinstance(features, dict) and key in features:
-                spec = tf.nest.flatten(features[key], expand_composites=True)[0]
-                return spec.shape[-1]
+        if isinstance(features, dict) and INPUT_WORD_IDS in features:
+            spec = tf.nest.flatten(features[INPUT_WORD_IDS], expand_composites=True)[0]
+            return spec.shape[-1]
         return None
 
     def _report(self, out, step, seconds, global_batch_size, seq_length):
@@ -962,8 +791,7 @@ class Trainer:
                                  if k not in ("global_step", "eval_steps")}, step)
         self._flush()
         if write_results and self.is_chief:
-            output_guard.write_json(os.path.join(self.output_dir, EVAL_RESULTS_FILE),
-                                    results)
+            model_dir_lib.write_eval_results(self.output_dir, results)
         return results
 
     def predict(self, features: Mapping[str, np.ndarray], batch_size: int,
@@ -971,10 +799,8 @@ class Trainer:
                 length_buckets: Optional[Sequence[int]] = None) -> Dict[str, np.ndarray]:
         """The model's outputs (training=False) for every row of `features`, as numpy
         arrays in row order, on every worker (see `InferenceLoop.predict`; with
-        `length_buckets`, rows run in batches cut to their bucket's length, except on
-        TPUs, which keep one static shape)."""
-        if isinstance(self.strategy, tf.distribute.TPUStrategy):
-            length_buckets = None
+        `length_buckets`, rows run in batches cut to their bucket's length: callers pass
+        None on TPUs, `strategy.needs_static_shapes`)."""
         return self.inference.predict(features, batch_size, input_names, length_buckets)
 
     def close(self):

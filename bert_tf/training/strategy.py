@@ -160,6 +160,17 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in cluster
 
 
+def needs_static_shapes(strategy: tf.distribute.Strategy) -> bool:
+    """Whether every input shape must be static under `strategy`: on TPUs (XLA compiles
+    the whole program once per shape). So no length buckets there (finetune's batches
+    are padded to --max_seq_length) and no traces with an unknown sequence length.
+
+    >>> needs_static_shapes(get_strategy("one_device"))
+    False
+    """
+    return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
 def input_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputOptions:
     """How `strategy` should distribute datasets: fetch to the devices unless all are CPUs.
 
