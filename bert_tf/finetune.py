@@ -115,7 +115,7 @@ def run(config: FinetuneConfig) -> Dict:
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
-    from bert_tf import model_dir as md
+    from bert_tf import model_dir
     from bert_tf import output_guard, tasks
     from bert_tf.constants import ENCODER
     from bert_tf.training import strategy as strategy_lib
@@ -129,7 +129,7 @@ def run(config: FinetuneConfig) -> Dict:
                            **config.task.task_arguments(config.max_seq_length))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
-    record = md.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
+    record = model_dir.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
                           config.optimizer if config.do_train else None,
                           config.max_seq_length, task.task_config())
     replace = _check_output_dir(config, record)
@@ -151,7 +151,7 @@ def run(config: FinetuneConfig) -> Dict:
         functools.partial(_initialize, config, task, model, resolved))
     dataset_fn = _training_dataset_fn(config, task, training, buckets) if training else None
     if trainer.is_chief:  # one writer per cluster (workers share --output_dir)
-        md.write_run_record(config.output_dir, record)
+        model_dir.write_run_record(config.output_dir, record)
     train_speed = _train(config, task, trainer, training, dataset_fn, step) if training else {}
     results = {}
     if config.do_eval:
@@ -167,19 +167,19 @@ def run(config: FinetuneConfig) -> Dict:
 def _check_output_dir(config: FinetuneConfig, record) -> bool:
     """Refuses an --output_dir that is or holds an input, or holds another run (one line
     naming the differing setting); returns True when --overwrite is to replace it."""
-    from bert_tf import model_dir as md
+    from bert_tf import model_dir
     from bert_tf import output_guard
 
     init = config.init_checkpoint
-    same_dir = bool(init) and os.path.abspath(md.model_dir_of(init)) == os.path.abspath(
+    same_dir = bool(init) and os.path.abspath(model_dir.model_dir_of(init)) == os.path.abspath(
         config.output_dir)
     output_guard.check_apart(config.output_dir,
                              [None if same_dir else init, config.task.data_dir,
                               *(config.input_file or "").split(",")],
                              flag="--output_dir", allow_inside=True)
     try:
-        md.check_run_dir(config.output_dir, record)
-    except md.RunMismatchError:
+        model_dir.check_run_dir(config.output_dir, record)
+    except model_dir.RunMismatchError:
         if not config.overwrite or same_dir:
             raise
         return True
@@ -343,7 +343,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
 
-    from bert_tf import model_dir as md
+    from bert_tf import model_dir
 
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
@@ -359,7 +359,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     logging.info("eval %s: %s", task.name,
                  " ".join(f"{k} {v:.4g}" for k, v in sorted(results.items())))
     if trainer.is_chief:
-        md.write_eval_results(config.output_dir, results)
+        model_dir.write_eval_results(config.output_dir, results)
         directory = os.path.join(config.output_dir, "eval_predictions")
         tf.io.gfile.makedirs(directory)
         task.write_predictions(predictions, examples, directory)

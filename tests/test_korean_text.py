@@ -216,7 +216,7 @@ def test_export_tokenizes_as_training_did(tmp_path, keep_vocab, keep_tok):
     from bert_tf.export import export_model_dir
 
     d = tiny_model_dir(tmp_path / "model", keep_vocab)
-    path = export_model_dir(md.resolve(d), str(tmp_path / "export"), max_seq_length=64)
+    path = export_model_dir(model_dir.resolve(d), str(tmp_path / "export"), max_seq_length=64)
     assert json.load(open(os.path.join(path, "assets.extra", "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False}
     loaded = tf.saved_model.load(path)

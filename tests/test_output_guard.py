@@ -312,7 +312,7 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
                              "--max_seq_length=32"], "max_seq_length 16")]:
         config = finetune.FinetuneConfig.from_flags(parse_args(
             finetune.define_flags, ["--max_seq_length=16", *flags, *common]))
-        with pytest.raises(md.RunMismatchError) as refused:
+        with pytest.raises(model_dir.RunMismatchError) as refused:
             finetune.run(config)
         assert "\n" not in str(refused.value), str(refused.value)
         assert setting in str(refused.value) and "--overwrite" in str(refused.value)
