@@ -53,6 +53,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 
 from bert_tf import file_io, output_guard
 from bert_tf.constants import PAD_TOKEN, SPECIAL_TOKENS
+from bert_tf.setting_fields import REQUIRED, CorpusTextSettings, setting
 from data_prep import corpus
 # One reader of the corpus format: input errors, globs and the binary sniff are corpus.py's
 # (shared with create_pretraining_data).
@@ -465,56 +466,54 @@ def _progress(enabled: bool, **kwargs):
 # Command line
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildVocabConfig(CorpusTextSettings):
+    """The command's flags: the keywords of `build_vocab` (`run`)."""
+    input_file: str = setting(
+        REQUIRED, "Comma-separated globs of UTF-8 text files, one sentence per line, blank "
+        "lines between documents (the pretraining format).")
+    vocab_file: str = setting(REQUIRED, "Where to write the vocabulary (one token a line).")
+    vocab_size: int = setting(30522, "Total number of tokens, reserved ones included.",
+                              lower=1)
+    num_unused: int = setting(
+        DEFAULT_NUM_UNUSED, "Number of [unusedN] slots after [PAD] for tokens added later. "
+        "The default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in Google's "
+        "vocabularies.", lower=0)
+    min_frequency: int = setting(
+        2, "A pair is merged into a new piece only if it occurs this often; a small corpus "
+        "may then give fewer than --vocab_size tokens.", lower=1)
+    max_input_lines: int = setting(
+        0, "Read at most this many sentences (0 = the whole corpus).", lower=0)
+    max_distinct_words: int = setting(
+        500_000, "Bound on the word-count table (memory): when it doubles this it is cut "
+        "back to the most frequent words.", lower=1)
+    strict: bool = setting(
+        False, "Stop at the first line that is not UTF-8 instead of skipping it.")
+    progress: bool = setting(True, "Show progress bars on stderr.")
+
+
+def run(config: BuildVocabConfig, log: Callable[[str], None] = lambda s: None
+        ) -> Tuple[List[str], CorpusStats]:
+    """`build_vocab` with the command's settings."""
+    values = dataclasses.asdict(config)
+    return build_vocab(show_progress=values.pop("progress"), log=log, **values)
+
+
 def define_flags(flag_values=None) -> None:
     """Defines the command's flags on `flag_values` (default: absl's global FLAGS)."""
     from absl import flags
 
-    flag_values = flags.FLAGS if flag_values is None else flag_values
-    fv = {"flag_values": flag_values}
-
-    flags.DEFINE_string("input_file", None,
-                        "Comma-separated globs of UTF-8 text files, one sentence per line, "
-                        "blank lines between documents (the pretraining format).", **fv)
-    flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary (one token a line).",
-                        **fv)
-    flags.DEFINE_integer("vocab_size", 30522, "Total number of tokens, reserved ones included.",
-                         lower_bound=1, **fv)
-    from bert_tf import settings
-
-    settings.CorpusTextSettings.define_flags(flag_values)
-    flags.DEFINE_integer("num_unused", DEFAULT_NUM_UNUSED,
-                         "Number of [unusedN] slots after [PAD] for tokens added later. The "
-                         "default 99 puts [UNK] [CLS] [SEP] [MASK] at ids 100-103 as in "
-                         "Google's vocabularies.", lower_bound=0, **fv)
-    flags.DEFINE_integer("min_frequency", 2,
-                         "A pair is merged into a new piece only if it occurs this often; "
-                         "a small corpus may then give fewer than --vocab_size tokens.",
-                         lower_bound=1, **fv)
-    flags.DEFINE_integer("max_input_lines", 0,
-                         "Read at most this many sentences (0 = the whole corpus).",
-                         lower_bound=0, **fv)
-    flags.DEFINE_integer("max_distinct_words", 500_000,
-                         "Bound on the word-count table (memory): when it doubles this it "
-                         "is cut back to the most frequent words.", lower_bound=1, **fv)
-    flags.DEFINE_bool("strict", False,
-                      "Stop at the first line that is not UTF-8 instead of skipping it.", **fv)
-    flags.DEFINE_bool("progress", True, "Show progress bars on stderr.", **fv)
-    flags.mark_flags_as_required(["input_file", "vocab_file"], **fv)
+    BuildVocabConfig.define_flags(flags.FLAGS if flag_values is None else flag_values)
 
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
     from absl import flags, logging
 
-    FLAGS = flags.FLAGS
+    config = BuildVocabConfig.from_flags(flags.FLAGS)  # refuses a missing --input_file
     logging.set_verbosity(logging.INFO)
     try:
-        build_vocab(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
-                    do_lower_case=FLAGS.do_lower_case, strip_accents=FLAGS.strip_accents,
-                    pre_tokenizer=FLAGS.pre_tokenizer, num_unused=FLAGS.num_unused,
-                    min_frequency=FLAGS.min_frequency, max_input_lines=FLAGS.max_input_lines,
-                    max_distinct_words=FLAGS.max_distinct_words, strict=FLAGS.strict,
-                    show_progress=FLAGS.progress, log=logging.info)
+        run(config, log=logging.info)
     except ValueError as e:  # CorpusError and bad values: one line from cli.run_main
         raise CorpusError(str(e)) from None
 

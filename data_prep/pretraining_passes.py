@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Sequence
 
 from bert_tf import text_rules
 from bert_tf.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
+from bert_tf.setting_fields import REQUIRED, CorpusTextSettings, Settings, override, setting
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import pretraining_instances as pi
@@ -51,31 +52,62 @@ MAX_REPORTED_INVALID = 100
 
 
 @dataclasses.dataclass(frozen=True)
-class JobConfig:
-    """Everything that decides the output (plus how to run: workers, progress)."""
+class JobConfig(Settings):
+    """Everything that decides the output (plus how to run: workers, progress): each
+    `setting` field is a flag of data_prep.create_pretraining_data, the others are the
+    library's only."""
 
-    input_file: str
-    output_file: str
-    vocab_file: str
-    do_lower_case: bool = True
-    strip_accents: Optional[bool] = None  # None: follows do_lower_case (the original)
-    pre_tokenizer: Optional[str] = None  # bert_tf.pre_tokenizers name, e.g. "kiwi"
-    do_whole_word_mask: bool = False
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 10
-    short_seq_prob: float = 0.1
-    random_seed: int = 12345
-    num_output_shards: int = 1
-    pool_size: int = 0  # documents per work unit at most; 0: units are cut by text size only
-    strict: bool = False
-    tokenizer: str = "python"  # or "tensorflow" (bert_tf.tokenization); same ids
-    num_workers: int = 1  # 0: in this process (tests); never changes the output
+    input_file: str = setting(REQUIRED, "Input corpus: comma-separated globs of UTF-8 text, "
+                              "one sentence per line, blank line between documents.")
+    output_file: str = setting(REQUIRED, "Output TFRecord path; with --num_output_shards=N>1 "
+                               "the shards are PATH-00000-of-0000N. A comma-separated list "
+                               "names the shards. Nothing else is written in its directory.")
+    vocab_file: str = setting(REQUIRED, "WordPiece vocab the model is trained with.")
+    do_lower_case: bool = override(CorpusTextSettings, "do_lower_case")
+    # None: follows do_lower_case (the original)
+    strip_accents: Optional[bool] = override(CorpusTextSettings, "strip_accents")
+    pre_tokenizer: Optional[str] = override(CorpusTextSettings, "pre_tokenizer")  # e.g. "kiwi"
+    do_whole_word_mask: bool = setting(False, "Mask all WordPieces of a word together "
+                                       "(80/10/10 still drawn per piece, as the original).")
+    max_seq_length: int = setting(128, "Maximum sequence length.", lower=5)
+    max_predictions_per_seq: int = setting(20, "Maximum masked LM predictions per sequence.",
+                                           lower=1)
+    masked_lm_prob: float = setting(0.15, "Fraction of tokens to mask.", lower=0.0, upper=1.0)
+    dupe_factor: int = setting(10, "Passes over the data, each with fresh masks.", lower=1)
+    short_seq_prob: float = setting(0.1, "Probability of a shorter target length.",
+                                    lower=0.0, upper=1.0)
+    random_seed: int = setting(12345, "Random seed.")
+    num_output_shards: int = setting(1, "Output shards (files).", lower=1)
+    pool_size: int = setting(
+        0, "At most this many documents per work unit (0: no limit; units stop at 1 MB of "
+        "text, more on corpora over 2 GB so that there are at most ~2,048). Units are the "
+        "grain of parallel work and of resuming; the statistics do not depend on them "
+        "(random-next documents come from the whole corpus, instances are shuffled over "
+        "all shards). A corpus that is one unit gives exactly the original tool's records.",
+        lower=0)
+    strict: bool = setting(False, "Stop at a line that is not valid UTF-8 instead of "
+                           "reporting FILE:LINE and skipping it.")
+    tokenizer: str = setting(
+        "python", "WordPiece implementation: 'python' (the original's rules with a word "
+        "cache; fast, no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
+        "in-graph). Both give the original FullTokenizer's ids.",
+        choices=("python", "tensorflow"))
+    # 0: in this process (tests). The command's default is the CPU count.
+    num_workers: int = setting(1, "Worker processes; never changes the output.", lower=0)
     progress: bool = True
-    summary_file: str = ""  # default: beside the output directory (default_summary_path)
-    work_dir: str = ""  # default: beside the output directory (default_work_dir)
-    overwrite: bool = False  # replace an earlier run's records made with other settings
+    summary_file: Optional[str] = setting(
+        None, "JSON summary (counts, masking fractions). Default: beside the output "
+        "directory, records/x.tfrecord -> records.x.tfrecord.summary.json.")
+    work_dir: Optional[str] = setting(
+        None, "Directory for the passes' temporary files (the tokenized corpus, shuffle "
+        "buckets: about 3x the output at peak) and the state a rerun resumes from; removed "
+        "when the job is done. Default: beside the output directory, records.x.tfrecord.work. "
+        "An existing folder not made by this job keeps its files: the job works in a "
+        "subfolder create_pretraining_data.work there.")
+    overwrite: bool = setting(
+        False, "Replace the records of an earlier run into the same --output_file made with "
+        "other inputs or settings (only the files its summary lists; the new ones are "
+        "written before the old are removed).")
     unit_bytes: int = 0  # text per work unit; 0: auto_unit_bytes (grain of work and resume)
     shuffle_bucket_bytes: int = 32 << 20  # records one shuffle bucket holds in memory
 

@@ -352,6 +352,15 @@ def test_cli(tmp_path):
     assert "wrote" in done.stderr
 
 
+def test_the_command_refuses_a_missing_vocab_file_before_reading(tmp_path):
+    from bert_tf import errors
+    from bert_tf.setting_fields import parse_args
+
+    fv = parse_args(bv.define_flags, [f"--input_file={tmp_path}/missing.txt"])
+    with pytest.raises(errors.UsageError, match=r"^--vocab_file is required"):
+        bv.BuildVocabConfig.from_flags(fv)
+
+
 # ---------------------------------------------------------------------------------------
 # The built-in demo data (demo/data/, written by demo/make_demo_data.py).
 

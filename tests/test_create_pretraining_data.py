@@ -506,6 +506,26 @@ def test_cli_error_names_the_glob(tmp_path, vocab_file):
     assert os.listdir(tmp_path) == []
 
 
+def test_cli_refuses_a_missing_required_flag_in_one_line(tmp_path):
+    r = run_cli(f"--input_file={tmp_path}/c.txt", f"--output_file={tmp_path}/o")
+    assert r.returncode == 1
+    assert ("create_pretraining_data: error: --vocab_file is required (on the command "
+            "line)\n") in r.stderr and "Traceback" not in r.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_flags_are_the_job_config_with_every_core_by_default(tmp_path):
+    from bert_tf.setting_fields import parse_args
+    from data_prep import create_pretraining_data
+
+    fv = parse_args(create_pretraining_data.define_flags,
+                    ["--input_file=c.txt", "--output_file=o", "--vocab_file=v.txt",
+                     "--dupe_factor=3"])
+    cfg = pretraining_passes.JobConfig.from_flags(fv)
+    assert (cfg.dupe_factor, cfg.num_workers) == (3, max(1, os.cpu_count() or 1))
+    assert pretraining_passes.JobConfig("c", "o", "v").num_workers == 1  # the library's
+
+
 def test_remote_paths_point_to_the_beam_pipeline(tmp_path, vocab_file):
     src = write_corpus(tmp_path / "c.txt", ["A b.", "", "C d."])
     with pytest.raises(CorpusError, match="--output_file=gs://bucket/x.*data_prep.beam_pipeline"):

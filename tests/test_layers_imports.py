@@ -20,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # be named.
 CORE = {"bert_tf", "bert_tf.errors", "bert_tf.constants", "bert_tf.file_io",
         "bert_tf.text_rules", "bert_tf.output_guard", "bert_tf.codepoint_tables",
-        "bert_tf.pre_tokenizers", "bert_tf.cli"}
+        "bert_tf.pre_tokenizers", "bert_tf.cli", "bert_tf.setting_fields"}
 DATA_PREP = {"data_prep", "data_prep.corpus", "data_prep.document_store",
              "data_prep.pretraining_instances", "data_prep.tfrecord_writer",
              "data_prep.pretraining_passes", "data_prep.pretraining_job"}

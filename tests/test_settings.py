@@ -66,6 +66,22 @@ def test_a_field_with_a_flag_default_holds_none_unless_given(tmp_path):
     assert Toy.from_flags(parse(f"--config_file={yaml}")).casing is False
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SourcedToy(Toy):
+    source: str = setting(settings.REQUIRED, "From where.")
+
+
+def test_a_required_field_is_a_flag_without_default_refused_when_not_given():
+    fv = parse(cls=SourcedToy)
+    assert fv["source"].default is None and fv["source"].help == "From where."
+    with pytest.raises(errors.UsageError, match=r"^--source is required \(on the command "
+                       r"line or in --config_file\)$"):
+        SourcedToy.from_flags(fv)
+    assert SourcedToy.from_flags(parse("--source=a", cls=SourcedToy)).source == "a"
+    with pytest.raises(TypeError):
+        SourcedToy()  # no default in the library either
+
+
 def test_an_override_changes_the_default_and_keeps_help_and_range():
     fv = parse(cls=LongerToy)
     assert fv["steps"].default == 99 and fv["steps"].help == "Steps."
