@@ -95,15 +95,17 @@ class JobConfig(Settings):
     # 0: in this process (tests). The command's default is the CPU count.
     num_workers: int = setting(1, "Worker processes; never changes the output.", lower=0)
     progress: bool = True
-    summary_file: Optional[str] = setting(
-        None, "JSON summary (counts, masking fractions). Default: beside the output "
-        "directory, records/x.tfrecord -> records.x.tfrecord.summary.json.")
-    work_dir: Optional[str] = setting(
-        None, "Directory for the passes' temporary files (the tokenized corpus, shuffle "
+    # "" (the flags show None): default paths beside the output, as the summary records.
+    summary_file: str = setting(
+        "", "JSON summary (counts, masking fractions). Default: beside the output "
+        "directory, records/x.tfrecord -> records.x.tfrecord.summary.json.",
+        flag_default=None)
+    work_dir: str = setting(
+        "", "Directory for the passes' temporary files (the tokenized corpus, shuffle "
         "buckets: about 3x the output at peak) and the state a rerun resumes from; removed "
         "when the job is done. Default: beside the output directory, records.x.tfrecord.work. "
         "An existing folder not made by this job keeps its files: the job works in a "
-        "subfolder create_pretraining_data.work there.")
+        "subfolder create_pretraining_data.work there.", flag_default=None)
     overwrite: bool = setting(
         False, "Replace the records of an earlier run into the same --output_file made with "
         "other inputs or settings (only the files its summary lists; the new ones are "
