@@ -75,15 +75,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     (3, None)
     """
     ExportConfig.define_flags(flag_values)
-    fv = {"flag_values": flag_values}
+    registered_on = {"flag_values": flag_values}
     flags.register_multi_flags_validator(
         ["format", "mixed_precision"],
         lambda v: v["mixed_precision"] == "float32" or v["format"] == "saved_model",
-        message="--mixed_precision applies to --format=saved_model only", **fv)
+        message="--mixed_precision applies to --format=saved_model only", **registered_on)
     flags.register_multi_flags_validator(
         ["format", "quantization"],
         lambda v: v["quantization"] is None or v["format"] == "litert",
-        message="--quantization applies to --format=litert only", **fv)
+        message="--quantization applies to --format=litert only", **registered_on)
     flags.mark_flags_as_required(["init_checkpoint", "export_dir"], flag_values=flag_values)
 
 

@@ -215,17 +215,6 @@ class ExtractConfig(settings.ModelDirSettings, settings.OriginalTpuSettings):
         settings.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
         return super().from_flags(flag_values)
 
-    def tpu_strategy(self, **factories):
-        """The TPUStrategy the original flags ask for (`--use_tpu`), else None.
-        `factories` go to `strategy.get_strategy` (tests without a TPU)."""
-        if not self.use_tpu:
-            return None
-        from bert_tf.training.strategy import get_strategy
-
-        return get_strategy("tpu", tpu=self.tpu_name or self.master, tpu_zone=self.tpu_zone,
-                            gcp_project=self.gcp_project, num_tpu_cores=self.num_tpu_cores,
-                            **factories)
-
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines this command's flags (`ExtractConfig`'s); called only when run as a program
@@ -244,9 +233,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
-    from bert_tf import model_dir
-
-    from bert_tf import output_guard
+    from bert_tf import model_dir, output_guard
+    from bert_tf.training import strategy as strategy_lib
 
     output_guard.check_apart(config.output_file, [config.input_file, config.init_checkpoint,
                                                   config.vocab_file], flag="--output_file")
@@ -261,7 +249,7 @@ def run(config: ExtractConfig) -> int:
         logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
                         "--input_file split the same way (python -m bert_tf.pre_tokenizers)",
                         config.init_checkpoint, text.pre_tokenizer)
-    strategy = config.tpu_strategy()
+    strategy = strategy_lib.original_tpu_strategy(config)
     with strategy.scope() if strategy else contextlib.nullcontext():
         encoder = model_dir.load_encoder(resolved)
     tokenizer = resolved.tokenizer()

@@ -246,11 +246,6 @@ def read_tokenizer_config(path: str) -> dict:
                              '{"do_lower_case": true, "strip_accents": null}') or {}
 
 
-def find_do_lower_case(path: str) -> Optional[bool]:
-    values = read_tokenizer_config(path)
-    return bool(values["do_lower_case"]) if "do_lower_case" in values else None
-
-
 @dataclasses.dataclass(frozen=True)
 class TextSettings:
     """How text becomes words for a model (what tokenizer_config.json records).

@@ -113,27 +113,27 @@ def map_original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     >>> fv.tpu, fv.distribution_strategy, fv.steps_per_loop
     ('my-tpu', 'tpu', 1000)
     """
-    fv = flag_values
-    if fv.use_tpu:
-        if given(fv, "distribution_strategy") not in (None, "tpu"):
+    if flag_values.use_tpu:
+        if given(flag_values, "distribution_strategy") not in (None, "tpu"):
             raise flags.ValidationError(
-                f"--use_tpu contradicts --distribution_strategy={fv.distribution_strategy}; "
-                f"pass one of them")
-        fv.distribution_strategy = "tpu"
-    original_tpu = fv.tpu_name or fv.master
+                f"--use_tpu contradicts --distribution_strategy="
+                f"{flag_values.distribution_strategy}; pass one of them")
+        flag_values.distribution_strategy = "tpu"
+    original_tpu = flag_values.tpu_name or flag_values.master
     if original_tpu:
-        if fv.tpu and fv.tpu != original_tpu:
+        if flag_values.tpu and flag_values.tpu != original_tpu:
+            given_as = "tpu_name" if flag_values.tpu_name else "master"
             raise flags.ValidationError(
-                f"--tpu={fv.tpu} contradicts --{'tpu_name' if fv.tpu_name else 'master'}="
-                f"{original_tpu}; pass one of them")
-        if fv.distribution_strategy == "tpu":
-            fv.tpu = original_tpu
-    if fv.iterations_per_loop is not None:
-        if given(fv, "steps_per_loop") not in (None, fv.iterations_per_loop):
+                f"--tpu={flag_values.tpu} contradicts --{given_as}={original_tpu}; pass one "
+                f"of them")
+        if flag_values.distribution_strategy == "tpu":
+            flag_values.tpu = original_tpu
+    if flag_values.iterations_per_loop is not None:
+        if given(flag_values, "steps_per_loop") not in (None, flag_values.iterations_per_loop):
             raise flags.ValidationError(
-                f"--iterations_per_loop={fv.iterations_per_loop} contradicts "
-                f"--steps_per_loop={fv.steps_per_loop}; pass one of them")
-        fv.steps_per_loop = fv.iterations_per_loop
+                f"--iterations_per_loop={flag_values.iterations_per_loop} contradicts "
+                f"--steps_per_loop={flag_values.steps_per_loop}; pass one of them")
+        flag_values.steps_per_loop = flag_values.iterations_per_loop
 
 
 def _names(module: str, attribute: str) -> Callable[[], Sequence[str]]:

@@ -158,6 +158,7 @@ def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, in
     import tensorflow as tf
 
     from bert_tf.model_dir import load_encoder
+    from bert_tf.training.strategy import original_tpu_strategy
     from tests.test_distributed_training import _FakeTpu
 
     fv = settings.parse_args(ef.define_flags, [
@@ -166,10 +167,10 @@ def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, in
         "--use_one_hot_embeddings"])
     fake = _FakeTpu()
     config = ef.ExtractConfig.from_flags(fv)
-    assert config.tpu_strategy(**fake.factories()).kind == "strategy"
+    assert original_tpu_strategy(config, **fake.factories()).kind == "strategy"
     assert fake.calls[0] == ("resolver", {"tpu": "grpc://10.0.0.2:8470", "zone": None,
                                           "project": None})
-    assert dataclasses.replace(config, use_tpu=False).tpu_strategy() is None
+    assert original_tpu_strategy(dataclasses.replace(config, use_tpu=False)) is None
 
     strategy = tf.distribute.MirroredStrategy(
         ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())

@@ -104,7 +104,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import model_dir as model_dir_lib
+from bert_tf import model_dir
 from bert_tf.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, Preempted, StopRequested, UsageError
@@ -293,13 +293,13 @@ class Trainer:
             return None
         # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
         # variable of another shape), without the unrestored-values warning flood.
-        saved = model_dir_lib.check_checkpoint_files(latest).get_variable_to_shape_map()
+        saved = model_dir.check_checkpoint_files(latest).get_variable_to_shape_map()
         if any(name.startswith(f"{INPUT_SEED}/") for name in saved):
-            model_dir_lib.restore(latest, {**self.checkpoint_items, **self._training_state()},
+            model_dir.restore(latest, {**self.checkpoint_items, **self._training_state()},
                                   require_all=True, checkpoint=self.checkpoint)
         else:  # written by a bert_tf that kept no run seed: all but the seed restored
             state = {k: v for k, v in self._training_state().items() if k != INPUT_SEED}
-            model_dir_lib.restore(latest, {**self.checkpoint_items, **state}, require_all=True)
+            model_dir.restore(latest, {**self.checkpoint_items, **state}, require_all=True)
             logging.warning("%s holds no input_seed (an earlier bert_tf wrote it): the input "
                             "order and the dropout masks continue from a new seed, not as "
                             "the uninterrupted run would have", latest)
@@ -791,7 +791,7 @@ class Trainer:
                                  if k not in ("global_step", "eval_steps")}, step)
         self._flush()
         if write_results and self.is_chief:
-            model_dir_lib.write_eval_results(self.output_dir, results)
+            model_dir.write_eval_results(self.output_dir, results)
         return results
 
     def predict(self, features: Mapping[str, np.ndarray], batch_size: int,

@@ -68,6 +68,18 @@ def set_precision_and_seed(mixed_precision: Optional[str], seed: Optional[int],
     return mixed_precision
 
 
+def original_tpu_strategy(settings, **factories) -> Optional[tf.distribute.Strategy]:
+    """The TPUStrategy the original TPU flags ask for (`--use_tpu`, with `--tpu_name` else
+    `--master`, `--tpu_zone`, `--gcp_project`, `--num_tpu_cores`), else None: how
+    extract_features, which has only those flags, picks its device. `factories` go to
+    `get_strategy` (tests without a TPU)."""
+    if not settings.use_tpu:
+        return None
+    return get_strategy("tpu", tpu=settings.tpu_name or settings.master,
+                        tpu_zone=settings.tpu_zone, gcp_project=settings.gcp_project,
+                        num_tpu_cores=settings.num_tpu_cores, **factories)
+
+
 def get_strategy(name: str, tpu: Optional[str] = None,
                  all_reduce_alg: Optional[str] = None, *, tpu_zone: Optional[str] = None,
                  gcp_project: Optional[str] = None, num_tpu_cores: Optional[int] = None,
