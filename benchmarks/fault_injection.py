@@ -28,9 +28,9 @@ changed. For each command below this script
      parent, the shared inputs) has the same sha256 afterwards.
 
 Prints one table and exits 1 on any file lost, stray, mismatch or a rerun that did not
-complete. Weights that differ after a kill (a resumed training run whose input stream
-starts over) are reported in their own column and fail the run only with
---strict_weights.
+complete. Weights that differ after a kill (a resumed training run that did not continue
+as the uninterrupted one: its input stream or dropout masks restarted) are reported in
+their own column and fail the run only with --strict_weights.
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/fault_injection.py \
         --kills=30 --seed=1 [--commands=cpd,pretrain,finetune,convert,export] [--keep]
