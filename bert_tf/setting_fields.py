@@ -167,19 +167,19 @@ class Settings:
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):
         """`cls(**values)`, each other `setting` field from its flag (a field with a
-        `flag_default` only when the flag was given, `given`; else its own default). The one place a command
-        turns its flags into its run's config. Raises UsageError naming the first
-        REQUIRED flag not given."""
+        `flag_default` only when the flag was given, `given`; else its own default).
+        The one place a command turns its flags into its run's config. Raises
+        UsageError naming the first REQUIRED flag not given."""
         require(flag_values, [f.name for f in dataclasses.fields(cls)
                               if f.metadata.get("required") and f.name not in values
                               and f.name in flag_values])
         for field in dataclasses.fields(cls):
             if field.name in values or not _is_flag(field) or field.name not in flag_values:
                 continue
-            if "flag_default" not in field.metadata:
-                values[field.name] = flag_values[field.name].value
-            elif given(flag_values, field.name) is not None:
-                values[field.name] = given(flag_values, field.name)
+            value = (given(flag_values, field.name) if "flag_default" in field.metadata
+                     else flag_values[field.name].value)
+            if value is not None or "flag_default" not in field.metadata:
+                values[field.name] = value
             # else: the field keeps its own default (the flag only shows another one)
         return cls(**values)
 

@@ -183,6 +183,16 @@ def needs_static_shapes(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, tf.distribute.TPUStrategy)
 
 
+def replicas_on_cpus(strategy: tf.distribute.Strategy) -> bool:
+    """Whether every replica of `strategy` runs on a CPU (no GPU or TPU).
+
+    >>> replicas_on_cpus(get_strategy("one_device"))  # this machine has no GPU
+    True
+    """
+    return {tf.DeviceSpec.from_string(d).device_type
+            for d in strategy.extended.worker_devices} == {"CPU"}
+
+
 def input_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputOptions:
     """How `strategy` should distribute datasets: fetch to the devices unless all are CPUs.
 
@@ -195,9 +205,7 @@ def input_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputOption
     >>> input_options(get_strategy("one_device")).experimental_fetch_to_device  # on a CPU
     False
     """
-    types = {tf.DeviceSpec.from_string(d).device_type
-             for d in strategy.extended.worker_devices}
-    return tf.distribute.InputOptions(experimental_fetch_to_device=types != {"CPU"})
+    return tf.distribute.InputOptions(experimental_fetch_to_device=not replicas_on_cpus(strategy))
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:
@@ -304,9 +312,7 @@ def default_jit_compile(strategy: tf.distribute.Strategy,
     >>> default_jit_compile(get_strategy("one_device"), has_avx512=True)
     False
     """
-    types = {tf.DeviceSpec.from_string(d).device_type
-             for d in strategy.extended.worker_devices}
-    if types != {"CPU"}:
+    if not replicas_on_cpus(strategy):
         return False
     if has_avx512 is None:
         has_avx512 = cpu_has_avx512()
@@ -321,7 +327,7 @@ def default_mixed_precision(strategy: tf.distribute.Strategy,
     AMX runs bfloat16 matmuls at about 3.3x float32's rate (issue 25: 386-439 against
     113-131 GFLOP/s on a 2-core Xeon), and bfloat16 fine-tuning (float32 variables,
     LayerNorm, softmax and loss) scores as float32 does (benchmarks/README.md). On CPUs
-    with AVX512-BF16 but no AMX bfloat16 is faster too (1.6x measured on a Zen 5
+    with AVX512-BF16 but no AMX bfloat16 is faster too (1.48-1.70x measured on a Zen 4
     fine-tuning step) but is not chosen for the user: pass
     `--mixed_precision=mixed_bfloat16`. GPUs and TPUs keep float32 unless asked (their
     own mixed-precision choice belongs to the user's recipe).
@@ -331,9 +337,7 @@ def default_mixed_precision(strategy: tf.distribute.Strategy,
     >>> default_mixed_precision(get_strategy("one_device"), has_amx_bf16=False)
     'float32'
     """
-    types = {tf.DeviceSpec.from_string(d).device_type
-             for d in strategy.extended.worker_devices}
-    if types != {"CPU"}:
+    if not replicas_on_cpus(strategy):
         return "float32"
     if has_amx_bf16 is None:
         has_amx_bf16 = cpu_has_amx_bf16()
