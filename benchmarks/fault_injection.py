@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -61,6 +60,8 @@ import sys
 import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from bert_tf.file_io import sha256  # the same digest the tools compare vocabs by
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
@@ -174,14 +175,6 @@ JOB_DONE = "done"  # create_pretraining_data's last line: the write pass ended b
 
 
 # ------------------------------------------------------------------ files
-
-
-def sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def listing(root: str) -> List[str]:

@@ -98,6 +98,10 @@ def define_flags():
                       "our_postprocess_* keys; ours, exported to transformers: "
                       "hf_postprocess_*).")
     flags.DEFINE_string("model_dir", None, "HF MiniLM dir (default: the package's).")
+    flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: ours "
+                      "with --mixed_precision=mixed_bfloat16, the reference under "
+                      "torch.autocast('cpu', bfloat16) (as Trainer(bf16=True) on CPU), "
+                      "training and prediction; float32 variables and loss on both sides.")
 
 
 # ---------------------------------------------------------------------- data
@@ -130,6 +134,15 @@ def _take(articles, count, seed, train):
     return [{"title": t, "paragraphs": ps} for t, ps in by_title.items()], n
 
 
+def _write_json(path, value):
+    """Whole or not at all: `--only=ours` and `--only=reference` may run side by side on
+    one work dir, each writing the same split files while the other reads them."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+    os.replace(temporary, path)
+
+
 def write_data(work_dir):
     """The split files; returns {name: (path, articles, questions)}."""
     if FLAGS.version == "v1.1":
@@ -149,14 +162,12 @@ def write_data(work_dir):
     for seed, (name, (part, count)) in enumerate(parts.items()):
         data, n = _take(part, count, seed, train=(name == "train"))
         path = os.path.join(work_dir, f"{name}-{FLAGS.version}.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"version": FLAGS.version, "data": data}, f)
+        _write_json(path, {"version": FLAGS.version, "data": data})
         out[name] = (path, data, n)
     if "tune" in out:  # ours scores one file: tune + test (the questions are split after)
         data = out["tune"][1] + out["test"][1]
         path = os.path.join(work_dir, f"tune+test-{FLAGS.version}.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"version": FLAGS.version, "data": data}, f)
+        _write_json(path, {"version": FLAGS.version, "data": data})
         out["predict"] = (path, data, out["tune"][2] + out["test"][2])
     else:
         out["predict"] = out["test"]
@@ -204,7 +215,9 @@ def run_ours(converted, data, out_dir, seed):
            f"--train_batch_size={FLAGS.train_batch_size}", "--eval_batch_size=64",
            f"--learning_rate={FLAGS.learning_rate}",
            f"--num_train_epochs={FLAGS.num_train_epochs}", "--warmup_proportion=0.1",
-           f"--seed={seed}", "--steps_per_loop=20", "--save_checkpoints_steps=100000"]
+           f"--seed={seed}", "--steps_per_loop=20", "--save_checkpoints_steps=100000",
+           "--mixed_precision=" + ("mixed_bfloat16" if FLAGS.precision == "bfloat16"
+                                   else "float32")]
     if FLAGS.version == "v2.0":
         cmd.append("--version_2_with_negative")
     cmd += FLAGS.ours_flags.split()
@@ -213,8 +226,8 @@ def run_ours(converted, data, out_dir, seed):
                TF_NUM_INTEROP_THREADS="1", CUDA_VISIBLE_DEVICES="")
     print("ours:", " ".join(cmd), flush=True)
     subprocess.run(["rm", "-rf", out_dir], check=True)
-    os.makedirs(out_dir)
-    log_path = os.path.join(out_dir, "finetune.log")
+    # The log goes beside the run: finetune refuses an --output_dir holding other files.
+    log_path = out_dir + ".log"
     start = time.time()
     with open(log_path, "w") as log:
         done = subprocess.run(cmd, env=env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
@@ -406,11 +419,12 @@ def run_reference(hf_dir, data, seed):
     train_start = time.time()
     for step in range(steps):
         rows = order[step * batch:(step + 1) * batch].tolist()
-        out = model(input_ids=_padded(enc, rows, "input_ids"),
-                    attention_mask=_padded(enc, rows, "attention_mask"),
-                    token_type_ids=_padded(enc, rows, "token_type_ids"),
-                    start_positions=torch.as_tensor([start_positions[r] for r in rows]),
-                    end_positions=torch.as_tensor([end_positions[r] for r in rows]))
+        with _autocast():
+            out = model(input_ids=_padded(enc, rows, "input_ids"),
+                        attention_mask=_padded(enc, rows, "attention_mask"),
+                        token_type_ids=_padded(enc, rows, "token_type_ids"),
+                        start_positions=torch.as_tensor([start_positions[r] for r in rows]),
+                        end_positions=torch.as_tensor([end_positions[r] for r in rows]))
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -431,6 +445,18 @@ def run_reference(hf_dir, data, seed):
         result.update({"our_postprocess_" + k: v for k, v in crossed.items()})
     result["wall_seconds"] = time.time() - start_time
     return result
+
+
+def _autocast():
+    """The reference's precision context: bf16 autocast (float32 weights and loss, as
+    transformers' Trainer(bf16=True) on CPU) or none."""
+    import contextlib
+
+    import torch
+
+    if FLAGS.precision == "bfloat16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _padded(enc, rows, key):
@@ -455,13 +481,14 @@ def hf_predict(model, tokenizer, data):
         order = sorted(range(len(enc["input_ids"])), key=lambda r: len(enc["input_ids"][r]))
         for i in range(0, len(order), 64):
             rows = order[i:i + 64]
-            out = model(input_ids=_padded(enc, rows, "input_ids"),
-                        attention_mask=_padded(enc, rows, "attention_mask"),
-                        token_type_ids=_padded(enc, rows, "token_type_ids"))
+            with _autocast():
+                out = model(input_ids=_padded(enc, rows, "input_ids"),
+                            attention_mask=_padded(enc, rows, "attention_mask"),
+                            token_type_ids=_padded(enc, rows, "token_type_ids"))
             for k, r in enumerate(rows):
                 width = len(enc["input_ids"][r])
-                starts.append((r, out.start_logits[k, :width].numpy()))
-                ends.append((r, out.end_logits[k, :width].numpy()))
+                starts.append((r, out.start_logits[k, :width].float().numpy()))
+                ends.append((r, out.end_logits[k, :width].float().numpy()))
     starts = [x for _, x in sorted(starts, key=lambda t: t[0])]
     ends = [x for _, x in sorted(ends, key=lambda t: t[0])]
     best, diffs = postprocess_qa_predictions(contexts, enc["overflow_to_sample_mapping"],

@@ -56,7 +56,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from bert_tf import output_guard  # each file whole or not at all (DESIGN 2.6)
+from bert_tf import file_io, output_guard  # each file whole or not at all (DESIGN 2.6)
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
 from bert_tf.errors import BertTfError
@@ -564,13 +564,6 @@ class RunRecord:
         return {k: v for k, v in fields.items() if v is not None}
 
 
-def _file_digest(path: str) -> str:
-    import hashlib
-
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def _is_model_dir(directory: str) -> bool:
     return (tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))
             or bool(tf.train.latest_checkpoint(directory)))
@@ -614,7 +607,7 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
     old_vocab = find_vocab(output_dir)
     if (old_vocab and record.vocab_file
             and os.path.abspath(old_vocab) != os.path.abspath(record.vocab_file)
-            and _file_digest(old_vocab) != _file_digest(record.vocab_file)):
+            and file_io.sha256(old_vocab) != file_io.sha256(record.vocab_file)):
         differences.append(("vocab", old_vocab, record.vocab_file))
     old_text = read_tokenizer_config(output_dir)
     if old_text:

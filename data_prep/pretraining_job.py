@@ -198,16 +198,8 @@ def fingerprint(cfg: JobConfig, paths: Sequence[str]) -> str:
     # The vocab by content: an edited vocab of the same size (a token renamed) changes
     # every id, and a vocab moved or copied elsewhere changes none.
     fields["vocab_file"] = None
-    fields["vocab"] = _file_sha256(cfg.vocab_file)
+    fields["vocab"] = file_io.sha256(cfg.vocab_file)
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_json(path):
