@@ -12,12 +12,17 @@ process, with the same thread count:
 * keras-hub `BertBackbone.from_preset(<the HF dir>)` called in a `tf.function`, with and
   without XLA (`jit_compile=True`);
 * onnxruntime 1.32 (CPUExecutionProvider, all graph optimizations) on the HF model
-  exported with `torch.onnx.export` (dynamic batch and sequence axes);
+  exported with `torch.onnx.export` (dynamic batch and sequence axes), in float32 and as
+  `onnxruntime.quantization.quantize_dynamic` makes it ("onnxruntime int8": int8 weights
+  of every MatMul, activations quantized per call; VNNI / AMX int8 kernels where the CPU
+  has them);
 * transformers `BertModel` (PyTorch, CPU, `torch.inference_mode`);
 * OpenVINO (CPU plugin, `PERFORMANCE_HINT=LATENCY`, one stream, the same threads) on the
   same ONNX file: in the precision it picks by default on this CPU (its
   `INFERENCE_PRECISION_HINT`: bf16 on CPUs with AVX512-BF16 or AMX, named in the output)
-  and in f32.
+  and in f32, and int8 as NNCF's post-training quantization makes it (`nncf.quantize`,
+  `ModelType.TRANSFORMER`, calibrated on 64 of the same Wikipedia passages and SST-2 train
+  sentences; "OpenVINO int8").
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow python benchmarks/serving_latency.py \
         [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench] [--isa_cap=avx512_core]
@@ -187,25 +192,59 @@ def export_onnx(work_dir: str, hf_model) -> str:
     return path
 
 
-def openvino_models(onnx_path: str, threads: int) -> dict:
+def onnxruntime_int8(onnx_path: str) -> str:
+    """The ONNX export with onnxruntime's dynamic int8 quantization (the recipe its docs
+    give for BERT on CPU: int8 weights, activations quantized at run time)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = onnx_path.replace(".onnx", ".int8.onnx")
+    if not os.path.exists(path):
+        quantize_dynamic(onnx_path, path, weight_type=QuantType.QInt8)
+    return path
+
+
+def calibration_inputs(hf_tok, count: int = 64) -> list:
+    """Inputs NNCF calibrates OpenVINO's int8 model on: half long Wikipedia passages
+    (batch 1 x 128), half SST-2 train sentences (batch 1, their own length)."""
+    import csv
+
+    with open(DATA / "glue" / "SST-2" / "train.tsv", encoding="utf-8") as f:
+        sentences = [r["sentence"] for _, r in zip(range(count // 2),
+                                                    csv.DictReader(f, delimiter="\t"))]
+    out = []
+    for text, padding in ([(t, "max_length") for t in long_texts(count // 2)]
+                          + [(t, "longest") for t in sentences]):
+        enc = hf_tok([text], max_length=SEQ, truncation=True, padding=padding,
+                     return_tensors="np")
+        out.append({k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
+    return out
+
+
+def openvino_models(onnx_path: str, threads: int, calibration: list) -> dict:
     """name -> (compiled model, its infer request): OpenVINO's CPU plugin on the ONNX
-    export, in its default precision for this CPU and in f32."""
+    export, in its default precision for this CPU, in f32, and quantized to int8 by
+    NNCF on `calibration` (inputs dicts)."""
+    import nncf
     import openvino
 
     core = openvino.Core()
     model = core.read_model(onnx_path)
+    config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+              "NUM_STREAMS": 1}
     out = {}
     for hint in (None, "f32"):
-        config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
-                  "NUM_STREAMS": 1}
-        if hint:
-            config["INFERENCE_PRECISION_HINT"] = hint
-        compiled = core.compile_model(model, "CPU", config)
+        compiled = core.compile_model(model, "CPU", dict(
+            config, **({"INFERENCE_PRECISION_HINT": hint} if hint else {})))
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         name = f"OpenVINO {precision}" + (" (its default)" if hint is None else "")
         if hint and precision in {n.split()[1] for n in out}:
             continue  # the default already is f32
         out[name] = (compiled, compiled.create_infer_request())
+    quantized = nncf.quantize(model, nncf.Dataset(calibration),
+                              model_type=nncf.ModelType.TRANSFORMER,
+                              subset_size=len(calibration))
+    compiled = core.compile_model(quantized, "CPU", config)
+    out["OpenVINO int8 (NNCF)"] = (compiled, compiled.create_infer_request())
     return out
 
 
@@ -409,10 +448,13 @@ def main():
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
-    ort = onnxruntime.InferenceSession(export_onnx(args.work_dir, hf), options,
-                                       providers=["CPUExecutionProvider"])
+    onnx_path = export_onnx(args.work_dir, hf)
+    ort_sessions = {name: onnxruntime.InferenceSession(path, options,
+                                                       providers=["CPUExecutionProvider"])
+                    for name, path in (("onnxruntime", onnx_path),
+                                       ("onnxruntime int8", onnxruntime_int8(onnx_path)))}
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir())
-    openvino = openvino_models(export_onnx(args.work_dir, hf), args.threads)
+    openvino = openvino_models(onnx_path, args.threads, calibration_inputs(hf_tok))
     print(f"OpenVINO contestants: {sorted(openvino)}")
 
     def keras_hub_fn(jit):
@@ -460,8 +502,9 @@ def main():
                                       - want.last_hidden_state.numpy()).max()),
                  "ours bf16": float(np.abs(got_bf16["sequence_output"].numpy()
                                            - want.last_hidden_state.numpy()).max()),
-                 "onnxruntime": float(np.abs(ort.run(None, numpy_in)[0]
-                                             - want.last_hidden_state.numpy()).max()),
+                 **{name: float(np.abs(session.run(None, numpy_in)[0]
+                                       - want.last_hidden_state.numpy()).max())
+                    for name, session in ort_sessions.items()},
                  "keras-hub": float(np.abs(keras_hub_plain(*kh_in).numpy()
                                            - want.pooler_output.numpy()).max())}
         for name, compiled in openvino.items():
@@ -478,7 +521,8 @@ def main():
                 "pooled_output"].numpy(),
             "keras-hub": lambda: keras_hub_plain(*kh_in).numpy(),
             "keras-hub XLA": lambda: keras_hub_xla(*kh_in).numpy(),
-            "onnxruntime": lambda: ort.run(["pooler_output"], numpy_in),
+            **{name: (lambda session=session: session.run(["pooler_output"], numpy_in))
+               for name, session in ort_sessions.items()},
             "HF transformers": lambda: hf_run(**torch_in).pooler_output.numpy(),
             "HF tokenizer + transformers": hf_text,
         }
@@ -553,17 +597,18 @@ def main():
                     openvino_run(compiled, {k: enc[k].numpy() for k in
                                             ("input_ids", "attention_mask", "token_type_ids")})
 
-            def ort_pass():
+            def ort_pass(session):
                 for b in batches:
                     enc = hf_encode(b)
-                    ort.run(["pooler_output"], {k: enc[k].numpy() for k in
+                    session.run(["pooler_output"], {k: enc[k].numpy() for k in
                                                 ("input_ids", "attention_mask",
                                                  "token_type_ids")})
 
             times = in_rounds({"ours SavedModel raw text": ours_pass,
                                "ours bf16 SavedModel raw text": lambda: ours_pass(fn_bf16),
                                "HF tokenizer + transformers": hf_pass,
-                               "HF tokenizer + onnxruntime": ort_pass,
+                               **{f"HF tokenizer + {name}": (lambda s=session: ort_pass(s))
+                                  for name, session in ort_sessions.items()},
                                **{f"HF tokenizer + {name}": (lambda c=compiled: openvino_pass(c))
                                   for name, compiled in openvino.items()}},
                               1, args.short_text_rounds, warmup=1)
