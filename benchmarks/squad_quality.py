@@ -541,15 +541,24 @@ def _ours_postprocess(model, hf_dir, predict_file):
 
 
 # ---------------------------------------------------------------------- report
+def run_settings() -> dict:
+    """What a run's figures depend on, saved with its result (the report shows them)."""
+    return {k: FLAGS[k].value for k in (
+        "version", "train_questions", "eval_questions", "tune_questions", "num_train_epochs",
+        "learning_rate", "train_batch_size", "max_seq_length", "doc_stride",
+        "max_query_length", "threads", "precision")}
+
+
 def report(work_dir):
     import numpy as np
 
-    table = {"settings": {k: FLAGS[k].value for k in (
-        "version", "train_questions", "eval_questions", "tune_questions", "num_train_epochs",
-        "learning_rate", "train_batch_size", "max_seq_length", "doc_stride",
-        "max_query_length", "threads")}, "runs": {}}
+    table = {"settings": None, "runs": {}}
     for path in sorted(pathlib.Path(work_dir).glob("*/result.json")):
-        table["runs"][path.parent.name] = json.loads(path.read_text())
+        run = table["runs"][path.parent.name] = json.loads(path.read_text())
+        table["settings"] = table["settings"] or run.get("settings")
+        if run.get("settings", table["settings"]) != table["settings"]:
+            print(f"note: {path.parent.name} ran with other settings: {run['settings']}")
+    print("settings:", json.dumps(table["settings"]))
     sides = collections.defaultdict(list)
     for name, r in table["runs"].items():
         sides[re.sub(r"-seed\d+", "", name)].append(r)
@@ -581,6 +590,9 @@ def report(work_dir):
 def main(argv):
     del argv
     work_dir = FLAGS.work_dir
+    if FLAGS.only == "report":  # the results found; the split files stay as the runs had them
+        report(work_dir)
+        return
     os.makedirs(work_dir, exist_ok=True)
     hf_dir = FLAGS.model_dir
     if hf_dir is None:
@@ -600,12 +612,12 @@ def main(argv):
                                 f"--output_dir={converted}", "--overwrite"], check=True,
                                env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=str(REPO))
             out_dir = os.path.join(work_dir, f"ours{tag}-seed{seed}")
-            result = run_ours(converted, data, out_dir, seed)
+            result = dict(run_ours(converted, data, out_dir, seed), settings=run_settings())
             print("ours:", json.dumps(result), flush=True)
             with open(os.path.join(out_dir, "result.json"), "w") as f:
                 json.dump(result, f, indent=2)
         if FLAGS.only in (None, "reference"):
-            result = run_reference(hf_dir, data, seed)
+            result = dict(run_reference(hf_dir, data, seed), settings=run_settings())
             print("reference:", json.dumps(result), flush=True)
             out_dir = os.path.join(work_dir, f"reference{tag}-seed{seed}")
             os.makedirs(out_dir, exist_ok=True)
