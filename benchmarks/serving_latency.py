@@ -601,8 +601,8 @@ def main():
                 for b in batches:
                     enc = hf_encode(b)
                     session.run(["pooler_output"], {k: enc[k].numpy() for k in
-                                                ("input_ids", "attention_mask",
-                                                 "token_type_ids")})
+                                                    ("input_ids", "attention_mask",
+                                                     "token_type_ids")})
 
             times = in_rounds({"ours SavedModel raw text": ours_pass,
                                "ours bf16 SavedModel raw text": lambda: ours_pass(fn_bf16),

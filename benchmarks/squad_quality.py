@@ -65,7 +65,8 @@ import time
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import finetune_quality  # noqa: E402  (the reference's optimizer recipe)
+import finetune_quality  # noqa: E402  (the reference's optimizer recipe; puts REPO on the path)
+from bert_tf import output_guard  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -137,15 +138,6 @@ def _take(articles, count, seed, train):
     return [{"title": t, "paragraphs": ps} for t, ps in by_title.items()], n
 
 
-def _write_json(path, value):
-    """Whole or not at all: `--only=ours` and `--only=reference` may run side by side on
-    one work dir, each writing the same split files while the other reads them."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(value, f)
-    os.replace(temporary, path)
-
-
 def write_data(work_dir):
     """The split files; returns {name: (path, articles, questions)}."""
     if FLAGS.version == "v1.1":
@@ -166,12 +158,15 @@ def write_data(work_dir):
     for seed, (name, (part, count)) in enumerate(parts.items()):
         data, n = _take(part, count, seed, train=(name == "train"))
         path = os.path.join(work_dir, f"{name}-{FLAGS.version}.json")
-        _write_json(path, {"version": FLAGS.version, "data": data})
+        # Whole or not at all: --only=ours and --only=reference may share a work dir.
+        output_guard.write_json(path, {"version": FLAGS.version, "data": data},
+                                indent=None, sort_keys=False)
         out[name] = (path, data, n)
     if "tune" in out:  # ours scores one file: tune + test (the questions are split after)
         data = out["tune"][1] + out["test"][1]
         path = os.path.join(work_dir, f"tune+test-{FLAGS.version}.json")
-        _write_json(path, {"version": FLAGS.version, "data": data})
+        output_guard.write_json(path, {"version": FLAGS.version, "data": data},
+                                indent=None, sort_keys=False)
         out["predict"] = (path, data, out["tune"][2] + out["test"][2])
     else:
         out["predict"] = out["test"]
