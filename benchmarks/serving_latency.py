@@ -40,7 +40,7 @@ Measured:
      each engine's latency into its matmul kernels and the rest;
   2. real short text: all SST-2 dev sentences (single) and MRPC dev pairs in batches of
      32 (and SST-2 at batch 1), raw text in, pooled [CLS] out: our classifier's raw-text
-     signature (pads each batch to its longest row rounded up to 16/32/64/128) against
+     signature (cuts each batch to its longest row) against
      HF's fast tokenizer with dynamic padding (`padding="longest"`) + BertModel and the
      same tokenizer + onnxruntime;
   3. the float32 matmul limit of these threads: the encoder's own matmul shapes at batch

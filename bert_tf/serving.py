@@ -6,13 +6,13 @@ subclass next to the host postprocessing it must equal (`GlueTask.serving_module
 `Conll2003NerTask.serving_module`, `SwagTask.serving_module`, `SquadTask.serving_module`).
 `bert_tf.export` writes them (version layout, warmup requests, atomic writing).
 
-Raw text is packed to the longest sequence of the request rounded up to one of a few
-fixed lengths (`SEQUENCE_BUCKETS`: 16, 32, 48, ..., 128, 192, ..., 512, capped at
-`max_seq_length`), not to `max_seq_length`:
-short requests cost what their length costs, and the model sees at most a handful of
-sequence lengths (no new kernels or compilations per request). Padded keys get -10000 in
-attention, so the outputs equal those of an unpadded run; per-token outputs are cut back
-to the longest sequence of the request.
+Raw text is packed, then cut to the longest row of the request (as Hugging Face's
+`padding="longest"`), not padded to `max_seq_length` or to a coarser grid: at batch 1
+nothing is padded at all, and short requests cost what their length costs. The graph
+takes any length without retracing (fixed input signatures, dynamic sequence axis); a
+length the process has not seen yet costs oneDNN's kernel planning once (a few ms at
+MiniLM's size, benchmarks/README.md). Padded keys get -10000 in attention, so the outputs
+equal those of an unpadded run; per-token outputs are as long as the longest row.
 
 Every signature refuses, in the graph and with INVALID_ARGUMENT naming the limit, a
 request of more than `max_batch_size` rows, and the raw-text ones a string input longer
@@ -25,12 +25,10 @@ limits (defaults below), recorded in `assets.extra/serving_limits.json`.
 
 Example:
 
->>> text_bucket_lengths(128)
-(16, 32, 48, 64, 80, 96, 112, 128)
 >>> mask = tf.sequence_mask([3, 18], 128, tf.int32)  # two texts of 3 and 18 pieces
->>> {k: v.shape.as_list() for k, v in pad_to_bucket(
-...     {"input_word_ids": mask, "input_mask": mask, "input_type_ids": mask * 0}, 128).items()}
-{'input_word_ids': [2, 32], 'input_mask': [2, 32], 'input_type_ids': [2, 32]}
+>>> {k: v.shape.as_list() for k, v in cut_to_longest(
+...     {"input_word_ids": mask, "input_mask": mask, "input_type_ids": mask * 0}).items()}
+{'input_word_ids': [2, 18], 'input_mask': [2, 18], 'input_type_ids': [2, 18]}
 """
 
 from __future__ import annotations
@@ -50,12 +48,6 @@ IDS_SIGNATURE = "serving_ids"
 TEXT_SIGNATURE = "serving_text"
 LABELS_FILE = "labels.txt"
 
-#: The sequence lengths raw text is padded to (those below max_seq_length, then it):
-#: steps of 16 up to 128, of 64 above. Finer steps waste less on padding (real sentences
-#: are short: SST-2 dev has a median of 24 tokens, batches of 32 a longest row of 40-60);
-#: each length is one more shape the kernels are planned for, not a retrace.
-SEQUENCE_BUCKETS = tuple(range(16, 129, 16)) + tuple(range(192, 513, 64))
-
 #: Default request limits of an export (export_model --max_batch_size, --max_text_length):
 #: rows per request, and UTF-8 bytes per string of a raw-text request (20000 bytes:
 #: about 5000 WordPiece tokens of English, 40 SQuAD windows of 384 with stride 128).
@@ -71,29 +63,15 @@ WARMUP_TEXTS_B = ("A fast fox leaps over a dog.", "Tokenization happens in the g
                   "Seoul is the capital of Korea.")
 
 
-def text_bucket_lengths(max_seq_length: int) -> tuple:
-    """The lengths a raw-text request is padded to (serving; `pad_to_bucket`): the
-    SEQUENCE_BUCKETS below `max_seq_length`, then it. (Training and prediction batches
-    have their own: `data.finetuning.batch_bucket_lengths`.)
+def cut_to_longest(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Cuts packed [batch, max_seq_length] inputs to the longest row (at least one column,
+    so a request of no rows still has a [CLS] position to pool).
 
-    >>> text_bucket_lengths(100), text_bucket_lengths(16)
-    ((16, 32, 48, 64, 80, 96, 100), (16,))
+    The columns past the longest row are padding in every row. No coarser grid: padding
+    SST-2 sentences to multiples of 16 made batch-1 requests cost 14% more on one thread
+    (benchmarks/README.md), while a length not seen before costs kernel planning once.
     """
-    return tuple(b for b in SEQUENCE_BUCKETS if b < max_seq_length) + (int(max_seq_length),)
-
-
-def pad_to_bucket(inputs: Dict[str, tf.Tensor], max_seq_length: int) -> Dict[str, tf.Tensor]:
-    """Cuts packed [batch, max_seq_length] inputs to the bucket that holds the longest row.
-
-    The columns past the longest row are padding in every row; keeping up to the next
-    bucket length (instead of exactly the longest) bounds the shapes the model runs on.
-    The returned tensors have that length as their static width when it is known.
-    """
-    used = tf.maximum(used_length(inputs), 0)
-    lengths = text_bucket_lengths(max_seq_length)
-    buckets = tf.constant(lengths, tf.int32)
-    index = tf.minimum(tf.searchsorted(buckets, used[None], side="left")[0], len(lengths) - 1)
-    length = tf.minimum(buckets[index], tf.shape(inputs["input_mask"])[1])
+    length = tf.minimum(tf.maximum(used_length(inputs), 1), tf.shape(inputs["input_mask"])[1])
     return {k: v[:, :length] for k, v in inputs.items()}
 
 
@@ -295,14 +273,11 @@ class EncoderServing(ServingModule):
         return self._run(input_word_ids, input_mask, input_type_ids)
 
     def _serve_text(self, text):
-        packed = encode_text(self.tok, text, None, self.max_seq_length)
-        inputs = pad_to_bucket(packed, self.max_seq_length)
+        inputs = cut_to_longest(encode_text(self.tok, text, None, self.max_seq_length))
         out = self._run(inputs["input_word_ids"], inputs["input_mask"],
                         inputs["input_type_ids"])
         out.update(inputs)
-        # Per-token outputs as long as the longest text (the bucket's padding cut off).
-        used = used_length(packed)
-        return {k: v if k == "pooled_output" else v[:, :used] for k, v in out.items()}
+        return out
 
     def signatures(self) -> Dict[str, Callable]:
         sigs = {SERVING_DEFAULT: self.serve_ids}
@@ -319,8 +294,8 @@ class EncoderServing(ServingModule):
                           "input_type_ids": np.zeros_like(ids)}
             return [(SERVING_DEFAULT, ids_inputs)]
         text = np.array([t.encode() for t in WARMUP_TEXTS], dtype=object)
-        ids_inputs = {k: v.numpy() for k, v in pad_to_bucket(encode_text(
-            self.tok, tf.constant(text), None, self.max_seq_length), self.max_seq_length).items()}
+        ids_inputs = {k: v.numpy() for k, v in cut_to_longest(encode_text(
+            self.tok, tf.constant(text), None, self.max_seq_length)).items()}
         requests = [(SERVING_DEFAULT, ids_inputs)]
         if self.has_text_signatures:
             requests.append((TEXT_SIGNATURE, {"text": text}))
@@ -438,9 +413,8 @@ class TaskServing(ServingModule):
         return [(SERVING_DEFAULT, text), (IDS_SIGNATURE, ids)]
 
     def encode(self, a, b=None):
-        """Raw text -> the model inputs, packed and padded to a bucket length."""
-        return pad_to_bucket(encode_text(self.tok, a, b, self.max_seq_length),
-                             self.max_seq_length)
+        """Raw text -> the model inputs, packed and cut to the longest row."""
+        return cut_to_longest(encode_text(self.tok, a, b, self.max_seq_length))
 
     def from_text(self, a, b=None):
         return self.from_ids(self.encode(a, b))

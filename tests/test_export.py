@@ -163,13 +163,15 @@ def test_text_signature_ids_equal_the_tokenizer(exported, encoder_dir):
     keras_out = encoder({k: got[k] for k in MODEL_INPUTS}, training=False)
     np.testing.assert_allclose(got["pooled_output"].numpy(), keras_out["pooled_output"].numpy(),
                                atol=1e-5)
-    short = fn(text=tf.constant(["the fox", "a dog"]))
-    assert short["input_word_ids"].shape[1] == 4  # padding is cut to the longest row
-    # The model ran on the 16-wide bucket; its outputs equal an unpadded run's.
-    unpadded = encoder({k: short[k] for k in MODEL_INPUTS}, training=False)
-    assert short["sequence_output"].shape[1] == 4
-    for name in ("sequence_output", "pooled_output"):
-        np.testing.assert_allclose(short[name].numpy(), unpadded[name].numpy(), atol=1e-5)
+    short = fn(text=tf.constant(["the fox", "the lazy dog"]))
+    assert short["input_word_ids"].shape[1] == 5  # cut to the longest row, no coarser grid
+    assert short["sequence_output"].shape[1] == 5
+    # The shorter row, padded by one column, gives what it gives alone, unpadded.
+    alone = encoder({k: short[k][:1, :4] for k in MODEL_INPUTS}, training=False)
+    np.testing.assert_allclose(short["pooled_output"].numpy()[:1],
+                               alone["pooled_output"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(short["sequence_output"].numpy()[:1, :4],
+                               alone["sequence_output"].numpy(), atol=1e-5)
 
 
 def test_ids_longer_than_positions_is_a_clear_error(exported):

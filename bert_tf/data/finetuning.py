@@ -149,8 +149,8 @@ def _parse_fn(spec: Spec):
 
 def batch_bucket_lengths(max_seq_length: int, compiled: bool = True) -> Tuple[int, ...]:
     """The few fixed sequence lengths training and prediction batches are cut to (length
-    bucketing; finetune's, off on TPUs). Serving pads raw text to its own lengths
-    (`serving.text_bucket_lengths`).
+    bucketing; finetune's, off on TPUs). Serving cuts raw text to the longest row of each
+    request instead (`serving.cut_to_longest`).
 
     `compiled` (XLA: one compilation per length): multiples of max(16, max_seq_length / 8)
     (rounded up to 8), at most 8 lengths. Not compiled (TF's kernels take any length at

@@ -331,9 +331,9 @@ class TaggerServing(serving.TaskServing):
             nrows=tf.reduce_sum(per_row))
         position = tf.ragged.range(windows.row_lengths()).flat_values + 1  # after [CLS]
         first_position = tf.boolean_mask(position, tf.boolean_mask(new_word, keep))
-        inputs = serving.pad_to_bucket(
+        inputs = serving.cut_to_longest(
             pack_inputs(windows, None, self.max_seq_length, self.tok.cls_id,
-                        self.tok.sep_id), self.max_seq_length)
+                        self.tok.sep_id))
         inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()}
         word_start = tf.boolean_mask(flat_start, new_word)
         word_end = tf.math.unsorted_segment_max(flat_end, word_of_piece, num_words)

@@ -219,8 +219,8 @@ class MultipleChoiceServing(serving.TaskServing):
     def encode(self, a, b=None):
         # Every context once per choice, paired with its endings row by row.
         contexts = tf.repeat(a, self.num_choices)
-        flat = serving.pad_to_bucket(serving.encode_text(
-            self.tok, contexts, tf.reshape(b, [-1]), self.max_seq_length), self.max_seq_length)
+        flat = serving.cut_to_longest(serving.encode_text(
+            self.tok, contexts, tf.reshape(b, [-1]), self.max_seq_length))
         return {k: tf.reshape(v, [-1, self.num_choices, tf.shape(v)[-1]])
                 for k, v in flat.items()}
 
