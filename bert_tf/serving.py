@@ -68,8 +68,9 @@ def cut_to_longest(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     so a request of no rows still has a [CLS] position to pool).
 
     The columns past the longest row are padding in every row. No coarser grid: padding
-    SST-2 sentences to multiples of 16 made batch-1 requests cost 14% more on one thread
-    (benchmarks/README.md), while a length not seen before costs kernel planning once.
+    SST-2 sentences to multiples of 16 made batch-1 requests cost 12% more on two threads
+    and 16% on one (benchmarks/README.md); a length not seen before costs kernel planning
+    once.
     """
     length = tf.minimum(tf.maximum(used_length(inputs), 1), tf.shape(inputs["input_mask"])[1])
     return {k: v[:, :length] for k, v in inputs.items()}
