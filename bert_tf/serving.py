@@ -72,13 +72,9 @@ def cut_to_longest(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     and 16% on one (benchmarks/README.md); a length not seen before costs kernel planning
     once.
     """
-    length = tf.minimum(tf.maximum(used_length(inputs), 1), tf.shape(inputs["input_mask"])[1])
+    longest = tf.cast(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=-1)), tf.int32)
+    length = tf.minimum(tf.maximum(longest, 1), tf.shape(inputs["input_mask"])[1])
     return {k: v[:, :length] for k, v in inputs.items()}
-
-
-def used_length(inputs: Dict[str, tf.Tensor]) -> tf.Tensor:
-    """The longest row of packed inputs (per-token outputs are cut back to it)."""
-    return tf.cast(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=-1)), tf.int32)
 
 
 def ids_spec() -> List[tf.TensorSpec]:
