@@ -94,3 +94,20 @@ def file_size(path: str) -> int:
     import tensorflow as tf
 
     return tf.io.gfile.stat(path).length
+
+
+def scratch_dir(prefix: str) -> str:
+    """A new local temporary directory, removed when the process exits: for files a
+    command needs while it runs (assets an export copies, a vocab read from tokenizer.json),
+    so a command leaves nothing behind in the system's temp dir.
+
+    >>> d = scratch_dir("bert_tf_doc_"); os.path.isdir(d)
+    True
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

@@ -41,6 +41,7 @@ from typing import Callable, Dict, List, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import file_io
 from bert_tf.constants import MODEL_INPUTS
 
 SERVING_DEFAULT = "serving_default"
@@ -336,10 +337,9 @@ def write_labels(labels: Sequence[str]) -> str:
 
 
 def scratch_dir() -> str:
-    """A new temporary directory for files an export copies into the SavedModel."""
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="bert_tf_export_")
+    """A new temporary directory for files an export copies into the SavedModel (removed
+    when the process exits)."""
+    return file_io.scratch_dir("bert_tf_export_")
 
 
 def bytes_to_chars(texts, byte_offsets):

@@ -29,6 +29,16 @@ def _configure_logical_cpus():
 _configure_logical_cpus()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def temp_files_under_pytest(tmp_path_factory):
+    """Temporary files of tests, doctests and the commands they start go under pytest's
+    own temp dir (it keeps the last three runs), not into the system's for good."""
+    import tempfile
+
+    path = str(tmp_path_factory.mktemp("tempfile"))
+    tempfile.tempdir, os.environ["TMPDIR"] = path, path
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """../shared/data (real corpora and GLUE); tests that need it skip when absent, and

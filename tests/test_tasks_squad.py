@@ -4,7 +4,6 @@ import functools
 import json
 import logging
 import os
-import tempfile
 
 import numpy as np
 import pytest
@@ -28,7 +27,9 @@ def shared_tokenizer():
     tracing a tokenizer costs seconds)."""
     from bert_tf.tokenization import BertTokenizer
 
-    path = os.path.join(tempfile.mkdtemp(prefix="squad_vocab_"), "vocab.txt")
+    from bert_tf import file_io
+
+    path = os.path.join(file_io.scratch_dir("squad_vocab_"), "vocab.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(VOCAB) + "\n")
     return path, BertTokenizer(path, do_lower_case=True)

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import constants, model_dir, text_rules
+from bert_tf import constants, file_io, model_dir, text_rules
 from bert_tf.checkpoints.names import (POOLER, TASK_HEAD_MAPPINGS, hf_name,
                                        hf_names, mappings_for)
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
@@ -218,9 +218,7 @@ def vocab_from_tokenizer_json(directory: str) -> Optional[str]:
     tokens = sorted(vocab, key=vocab.get)
     if [vocab[t] for t in tokens] != list(range(len(tokens))):
         raise CheckpointFormatError(f"{path}: the WordPiece vocab's ids are not 0..{len(tokens) - 1}")
-    import tempfile
-
-    out = os.path.join(tempfile.mkdtemp(prefix="bert_tf_vocab_"), model_dir.VOCAB_FILE)
+    out = os.path.join(file_io.scratch_dir("bert_tf_vocab_"), model_dir.VOCAB_FILE)
     with open(out, "w", encoding="utf-8") as f:
         f.write("".join(t + "\n" for t in tokens))
     logging.info("%s: vocab.txt taken from tokenizer.json's WordPiece vocab", directory)

@@ -18,6 +18,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from bert_tf import file_io
 from bert_tf.errors import BertTfError, StopRequested
 
 
@@ -258,13 +259,8 @@ class RecordFiles:
                 f"Rewrite this file (e.g. rerun the command that made it), or remove it "
                 f"from --input_file, or pass --skip_corrupt_records to skip damaged "
                 f"records (counted and logged) and go on")
-        import atexit
-        import shutil
-        import tempfile
-
         if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="bert_tf_sound_records_")
-            atexit.register(shutil.rmtree, self._scratch, ignore_errors=True)
+            self._scratch = file_io.scratch_dir("bert_tf_sound_records_")
         copy = os.path.join(self._scratch, f"{len(self._copies):05d}-{os.path.basename(path)}")
         skipped = copy_sound_records(path, copy, self.should_stop)
         self._copies[path] = copy

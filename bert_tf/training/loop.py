@@ -94,7 +94,6 @@ import inspect
 import os
 import random
 import shutil
-import tempfile
 import time
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
@@ -104,7 +103,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import model_dir
+from bert_tf import file_io, model_dir
 from bert_tf.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, Preempted, StopRequested, UsageError
@@ -235,7 +234,7 @@ class Trainer:
                                               **self._training_state())
         tf.io.gfile.makedirs(output_dir)
         # Non-chief workers must take part in saving but write to a scratch dir.
-        self._save_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="ckpt_worker_")
+        self._save_dir = output_dir if self.is_chief else file_io.scratch_dir("ckpt_worker_")
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._save_dir, max_to_keep=options.max_checkpoints_to_keep,
             step_counter=self.step, checkpoint_name="ckpt")
