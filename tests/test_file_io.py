@@ -60,3 +60,12 @@ def test_local_paths_load_no_tensorflow(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=command_env(),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_scratch_dirs_are_gone_when_the_process_exits(tmp_path):
+    code = ("from bert_tf import file_io; import os; d = file_io.scratch_dir('x_'); "
+            "open(os.path.join(d, 'vocab.txt'), 'w').write('a'); print(d)")
+    env = command_env(TMPDIR=str(tmp_path))
+    made = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    assert made.startswith(str(tmp_path)) and list(tmp_path.iterdir()) == []
