@@ -54,9 +54,11 @@ def imports_of(path: str):
 
 def deps_of(path: str, modules: dict) -> list:
     deps = set()
+    # A script's own folder is on sys.path: benchmarks import their sibling scripts.
+    folders = ("", path.split("/")[0] + "/") if path.startswith(("benchmarks/", "tools/")) else ("",)
     for name in imports_of(path):
         candidate = name.replace(".", "/")
-        for option in (candidate + ".py", candidate + "/__init__.py"):
+        for option in (f + candidate + ext for f in folders for ext in (".py", "/__init__.py")):
             if option in modules and option != path:
                 deps.add(":" + target_name(option))
         top = name.split(".")[0]

@@ -1,0 +1,123 @@
+"""Single short requests: which thread count and precision serve them fastest?
+
+Real SST-2 dev sentences, one request each, through the raw-text signature of our float32
+and bfloat16 SST-2 exports (the same untrained head on MiniLM-L6-H384 as
+`serving_latency.py`, made in the same --work_dir), against HF's fast tokenizer +
+onnxruntime (float32) on the same sentences. One process per intra-op thread count
+(TensorFlow fixes its thread pools at start; TF Serving's
+`--tensorflow_intra_op_parallelism` is the same setting); inside a process the
+contestants run in interleaved rounds. Prints ms per sentence and, for each of ours,
+onnxruntime's time at the same thread count / ours and the best onnxruntime time over
+all thread counts / ours (above 1: we are faster).
+
+    flock /work/bench.lock env PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python \\
+        benchmarks/batch1_threads.py --thread_counts=1,2 --sentences=300 --rounds=3
+
+Run it alone on a quiet machine: PyTorch's and onnxruntime's threads spin.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from serving_latency import BF16, cpu_description, export_models, export_onnx, glue_dev, \
+    minilm_dir
+
+ORT = "HF tokenizer + onnxruntime"
+OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
+
+
+def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
+    """ms per sentence of each contestant with `threads` intra-op threads (this process)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import onnxruntime
+    import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
+    import torch
+    from transformers import BertModel, BertTokenizerFast
+
+    torch.set_num_threads(threads)
+    paths = export_models(work_dir)
+    rows = [r[0] for r in glue_dev("sst-2")[:sentences]]
+    hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    onnx_path = os.path.join(work_dir, "minilm.onnx")
+    if not os.path.exists(onnx_path):
+        export_onnx(work_dir, BertModel.from_pretrained(minilm_dir(),
+                                                        attn_implementation="eager").eval())
+    session = onnxruntime.InferenceSession(onnx_path, options,
+                                           providers=["CPUExecutionProvider"])
+    texts = [tf.constant([t]) for t in rows]
+
+    def ours(fn):
+        for t in texts:
+            fn(text=t)["logits"].numpy()
+
+    def ort():
+        for t in rows:
+            enc = hf_tok([t], max_length=128, truncation=True, padding="longest",
+                         return_tensors="np")
+            session.run(["pooler_output"], {k: enc[k] for k in
+                                            ("input_ids", "attention_mask", "token_type_ids")})
+
+    contestants = {name: (lambda fn=tf.saved_model.load(paths[export]).signatures[
+        "serving_default"]: ours(fn)) for name, export in OURS.items()}
+    contestants[ORT] = ort
+    for fn in contestants.values():
+        fn()  # warm-up: every sentence length once
+    times = {name: [] for name in contestants}
+    for _ in range(rounds):
+        for name, fn in contestants.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) / len(rows) * 1e3)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--thread_counts", default="1,2")
+    parser.add_argument("--sentences", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
+                                                           "serving_bench"))
+    parser.add_argument("--child_threads", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_threads:
+        print(json.dumps(measure(args.child_threads, args.work_dir, args.sentences,
+                                 args.rounds)))
+        return
+    os.makedirs(args.work_dir, exist_ok=True)
+    cpu = cpu_description()
+    print(f"CPU: {cpu['model']}, {cpu['cpus']} CPUs, flags {' '.join(cpu['isa_flags'])}; "
+          f"load average {cpu['load_average']:.2f}", flush=True)
+    results = {}
+    for threads in [int(t) for t in args.thread_counts.split(",")]:
+        out = subprocess.run([sys.executable, __file__, f"--child_threads={threads}",
+                              f"--work_dir={args.work_dir}", f"--sentences={args.sentences}",
+                              f"--rounds={args.rounds}"], check=True, capture_output=True,
+                             text=True).stdout
+        results[threads] = json.loads(out.strip().splitlines()[-1])
+    best_ort = min(r[ORT] for r in results.values())
+    print(f"SST-2 dev, first {args.sentences} sentences, one per request, raw text in; "
+          f"ms per sentence (median of {args.rounds} rounds); load average now "
+          f"{os.getloadavg()[0]:.2f}")
+    print(f"   {'threads':8s}{'contestant':26s}{'ms':>8s}  ort same threads / this  "
+          f"best ort / this")
+    for threads, times in results.items():
+        for name, ms in times.items():
+            ratios = "" if name == ORT else (f"{times[ORT] / ms:23.2f}  {best_ort / ms:15.2f}")
+            print(f"   {threads:<8d}{name:26s}{ms:8.2f}  {ratios}")
+    print(json.dumps({"cpu": cpu, "ms_per_sentence": results}))
+
+
+if __name__ == "__main__":
+    main()
