@@ -26,7 +26,12 @@ def _configure_logical_cpus():
         pass  # already initialised by an earlier import
 
 
-_configure_logical_cpus()
+def pytest_configure(config):
+    # Under pytest-xdist the controller only hands tests to its workers: it need not start
+    # TensorFlow (whose C++ start-up lines it would print after the summary).
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    _configure_logical_cpus()
 
 
 @pytest.fixture(scope="session", autouse=True)
