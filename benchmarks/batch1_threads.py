@@ -41,7 +41,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
     import onnxruntime
     import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
     import torch
-    from transformers import BertModel, BertTokenizerFast
+    from transformers import BertTokenizerFast
 
     torch.set_num_threads(threads)
     paths = export_models(work_dir)
@@ -49,11 +49,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
     hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    onnx_path = os.path.join(work_dir, "minilm.onnx")
-    if not os.path.exists(onnx_path):
-        export_onnx(work_dir, BertModel.from_pretrained(minilm_dir(),
-                                                        attn_implementation="eager").eval())
-    session = onnxruntime.InferenceSession(onnx_path, options,
+    session = onnxruntime.InferenceSession(export_onnx(work_dir), options,
                                            providers=["CPUExecutionProvider"])
     texts = [tf.constant([t]) for t in rows]
 

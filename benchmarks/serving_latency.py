@@ -160,13 +160,18 @@ def export_models(work_dir: str) -> dict:
     return out
 
 
-def export_onnx(work_dir: str, hf_model) -> str:
-    """The HF BertModel as ONNX (dynamic batch and sequence axes); returns the path."""
+def export_onnx(work_dir: str, hf_model=None) -> str:
+    """The HF BertModel as ONNX (dynamic batch and sequence axes); returns the path.
+    Without `hf_model`, MiniLM is loaded only if the file is not there yet."""
     import torch
 
     path = os.path.join(work_dir, "minilm.onnx")
     if os.path.exists(path):
         return path
+    if hf_model is None:
+        from transformers import BertModel
+
+        hf_model = BertModel.from_pretrained(minilm_dir(), attn_implementation="eager").eval()
 
     class Outputs(torch.nn.Module):  # plain tensors in, a tuple out
         def __init__(self, model):

@@ -55,7 +55,8 @@ def imports_of(path: str):
 def deps_of(path: str, modules: dict) -> list:
     deps = set()
     # A script's own folder is on sys.path: benchmarks import their sibling scripts.
-    folders = ("", path.split("/")[0] + "/") if path.startswith(("benchmarks/", "tools/")) else ("",)
+    script = path.startswith(("benchmarks/", "tools/"))
+    folders = ("", path.split("/")[0] + "/") if script else ("",)
     for name in imports_of(path):
         candidate = name.replace(".", "/")
         for option in (f + candidate + ext for f in folders for ext in (".py", "/__init__.py")):
