@@ -53,6 +53,7 @@ and `--only=reference` run one side (two processes can share the machine).
 
 from __future__ import annotations
 
+import bisect
 import collections
 import importlib.util
 import json
@@ -215,7 +216,27 @@ def score(data, best_text, null_odds):
                                ("NoAns_", [q for q, h in has_ans.items() if not h])):
                 part = ev.make_eval_dict(exact, f1, qid_list=ids)
                 result[label + "exact_match"], result[label + "f1"] = part["exact"], part["f1"]
+    result.update(_v2_diagnostics(ev, test, has_ans, best_text, null_odds))
     return result
+
+
+def _v2_diagnostics(ev, test, has_ans, best_text, null_odds):
+    """What the v2.0 score is made of: reading (`HasAns_best_span_f1`, the F1 of the best
+    non-null span on the answerable test questions, whatever the null decision), telling
+    answerable from not (`null_odds_auc`: the chance that an unanswerable question has
+    higher null odds than an answerable one; 0.5 is a coin) and the threshold
+    (`oracle_f1`: the test F1 at the best threshold for the test set itself)."""
+    _, span_f1 = ev.get_raw_scores(test, {q: best_text[q] for q in has_ans})
+    answerable = sorted(null_odds[q] for q, h in has_ans.items() if h)
+    unanswerable = [null_odds[q] for q, h in has_ans.items() if not h]
+    wins = sum(bisect.bisect_left(answerable, u)
+               + 0.5 * (bisect.bisect_right(answerable, u) - bisect.bisect_left(answerable, u))
+               for u in unanswerable)
+    oracle_f1, _ = ev.find_best_thresh(best_text, span_f1, null_odds, has_ans)
+    return {"HasAns_best_span_f1": 100.0 * sum(span_f1[q] for q, h in has_ans.items() if h)
+            / max(1, len(answerable)),
+            "null_odds_auc": wins / max(1, len(answerable) * len(unanswerable)),
+            "oracle_f1": float(oracle_f1)}
 
 
 # ---------------------------------------------------------------------- ours
@@ -572,10 +593,17 @@ def report(work_dir):
     sides = collections.defaultdict(list)
     for name, r in table["runs"].items():
         sides[re.sub(r"-seed\d+", "", name)].append(r)
-    print(f"{'run':28}{'EM':>8}{'F1':>8}{'updates':>9}{'windows':>9}")
+    # v2.0 diagnostics (see _v2_diagnostics); "-" for runs scored before they existed.
+    extra = [("HasAns_f1", "HasAns F1"), ("HasAns_best_span_f1", "span F1"),
+             ("null_odds_auc", "null AUC"), ("oracle_f1", "oracle F1")]
+    if (table["settings"] or {}).get("version") != "v2.0":
+        extra = []
+    print(f"{'run':28}{'EM':>8}{'F1':>8}{'updates':>9}{'windows':>9}"
+          + "".join(f"{title:>11}" for _, title in extra))
     for name, r in table["runs"].items():
         print(f"{name:28}{r['exact_match']:8.2f}{r['f1']:8.2f}{r['train_steps']:9d}"
-              f"{r['train_windows'] or 0:9d}")
+              f"{r['train_windows'] or 0:9d}"
+              + "".join(f"{r[k]:11.2f}" if k in r else f"{'-':>11}" for k, _ in extra))
     summary = {}
     for side, runs in sides.items():
         em = [r["exact_match"] for r in runs]
