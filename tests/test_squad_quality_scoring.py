@@ -37,3 +37,15 @@ def test_v2_diagnostics_split_reading_from_abstaining(shared_data):
     assert result["null_odds_auc"] == pytest.approx(0.75)
     # Best on the test set itself: answer a1 only (threshold -2): 1 + 0 + 1 + 1 of 4.
     assert result["oracle_f1"] == pytest.approx(75.0)
+
+
+def test_v2_tune_and_test_take_alternate_paragraphs_of_the_same_articles():
+    articles = [{"title": f"a{i}", "paragraphs": [{"context": f"a{i}p{j}", "qas": []}
+                                                  for j in range(6)]} for i in range(3)]
+    tune, test = squad_quality._alternate_paragraphs(articles)
+    contexts = [{p["context"] for a in half for p in a["paragraphs"]} for half in (tune, test)]
+    assert not contexts[0] & contexts[1]
+    assert len(contexts[0]) == len(contexts[1]) == 9
+    # Both halves draw from every article here (18 paragraphs dealt in a fixed shuffle).
+    assert {a["title"] for a in tune} == {a["title"] for a in test} == {"a0", "a1", "a2"}
+    assert [tune, test] == squad_quality._alternate_paragraphs(articles)
