@@ -105,21 +105,6 @@ def pump(source, sink, pattern):
     if pending and not noise.match(pending):
         emit(pending)
 
-def forward_held(source, sink, pattern):
-    # What the pipe holds now (never waits), filtered like pump's lines.
-    noise, held = re.compile(pattern), b""
-    while select.select([source], [], [], 0)[0]:
-        chunk = os.read(source, 65536)
-        if not chunk:
-            break
-        held += chunk
-    kept = b"".join(p for p in re.split(rb"(?<=[\n\r])", held) if p and not noise.match(p))
-    if kept:
-        try:
-            write_all(sink, kept)
-        except OSError:
-            pass
-
 if __name__ == "__main__":
     import signal, sys
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -165,10 +150,10 @@ def _install_stderr_filter() -> None:
     """Points fd 2 at a pipe read by the filter process, which writes to the real stderr.
 
     This process keeps the pipe's read end open and a thread waits on the filter: if the
-    filter dies before the command ends (killed, out of memory), the thread forwards what
-    the pipe holds, puts fd 2 back on the real stderr and forwards what children still
-    holding the pipe write, so the command never gets EPIPE and nothing is lost but the
-    one chunk the filter may have been holding when it was killed."""
+    filter dies before the command ends (killed, out of memory), the thread becomes the
+    filter (the same `pump`, in this process), so the command never gets EPIPE or blocks
+    on a full pipe, its lines keep their order, and nothing is lost but the one chunk the
+    filter may have been holding when it was killed."""
     global _filter_process
     try:
         sys.stderr.flush()
@@ -187,13 +172,11 @@ def _install_stderr_filter() -> None:
 
     def take_over_if_the_filter_dies():
         process.wait()
-        # Reached at the end too (the filter saw EOF): then fd 2 is the real stderr
-        # already and the pipe is at EOF, so this returns at once. What the pipe holds
-        # goes out first, so it precedes what the command writes once fd 2 is the real
-        # stderr again (a chunk the filter had read but not written when it was killed
-        # is gone with it).
-        code["forward_held"](read_end, real_stderr, NOISE.pattern.encode())
-        os.dup2(real_stderr, 2)
+        # Reached at the end too (the filter saw EOF): then the pipe is at EOF and this
+        # returns at once. fd 2 stays on the pipe: putting it back on the real stderr
+        # while the command writes would let its new lines overtake those still in the
+        # pipe (seen under load), so everything keeps flowing through the pipe, in order,
+        # until `drain` closes it at exit.
         code["pump"](read_end, real_stderr, NOISE.pattern.encode())
 
     watcher = threading.Thread(target=take_over_if_the_filter_dies, daemon=True,
