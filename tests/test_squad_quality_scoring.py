@@ -2,19 +2,9 @@
 evaluate-v2.0.py from ../shared/data/squad, on a hand-made test set whose figures are
 worked out below."""
 
-import importlib.util
-
 import pytest
 
 from benchmarks import squad_quality
-
-
-def _official_v2(shared_data):
-    spec = importlib.util.spec_from_file_location(
-        "evaluate_v2", shared_data / "squad" / "evaluate-v2.0.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _articles(questions):
@@ -24,7 +14,7 @@ def _articles(questions):
 
 
 def test_v2_diagnostics_split_reading_from_abstaining(shared_data):
-    ev = _official_v2(shared_data)
+    ev = squad_quality._load_script("evaluate-v2.0.py", str(shared_data / "squad"))
     test = _articles([("a1", "red fox"), ("a2", "blue sky"), ("u1", ""), ("u2", "")])
     has_ans = ev.make_qid_to_has_ans(test)
     best_text = {"a1": "the red fox", "a2": "green", "u1": "x", "u2": "y"}
