@@ -704,6 +704,12 @@ def main(argv):
     if FLAGS.only == "report":  # the results found; the split files stay as the runs had them
         report(work_dir)
         return
+    needed = ["dev-v2.0.part.json", "evaluate-v2.0.py", "train-v1.1.first44.json"] \
+        if FLAGS.version == "v2.0" else ["train-v1.1.first44.json", "evaluate-v1.1.py"]
+    missing = [n for n in needed if not os.path.exists(os.path.join(FLAGS.squad_dir, n))]
+    if missing:
+        raise SystemExit(f"--squad_dir={FLAGS.squad_dir} lacks {', '.join(missing)}: point it "
+                         f"at the shared SQuAD files (../shared/data/squad, see its MANIFEST)")
     os.makedirs(work_dir, exist_ok=True)
     hf_dir = FLAGS.model_dir
     if hf_dir is None:
