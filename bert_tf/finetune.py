@@ -129,9 +129,10 @@ def run(config: FinetuneConfig) -> Dict:
                            **config.task.task_arguments(config.max_seq_length))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
+    schedule, length = config.schedule_settings() if config.do_train else (None, None)
     record = model_dir.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
                           config.optimizer if config.do_train else None,
-                          config.max_seq_length, task.task_config())
+                          config.max_seq_length, task.task_config(), schedule, length)
     replace = _check_output_dir(config, record)
     with strategy.scope():
         from bert_tf.encoder import BertEncoder

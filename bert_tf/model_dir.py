@@ -54,6 +54,7 @@ import os
 import re
 from typing import Mapping, Optional, Sequence, Tuple
 
+from absl import logging
 import tensorflow as tf
 
 from bert_tf import file_io, output_guard  # each file whole or not at all (DESIGN 2.6)
@@ -558,9 +559,14 @@ class RunRecord:
     optimizer: Optional[str]  # None: a run that does not train (evaluate, predict)
     max_seq_length: int
     task_config: Optional[dict] = None
+    # `TrainingSettings.schedule_settings`: what a resume must keep (learning rate,
+    # batch...) and what it may change (steps, epochs); None when the run does not train.
+    schedule: Optional[dict] = None
+    training_length: Optional[dict] = None
 
     def marker_fields(self) -> dict:
-        fields = {"optimizer": self.optimizer, "max_seq_length": self.max_seq_length}
+        fields = {"optimizer": self.optimizer, "max_seq_length": self.max_seq_length,
+                  "schedule": self.schedule, "training_length": self.training_length}
         return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -587,6 +593,11 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
     Traceback (most recent call last):
     ...
     bert_tf.model_dir.RunMismatchError: --output_dir=... holds a pretrain run with optimizer adamw; this run has lamb: ...
+    >>> write_run_record(d, dataclasses.replace(run, schedule={"learning_rate": 1e-4}))
+    >>> check_run_dir(d, dataclasses.replace(run, schedule={"learning_rate": 2e-4}))
+    Traceback (most recent call last):
+    ...
+    bert_tf.model_dir.RunMismatchError: --output_dir=... holds a pretrain run with learning_rate 0.0001; this run has 0.0002: ...
     """
     if not tf.io.gfile.isdir(output_dir) or not tf.io.gfile.listdir(output_dir):
         return None
@@ -640,6 +651,11 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
                     f"their step on (the paper's phase 2 continues phase 1's step count)")
         else:
             differences.append(("max_seq_length", old_length, record.max_seq_length))
+    if note is None:  # a resume continues the checkpoint's schedule; phase 2 sets its own
+        differences += _changed(marker.get("schedule"), record.schedule)
+        for name, old, new in _changed(marker.get("training_length"), record.training_length):
+            logging.info("%s: continuing a run that had --%s=%s with --%s=%s (the learning "
+                         "rate's decay now ends there)", output_dir, name, old, name, new)
     if differences:
         name, old, new = differences[0]
         raise RunMismatchError(
@@ -647,6 +663,14 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
             f"{new}: choose another {flag} (with --init_checkpoint={output_dir} to start "
             f"from it), or pass --overwrite to start over there")
     return note
+
+
+def _changed(recorded, settings: Optional[dict]) -> list:
+    """(name, recorded value, this run's) of each setting in both that differs."""
+    if not isinstance(recorded, dict) or not settings:
+        return []
+    return [(name, recorded[name], value) for name, value in settings.items()
+            if name in recorded and recorded[name] != value]
 
 
 def write_run_record(output_dir: str, record: RunRecord) -> None:

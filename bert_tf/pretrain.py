@@ -106,10 +106,12 @@ def run(config: PretrainConfig) -> None:
         config.mixed_precision, config.seed, strategy))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
+    schedule, length = config.schedule_settings() if config.do_train else (None, None)
     record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,
                                  resolved.text,
                                  config.optimizer if config.do_train else None,
-                                 config.max_seq_length)
+                                 config.max_seq_length, schedule=schedule,
+                                 training_length=length)
     replace, note = _check_output_dir(config, record)
     if config.do_train:
         list_record_files(config.input_file)  # no records: one line, nothing written

@@ -320,7 +320,8 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
     processes = _start_workers(_finetune(
         root, out, strategy_flag, f"--init_checkpoint={root / 'init'}", "--do_train",
         f"--input_file={root / 'train.tf_record'}", "--num_train_steps=100000",
-        "--steps_per_loop=1000", "--save_checkpoints_steps=100000"), logs)
+        "--steps_per_loop=1000", "--save_checkpoints_steps=100000", "--learning_rate=1e-3"),
+        logs)
     _wait_for(lambda: "training SST-2" in logs[1].read_text(), processes[1], "training")
     processes[1].send_signal(signal.SIGTERM)
     codes, texts = _wait_all(processes, logs)
@@ -332,7 +333,8 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
     assert 0 < step < 1000  # inside the block, not at its end
     assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{step}")
 
-    # 2. The same command (a few more steps) resumes both, then evaluates and predicts.
+    # 2. The same command (a few more steps: a resume may change how long to train, not
+    # the learning rate) resumes both, then evaluates and predicts.
     # (60 steps at 1e-3: the resumed run continues the data instead of replaying its first
     # batches, and 30 steps at 5e-3 from step 1 left the tiny model at chance.)
     logs = [tmp_path / f"resume{i}.log" for i in range(2)]

@@ -153,3 +153,34 @@ def test_model_dir_imports_nothing_above_it():
                  for alias in node.names}
     above = ("bert_tf.checkpoints", "bert_tf.tasks", "bert_tf.training", "bert_tf.models")
     assert not [m for m in imported if m and m.startswith(above)], imported
+
+
+def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp_path,
+                                                                           caplog):
+    """DESIGN 2.6: the optimizer a dir holds includes its schedule. A resume under another
+    learning rate or batch is refused (one line naming it); another step count is how long
+    to train (logged); an evaluation (no schedule) and phase 2 (a new length) pass."""
+    import dataclasses
+    import logging
+
+    out = str(tmp_path / "run")
+    schedule = {"learning_rate": 1e-4, "train_batch_size": 32, "warmup_proportion": 0.1}
+    run = model_dir.RunRecord("finetune", CFG, None, model_dir.TextSettings(), "adamw", 128,
+                              schedule=schedule, training_length={"num_train_epochs": 3.0})
+    model_dir.write_run_record(out, run)
+    assert model_dir.check_run_dir(out, run) is None
+    for name, value in (("learning_rate", 2e-4), ("train_batch_size", 16)):
+        changed = dataclasses.replace(run, schedule={**schedule, name: value})
+        with pytest.raises(model_dir.RunMismatchError,
+                           match=f"run with {name} {schedule[name]}; this run has {value}:"):
+            model_dir.check_run_dir(out, changed)
+    with caplog.at_level(logging.INFO):
+        longer = dataclasses.replace(run, training_length={"num_train_epochs": 4.0})
+        assert model_dir.check_run_dir(out, longer) is None
+    assert "--num_train_epochs=3.0 with --num_train_epochs=4.0" in caplog.text
+    evaluation = dataclasses.replace(run, optimizer=None, schedule=None, training_length=None)
+    assert model_dir.check_run_dir(out, evaluation) is None
+    phase_2 = dataclasses.replace(run, max_seq_length=512, schedule={**schedule,
+                                                                    "learning_rate": 5e-5})
+    assert "max_seq_length 128" in model_dir.check_run_dir(out, phase_2,
+                                                            length_may_change=True)

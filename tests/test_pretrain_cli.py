@@ -157,6 +157,13 @@ def test_a_dir_of_another_run_is_refused_and_phase_2_says_what_it_does(setup, tm
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "optimizer adamw; this run has lamb" in refused.stderr
     assert digests() == before
+    # The schedule is the optimizer's too: a resume at another learning rate is refused.
+    refused = subprocess.run(_command(setup, out, "--num_train_steps=4", "--learning_rate=2e-3"),
+                             env=command_env(), capture_output=True, text=True,
+                             timeout=TIMEOUT)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "learning_rate 0.001; this run has 0.002" in refused.stderr
+    assert digests() == before
     done = subprocess.run(_command(setup, out, "--num_train_steps=2",
                                    f"--max_seq_length={SEQ // 2}"),
                           env=command_env(), capture_output=True, text=True, timeout=TIMEOUT)
