@@ -342,8 +342,9 @@ def run_ours(converted, data, out_dir, seed):
 
 def _check_same_training(earlier, cmd, path):
     """--reuse_trained: refuses a run dir whose model was trained otherwise than `cmd`
-    would train it (its flags other than file paths, and the training data's settings);
-    finetune itself resumes a finished run under any optimizer flags."""
+    would train it (its flags other than file paths, and the training data's settings):
+    finetune itself refuses another learning rate or batch, but not another epoch count
+    or other training questions."""
     def recipe(command):
         return [f for f in command.split() if not f.startswith(_PATH_FLAGS)]
 
@@ -653,6 +654,12 @@ def run_settings() -> dict:
         {"v2_tune_test": "alternate paragraphs"} if FLAGS.version == "v2.0" else {})
 
 
+def _comparable(settings):
+    """A run's settings without its thread count, which changes its speed (two seeds may
+    run side by side on one thread each), not what it learns."""
+    return {k: v for k, v in (settings or {}).items() if k != "threads"}
+
+
 def report(work_dir):
     import numpy as np
 
@@ -660,7 +667,8 @@ def report(work_dir):
     for path in sorted(pathlib.Path(work_dir).glob("*/result.json")):
         run = table["runs"][path.parent.name] = json.loads(path.read_text())
         table["settings"] = table["settings"] or run.get("settings")
-        if run.get("settings", table["settings"]) != table["settings"]:
+        if _comparable(run.get("settings", table["settings"])) != _comparable(
+                table["settings"]):
             print(f"note: {path.parent.name} ran with other settings: {run['settings']}")
     print("settings:", json.dumps(table["settings"]))
     sides = collections.defaultdict(list)
