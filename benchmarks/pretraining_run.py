@@ -18,7 +18,8 @@ Stages (each skipped when its output already exists, so a rerun continues):
    max_predictions_per_seq 20, dupe_factor --train_dupe_factor for train, 1 for held-out).
 3. `python -m bert_tf.pretrain --do_train` for --num_train_steps with a checkpoint every
    --eval_every steps (the linear warmup/decay schedule is the one of the whole run; a
-   rerun resumes from the latest checkpoint).
+   rerun resumes from the latest checkpoint; with another --num_train_steps the warmup
+   changes too, which pretrain refuses: use another --run_name).
 4. While it trains, each new checkpoint is evaluated on the held-out records by
    `python -m bert_tf.pretrain --do_eval --init_checkpoint=CKPT` into its own output dir
    (step 0 = the untrained model with the same seed). The table is printed at the end

@@ -77,6 +77,17 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
         "one of a few fixed lengths (off on TPUs); --nolength_bucketing pads every batch "
         "to --max_seq_length.")
 
+    def schedule_settings(self):
+        """As TrainingSettings', without the settings this run ignores (a rerun that adds
+        one has the same schedule): the warmup share beside --num_warmup_steps, the example
+        cap beside --input_file."""
+        schedule, length = super().schedule_settings()
+        if self.num_warmup_steps is not None:
+            schedule.pop("warmup_proportion")
+        if self.input_file:
+            schedule.pop("max_train_examples")
+        return schedule, length
+
     def length_buckets(self, strategy, jit_compile: bool) -> Optional[Sequence[int]]:
         """The few fixed batch lengths rows are grouped into, or None (padded to
         max_seq_length): off with --nolength_bucketing and on TPUs (one static shape);

@@ -565,7 +565,10 @@ class RunRecord:
     training_length: Optional[dict] = None
 
     def marker_fields(self) -> dict:
-        fields = {"optimizer": self.optimizer, "max_seq_length": self.max_seq_length,
+        # The length a dir trains at; an evaluation at another (pretrain allows it) does
+        # not change it, or the next resume would pass for a phase 2.
+        fields = {"optimizer": self.optimizer,
+                  "max_seq_length": self.max_seq_length if self.optimizer else None,
                   "schedule": self.schedule, "training_length": self.training_length}
         return {k: v for k, v in fields.items() if v is not None}
 
@@ -651,17 +654,19 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
                     f"their step on (the paper's phase 2 continues phase 1's step count)")
         else:
             differences.append(("max_seq_length", old_length, record.max_seq_length))
+    length_changes = []
     if note is None:  # a resume continues the checkpoint's schedule; phase 2 sets its own
         differences += _changed(marker.get("schedule"), record.schedule)
-        for name, old, new in _changed(marker.get("training_length"), record.training_length):
-            logging.info("%s: continuing a run that had --%s=%s with --%s=%s (the learning "
-                         "rate's decay now ends there)", output_dir, name, old, name, new)
+        length_changes = _changed(marker.get("training_length"), record.training_length)
     if differences:
         name, old, new = differences[0]
         raise RunMismatchError(
             f"{flag}={output_dir} holds a {previous} run with {name} {old}; this run has "
             f"{new}: choose another {flag} (with --init_checkpoint={output_dir} to start "
             f"from it), or pass --overwrite to start over there")
+    for name, old, new in length_changes:
+        logging.info("%s: continuing a run that had --%s=%s with --%s=%s (the learning "
+                     "rate's decay now ends there)", output_dir, name, old, name, new)
     return note
 
 

@@ -77,7 +77,8 @@ def test_rerun_resumes_and_finetuned_dir_restores_its_head(trained, workspace):
     first = json.loads((out / "eval_results.json").read_text())
     again = run_command("bert_tf.finetune", *COMMON, f"--data_dir={workspace / 'sst2'}",
                         f"--init_checkpoint={workspace / 'init'}", f"--output_dir={out}",
-                        "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_epochs=8")
+                        "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_epochs=8",
+                        "--learning_rate=2e-3")  # the same command: the same schedule
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed from step 72" in again.stderr
     assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == pytest.approx(

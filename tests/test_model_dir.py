@@ -169,11 +169,15 @@ def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp
                               schedule=schedule, training_length={"num_train_epochs": 3.0})
     model_dir.write_run_record(out, run)
     assert model_dir.check_run_dir(out, run) is None
-    for name, value in (("learning_rate", 2e-4), ("train_batch_size", 16)):
-        changed = dataclasses.replace(run, schedule={**schedule, name: value})
-        with pytest.raises(model_dir.RunMismatchError,
-                           match=f"run with {name} {schedule[name]}; this run has {value}:"):
-            model_dir.check_run_dir(out, changed)
+    with caplog.at_level(logging.INFO):
+        for name, value in (("learning_rate", 2e-4), ("train_batch_size", 16)):
+            changed = dataclasses.replace(run, schedule={**schedule, name: value},
+                                          training_length={"num_train_epochs": 4.0})
+            with pytest.raises(model_dir.RunMismatchError,
+                               match=f"run with {name} {schedule[name]}; this run has "
+                                     f"{value}:"):
+                model_dir.check_run_dir(out, changed)
+    assert "continuing" not in caplog.text  # a refusal is its one line
     with caplog.at_level(logging.INFO):
         longer = dataclasses.replace(run, training_length={"num_train_epochs": 4.0})
         assert model_dir.check_run_dir(out, longer) is None
