@@ -78,15 +78,15 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
         "to --max_seq_length.")
 
     def schedule_settings(self):
-        """As TrainingSettings', without the settings this run ignores (a rerun that adds
-        one has the same schedule): the warmup share beside --num_warmup_steps, the example
-        cap beside --input_file."""
+        """As TrainingSettings', with fine-tuning's own: the epochs, and the warmup share
+        and example cap where they count (not beside --num_warmup_steps, --input_file:
+        a rerun that only adds one of those has the same schedule)."""
         schedule, length = super().schedule_settings()
-        if self.num_warmup_steps is not None:
-            schedule.pop("warmup_proportion")
-        if self.input_file:
-            schedule.pop("max_train_examples")
-        return schedule, length
+        if self.num_warmup_steps is None:
+            schedule["warmup_proportion"] = self.warmup_proportion
+        if not self.input_file:
+            schedule["max_train_examples"] = self.max_train_examples
+        return schedule, dict(length, num_train_epochs=self.num_train_epochs)
 
     def length_buckets(self, strategy, jit_compile: bool) -> Optional[Sequence[int]]:
         """The few fixed batch lengths rows are grouped into, or None (padded to

@@ -641,9 +641,8 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
         elif old_task.get("label_list") != new_task.get("label_list"):
             differences.append(("labels", old_task.get("label_list"),
                                 new_task.get("label_list")))
-    if (record.optimizer is not None and "optimizer" in marker
-            and marker["optimizer"] != record.optimizer):
-        differences.append(("optimizer", marker["optimizer"], record.optimizer))
+    differences += _changed(marker, {"optimizer": record.optimizer} if record.optimizer
+                            else None)
     note = None
     old_length = marker.get("max_seq_length",
                             (old_task or {}).get("max_seq_length"))

@@ -210,20 +210,15 @@ class TrainingSettings(ModelDirSettings, OriginalTpuSettings):
         "logged with its file and byte offset, and counted) instead of stopping the run, "
         "which names the file.")
 
-    # What a resumed run must keep (DESIGN 2.6 "optimizer"): under other values its updates
-    # would follow another optimizer or schedule than its checkpoint's, or other data.
-    SCHEDULE_SETTINGS = ("learning_rate", "train_batch_size", "num_warmup_steps",
-                         "warmup_proportion", "weight_decay_rate", "decay_from_warmup_end",
-                         "clip_norm", "max_train_examples")
-    # What a resume may change (logged): how long to train, e.g. to stop a run early.
-    LENGTH_SETTINGS = ("num_train_steps", "num_train_epochs")
-
     def schedule_settings(self) -> Tuple[dict, dict]:
-        """(the run's `SCHEDULE_SETTINGS`, its `LENGTH_SETTINGS`), those it has: what
-        --output_dir records of its training, for a resume to be checked against."""
-        def values(names):
-            return {name: getattr(self, name) for name in names if hasattr(self, name)}
-        return values(self.SCHEDULE_SETTINGS), values(self.LENGTH_SETTINGS)
+        """What --output_dir records of this run's training, for a resume to be checked
+        against (DESIGN 2.6 "optimizer"): (what a resume must keep, or its updates would
+        follow another schedule than its checkpoint's; what it may change, logged: how
+        long to train, e.g. to stop a run early)."""
+        return ({name: getattr(self, name) for name in (
+                    "learning_rate", "train_batch_size", "num_warmup_steps",
+                    "weight_decay_rate", "decay_from_warmup_end", "clip_norm")},
+                {"num_train_steps": self.num_train_steps})
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):
