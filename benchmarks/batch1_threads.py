@@ -5,13 +5,17 @@ and bfloat16 SST-2 exports (the same untrained head on MiniLM-L6-H384 as
 `serving_latency.py`, made in the same --work_dir), against HF's fast tokenizer +
 onnxruntime (float32) on the same sentences. One process per intra-op thread count
 (TensorFlow fixes its thread pools at start; TF Serving's
-`--tensorflow_intra_op_parallelism` is the same setting); inside a process the
-contestants run in interleaved rounds. Prints ms per sentence and, for each of ours,
-onnxruntime's time at the same thread count / ours and the best onnxruntime time over
-all thread counts / ours (above 1: we are faster).
+`--tensorflow_intra_op_parallelism` is the same setting) and per setting of
+TF_ONEDNN_ASSUME_FROZEN_WEIGHTS (read once per process; docs/serving.md tells a server
+to set it: oneDNN then keeps each matmul's weights reordered for its brgemm kernels);
+inside a process the contestants run in interleaved rounds. The exports are made first,
+in a process without that setting. Prints ms per sentence and, for each of ours,
+onnxruntime's time in the same process / ours and the best onnxruntime time over all
+processes / ours (above 1: we are faster).
 
     flock /work/bench.lock env PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python \\
-        benchmarks/batch1_threads.py --thread_counts=1,2 --sentences=300 --rounds=3
+        benchmarks/batch1_threads.py --thread_counts=1,2 --frozen_weights=0,1 \\
+        --sentences=300 --rounds=3
 
 Run it alone on a quiet machine: PyTorch's and onnxruntime's threads spin.
 """
@@ -25,8 +29,8 @@ import sys
 import tempfile
 import time
 
-from serving_latency import BF16, cpu_description, export_models, export_onnx, glue_dev, \
-    minilm_dir
+from serving_latency import BF16, FROZEN_WEIGHTS_ENV, cpu_description, export_in_clean_process, \
+    export_models, export_onnx, glue_dev, minilm_dir
 
 ORT = "HF tokenizer + onnxruntime"
 OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
@@ -81,6 +85,8 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--thread_counts", default="1,2")
+    parser.add_argument("--frozen_weights", default="0,1",
+                        help=f"{FROZEN_WEIGHTS_ENV} settings to measure (a process each)")
     parser.add_argument("--sentences", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
@@ -95,23 +101,29 @@ def main():
     cpu = cpu_description()
     print(f"CPU: {cpu['model']}, {cpu['cpus']} CPUs, flags {' '.join(cpu['isa_flags'])}; "
           f"load average {cpu['load_average']:.2f}", flush=True)
+    export_in_clean_process(args.work_dir)
     results = {}
-    for threads in [int(t) for t in args.thread_counts.split(",")]:
-        out = subprocess.run([sys.executable, __file__, f"--child_threads={threads}",
-                              f"--work_dir={args.work_dir}", f"--sentences={args.sentences}",
-                              f"--rounds={args.rounds}"], check=True, capture_output=True,
-                             text=True).stdout
-        results[threads] = json.loads(out.strip().splitlines()[-1])
+    for frozen in [int(f) for f in args.frozen_weights.split(",")]:
+        env = {k: v for k, v in os.environ.items() if k != FROZEN_WEIGHTS_ENV}
+        if frozen:
+            env[FROZEN_WEIGHTS_ENV] = "1"
+        for threads in [int(t) for t in args.thread_counts.split(",")]:
+            out = subprocess.run([sys.executable, __file__, f"--child_threads={threads}",
+                                  f"--work_dir={args.work_dir}",
+                                  f"--sentences={args.sentences}", f"--rounds={args.rounds}"],
+                                 check=True, capture_output=True, text=True, env=env).stdout
+            results[f"{threads} threads, frozen weights {frozen}"] = json.loads(
+                out.strip().splitlines()[-1])
     best_ort = min(r[ORT] for r in results.values())
     print(f"SST-2 dev, first {args.sentences} sentences, one per request, raw text in; "
           f"ms per sentence (median of {args.rounds} rounds); load average now "
           f"{os.getloadavg()[0]:.2f}")
-    print(f"   {'threads':8s}{'contestant':26s}{'ms':>8s}  ort same threads / this  "
+    print(f"   {'process':32s}{'contestant':26s}{'ms':>8s}  ort same process / this  "
           f"best ort / this")
-    for threads, times in results.items():
+    for process, times in results.items():
         for name, ms in times.items():
             ratios = "" if name == ORT else (f"{times[ORT] / ms:23.2f}  {best_ort / ms:15.2f}")
-            print(f"   {threads:<8d}{name:26s}{ms:8.2f}  {ratios}")
+            print(f"   {process:32s}{name:26s}{ms:8.2f}  {ratios}")
     print(json.dumps({"cpu": cpu, "ms_per_sentence": results}))
 
 

@@ -73,6 +73,11 @@ SEQ = 128
 BATCH = 32
 BF16 = "_bf16"  # the suffix of the bfloat16 exports' names
 ISA_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
+# TensorFlow's oneDNN fused matmuls cache their weights, reordered into the blocked layout
+# of its brgemm kernels, once per kernel instead of using them as stored on every call.
+# Read once per process, for every matmul in it: only for processes that never change a
+# weight after its first use (a server; never one that trains, converts or exports).
+FROZEN_WEIGHTS_ENV = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 
 
 def cpu_description() -> dict:
@@ -90,7 +95,22 @@ def cpu_description() -> dict:
     return {"model": model, "cpus": os.cpu_count(),
             "isa_flags": [f for f in ISA_FLAGS if f in flags],
             "load_average": os.getloadavg()[0],
-            "isa_cap": os.environ.get("ONEDNN_MAX_CPU_ISA", "")}
+            "isa_cap": os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
+            "onednn_frozen_weights": os.environ.get(FROZEN_WEIGHTS_ENV, "0") == "1"}
+
+
+def export_in_clean_process(work_dir: str) -> None:
+    """Runs `export_models` in a child process without FROZEN_WEIGHTS_ENV: converting and
+    exporting set weights after the first matmuls, which a frozen-weights process would
+    miss; a serving process then finds the exports made."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != FROZEN_WEIGHTS_ENV}
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[2]); "
+                    "from serving_latency import export_models; export_models(sys.argv[1])",
+                    work_dir, here], check=True, env=env)
 
 
 def minilm_dir() -> str:
@@ -411,15 +431,24 @@ def main():
                         help="time only our float32 and bfloat16 exports (e.g. under --isa_cap)")
     parser.add_argument("--isa_cap", default="", choices=["", *sorted(ISA_CAPS)],
                         help="cap every contestant's kernels to this instruction set")
+    parser.add_argument("--onednn_frozen_weights", type=int, default=1, choices=[0, 1],
+                        help=f"run this process with {FROZEN_WEIGHTS_ENV}=1, as docs/serving.md "
+                             "tells a server to (the exports are made in a child without it)")
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     capped = cap_isa(args.isa_cap)  # before TF or torch is imported
+    if args.onednn_frozen_weights:
+        export_in_clean_process(args.work_dir)
+        os.environ[FROZEN_WEIGHTS_ENV] = "1"
+    else:
+        os.environ.pop(FROZEN_WEIGHTS_ENV, None)
     global OURS_ONLY
     OURS_ONLY = args.ours_only
     cpu = cpu_description()
     print(f"CPU: {cpu['model']}, {cpu['cpus']} CPUs, flags {' '.join(cpu['isa_flags'])}; "
           f"load average {cpu['load_average']:.2f}"
-          + (f"; capped to {args.isa_cap}: {capped}" if capped else ""), flush=True)
+          + (f"; capped to {args.isa_cap}: {capped}" if capped else "")
+          + f"; {FROZEN_WEIGHTS_ENV}={int(cpu['onednn_frozen_weights'])}", flush=True)
 
     import tensorflow as tf
 

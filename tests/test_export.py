@@ -42,8 +42,9 @@ np.savez(out_file, **results)
 """
 
 
-def run_clean(saved_model_dir, requests, tmp_path):
-    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf."""
+def run_clean(saved_model_dir, requests, tmp_path, **extra_env):
+    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf
+    (and with `extra_env` in its environment)."""
     entries = []
     for i, (signature, inputs) in enumerate(requests):
         inputs_file = str(tmp_path / f"in{i}.npz")
@@ -53,7 +54,7 @@ def run_clean(saved_model_dir, requests, tmp_path):
     requests_file.write_text(json.dumps(entries))
     out_file = tmp_path / "out.npz"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra_env)
     proc = subprocess.run([sys.executable, "-c", CLEAN_CLIENT, str(saved_model_dir),
                            str(requests_file), str(out_file)],
                           cwd=str(tmp_path), env=env, capture_output=True, text=True)
@@ -190,6 +191,21 @@ def test_clean_process_load_matches(exported, tmp_path):
     np.testing.assert_allclose(got["pooled_output"], want["pooled_output"].numpy(), atol=1e-5)
     np.testing.assert_allclose(got["sequence_output"], want["sequence_output"].numpy(),
                                atol=1e-5)
+
+
+def test_the_servers_frozen_weights_setting_answers_the_same(exported, tmp_path):
+    """docs/serving.md tells a server to run with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1: each
+    fused matmul then keeps its weights as first seen. Requests of other shapes after the
+    first must still get the encoder's answers (the cache is of weights, not of shapes)."""
+    _, path, encoder = exported
+    requests = [ids_batch(seed=4, batch=1, seq=7), ids_batch(seed=5, batch=3, seq=9),
+                ids_batch(seed=6, batch=2, seq=12)]
+    got = run_clean(path, [(export.SERVING_DEFAULT, r) for r in requests], tmp_path,
+                    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS="1")
+    for inputs, out in zip(requests, got):
+        want = encoder(inputs, training=False)
+        for key in ("pooled_output", "sequence_output"):
+            np.testing.assert_allclose(out[key], want[key].numpy(), atol=1e-5)
 
 
 def read_warmup(path):
