@@ -31,12 +31,14 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 from serving_latency import BF16, FROZEN_WEIGHTS_ENV, cpu_description, export_in_clean_process, \
-    export_models, export_onnx, glue_dev, minilm_dir
+    export_models, export_onnx, frozen_weights_env, glue_dev, minilm_dir
 
 ORT = "HF tokenizer + onnxruntime"
 OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
-SESSION = ", Session"  # the same export run as TF Serving runs it
+SESSION = ", Session"  # names the contestants run as TF Serving runs a SavedModel
 
 
 def session_callable(tf, path: str, threads: int):
@@ -49,7 +51,9 @@ def session_callable(tf, path: str, threads: int):
     with graph.as_default():
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
     signature = meta.signature_def["serving_default"]
-    return session.make_callable(signature.outputs["logits"].name,
+    # Every output, as TF Serving's Predict returns them (fetching logits alone would let
+    # the graph skip the softmax, argmax and label lookup).
+    return session.make_callable([t.name for t in signature.outputs.values()],
                                  [signature.inputs["text"].name])
 
 
@@ -65,7 +69,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
     from transformers import BertTokenizerFast
 
     torch.set_num_threads(threads)
-    paths = export_models(work_dir)
+    paths = export_models(work_dir, make=False)  # made by the parent, without the setting
     rows = [r[0] for r in glue_dev("sst-2")[:sentences]]
     hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
     options = onnxruntime.SessionOptions()
@@ -73,6 +77,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
     session = onnxruntime.InferenceSession(export_onnx(work_dir), options,
                                            providers=["CPUExecutionProvider"])
     texts = [tf.constant([t]) for t in rows]
+    feeds = [np.array([t], dtype=object) for t in rows]  # built ahead, as `texts` are
 
     def ours(fn):
         for t in texts:
@@ -89,7 +94,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
         "serving_default"]: ours(fn)) for name, export in OURS.items()}
     for name, export in OURS.items():
         call = session_callable(tf, paths[export], threads)
-        contestants[name + SESSION] = lambda call=call: [call([t]) for t in rows]
+        contestants[name + SESSION] = lambda call=call: [call(t) for t in feeds]
     contestants[ORT] = ort
     for fn in contestants.values():
         fn()  # warm-up: every sentence length once
@@ -119,21 +124,20 @@ def main():
         return
     os.makedirs(args.work_dir, exist_ok=True)
     cpu = cpu_description()
+    del cpu["onednn_frozen_weights"]  # each child process has its own setting
     print(f"CPU: {cpu['model']}, {cpu['cpus']} CPUs, flags {' '.join(cpu['isa_flags'])}; "
           f"load average {cpu['load_average']:.2f}", flush=True)
     export_in_clean_process(args.work_dir)
     results = {}
     for frozen in [int(f) for f in args.frozen_weights.split(",")]:
-        env = {k: v for k, v in os.environ.items() if k != FROZEN_WEIGHTS_ENV}
-        if frozen:
-            env[FROZEN_WEIGHTS_ENV] = "1"
+        env = frozen_weights_env(bool(frozen))
         for threads in [int(t) for t in args.thread_counts.split(",")]:
             out = subprocess.run([sys.executable, __file__, f"--child_threads={threads}",
                                   f"--work_dir={args.work_dir}",
                                   f"--sentences={args.sentences}", f"--rounds={args.rounds}"],
                                  check=True, capture_output=True, text=True, env=env).stdout
-            results[f"{threads} threads, frozen weights {frozen}"] = json.loads(
-                out.strip().splitlines()[-1])
+            process = f"{threads} thread{'s' * (threads > 1)}, frozen weights {frozen}"
+            results[process] = json.loads(out.strip().splitlines()[-1])
     best_ort = min(r[ORT] for r in results.values())
     print(f"SST-2 dev, first {args.sentences} sentences, one per request, raw text in; "
           f"ms per sentence (median of {args.rounds} rounds); load average now "

@@ -51,7 +51,8 @@ Contestants run in rounds (each does its calls, then the next; `--rounds` times)
 load from other processes hits all alike; each figure is the median over all its calls.
 Prints one line per measurement with the ratio peer time / our time (> 1: we are ahead;
 the reference is our float32 export, so "ours bf16" below 1 is bf16's speed-up), a parity
-check (bf16 against float32 too); writes WORK_DIR/serving_latency.json.
+check (bf16 against float32 too); writes WORK_DIR/serving_latency_frozen_weights.json
+(WORK_DIR/serving_latency.json with --onednn_frozen_weights=0).
 """
 
 import argparse
@@ -59,6 +60,8 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -96,21 +99,26 @@ def cpu_description() -> dict:
             "isa_flags": [f for f in ISA_FLAGS if f in flags],
             "load_average": os.getloadavg()[0],
             "isa_cap": os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
-            "onednn_frozen_weights": os.environ.get(FROZEN_WEIGHTS_ENV, "0") == "1"}
+            "onednn_frozen_weights": os.environ.get(FROZEN_WEIGHTS_ENV, "0").lower()
+            in ("1", "true")}
+
+
+def frozen_weights_env(frozen: bool) -> dict:
+    """This process's environment with FROZEN_WEIGHTS_ENV set to 1, or without it."""
+    env = {k: v for k, v in os.environ.items() if k != FROZEN_WEIGHTS_ENV}
+    if frozen:
+        env[FROZEN_WEIGHTS_ENV] = "1"
+    return env
 
 
 def export_in_clean_process(work_dir: str) -> None:
     """Runs `export_models` in a child process without FROZEN_WEIGHTS_ENV: converting and
     exporting set weights after the first matmuls, which a frozen-weights process would
     miss; a serving process then finds the exports made."""
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != FROZEN_WEIGHTS_ENV}
     here = os.path.dirname(os.path.abspath(__file__))
     subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[2]); "
                     "from serving_latency import export_models; export_models(sys.argv[1])",
-                    work_dir, here], check=True, env=env)
+                    work_dir, here], check=True, env=frozen_weights_env(False))
 
 
 def minilm_dir() -> str:
@@ -146,9 +154,10 @@ def glue_dev(task: str) -> list:
     return [(e.text_a,) if e.text_b is None else (e.text_a, e.text_b) for e in examples]
 
 
-def export_models(work_dir: str) -> dict:
+def export_models(work_dir: str, make: bool = True) -> dict:
     """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
-    on it (untrained heads: the cost is the encoder's). Returns the SavedModel paths."""
+    on it (untrained heads: the cost is the encoder's). Returns the SavedModel paths.
+    With `make=False` (a frozen-weights process) the exports must already be there."""
     import keras
 
     from bert_tf import convert_checkpoint, export, model_dir
@@ -165,6 +174,9 @@ def export_models(work_dir: str) -> dict:
                 out[name + suffix] = os.path.join(export_dir,
                                                   str(export.list_versions(export_dir)[-1]))
                 continue
+            if not make:
+                raise SystemExit(f"{export_dir}: no export; it is made by a child process "
+                                 f"without {FROZEN_WEIGHTS_ENV}")
             resolved = model_dir.resolve(src)
             if name == "encoder":
                 out[name + suffix] = export.export_model_dir(
@@ -433,7 +445,9 @@ def main():
                         help="cap every contestant's kernels to this instruction set")
     parser.add_argument("--onednn_frozen_weights", type=int, default=1, choices=[0, 1],
                         help=f"run this process with {FROZEN_WEIGHTS_ENV}=1, as docs/serving.md "
-                             "tells a server to (the exports are made in a child without it)")
+                             "tells a server to (the exports are made in a child without it); "
+                             "it applies to every TensorFlow contestant here (keras-hub, the "
+                             "matmul floor) as it would in a server process")
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     capped = cap_isa(args.isa_cap)  # before TF or torch is imported
@@ -465,7 +479,7 @@ def main():
 
     from bert_tf.config import BertConfig
 
-    paths = export_models(args.work_dir)
+    paths = export_models(args.work_dir, make=not args.onednn_frozen_weights)
     print(f"SavedModels: {paths}")
     config = BertConfig.from_file(os.path.join(args.work_dir, "minilm", "bert_config.json"))
     encoder = tf.saved_model.load(paths["encoder"])
@@ -672,7 +686,8 @@ def main():
     results["bf16_over_fp32_batch32"] = bf16_rate / ours_rate
     results["cpu"]["load_average_end"] = os.getloadavg()[0]
 
-    out = os.path.join(args.work_dir, "serving_latency.json")
+    out = os.path.join(args.work_dir, "serving_latency.json" if not args.onednn_frozen_weights
+                       else "serving_latency_frozen_weights.json")
     with open(out, "w") as f:
         json.dump(results, f, indent=2)
     print(f"wrote {out}")

@@ -5,6 +5,9 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# A server setting (docs/serving.md) that a shell may export: it would make every matmul
+# of the training tests, and of the commands they start, keep the weights it first saw.
+os.environ.pop("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", None)
 
 import pathlib
 

@@ -42,9 +42,8 @@ np.savez(out_file, **results)
 """
 
 
-def run_clean(saved_model_dir, requests, tmp_path, **extra_env):
-    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf
-    (and with `extra_env` in its environment)."""
+def run_clean(saved_model_dir, requests, tmp_path):
+    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf."""
     entries = []
     for i, (signature, inputs) in enumerate(requests):
         inputs_file = str(tmp_path / f"in{i}.npz")
@@ -54,7 +53,7 @@ def run_clean(saved_model_dir, requests, tmp_path, **extra_env):
     requests_file.write_text(json.dumps(entries))
     out_file = tmp_path / "out.npz"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra_env)
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", CLEAN_CLIENT, str(saved_model_dir),
                            str(requests_file), str(out_file)],
                           cwd=str(tmp_path), env=env, capture_output=True, text=True)
@@ -193,19 +192,60 @@ def test_clean_process_load_matches(exported, tmp_path):
                                atol=1e-5)
 
 
+# Calls serving_default on requests from an .npz, then halves every variable of the loaded
+# model (something a server never does) and calls the first request again.
+REASSIGN_CLIENT = r"""
+import sys, numpy as np, tensorflow as tf
+import tensorflow_text  # registers the TF Text ops of the raw-text signature
+path, inputs_file, out_file = sys.argv[1:4]
+model = tf.saved_model.load(path)
+fn = model.signatures["serving_default"]
+flat = dict(np.load(inputs_file))
+requests = sorted({k.split("/")[0] for k in flat})
+call = lambda r: fn(**{k.split("/")[1]: tf.constant(v) for k, v in flat.items()
+                       if k.startswith(r + "/")})["sequence_output"].numpy()
+out = {r: call(r) for r in requests}
+for v in tf.train.TrackableView(model).descendants():
+    if isinstance(v, tf.Variable):
+        v.assign(v * 0.5)
+out["after_assign"] = call(requests[0])
+np.savez(out_file, **out)
+"""
+
+
+def run_reassign_client(path, requests, tmp_path, **extra_env):
+    inputs_file, out_file = tmp_path / "requests.npz", tmp_path / "out.npz"
+    np.savez(inputs_file, **{f"r{i}/{k}": v for i, r in enumerate(requests)
+                             for k, v in r.items()})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra_env)
+    proc = subprocess.run([sys.executable, "-c", REASSIGN_CLIENT, str(path), str(inputs_file),
+                           str(out_file)], cwd=str(tmp_path), env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(np.load(out_file))
+
+
 def test_the_servers_frozen_weights_setting_answers_the_same(exported, tmp_path):
     """docs/serving.md tells a server to run with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1: each
-    fused matmul then keeps its weights as first seen. Requests of other shapes after the
-    first must still get the encoder's answers (the cache is of weights, not of shapes)."""
+    fused matmul then keeps its weights as it first saw them. Requests of other shapes
+    after the first (new oneDNN primitives on the kept weights) get the encoder's answers.
+    The control shows the setting was in force: after the weights change, the matmuls
+    still compute with the old ones, unlike a process without it (why no training process
+    may set it)."""
     _, path, encoder = exported
     requests = [ids_batch(seed=4, batch=1, seq=7), ids_batch(seed=5, batch=3, seq=9),
                 ids_batch(seed=6, batch=2, seq=12)]
-    got = run_clean(path, [(export.SERVING_DEFAULT, r) for r in requests], tmp_path,
-                    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS="1")
-    for inputs, out in zip(requests, got):
-        want = encoder(inputs, training=False)
-        for key in ("pooled_output", "sequence_output"):
-            np.testing.assert_allclose(out[key], want[key].numpy(), atol=1e-5)
+    (frozen_dir := tmp_path / "frozen").mkdir()
+    (plain_dir := tmp_path / "plain").mkdir()
+    frozen = run_reassign_client(path, requests, frozen_dir, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS="1")
+    plain = run_reassign_client(path, requests, plain_dir)
+    for i, inputs in enumerate(requests):
+        want = encoder(inputs, training=False)["sequence_output"].numpy()
+        np.testing.assert_allclose(frozen[f"r{i}"], want, atol=1e-5)
+        np.testing.assert_allclose(plain[f"r{i}"], want, atol=1e-5)
+    assert np.abs(frozen["after_assign"] - plain["after_assign"]).max() > 1e-3, \
+        "the setting did not keep the first weights: the test did not exercise it"
 
 
 def read_warmup(path):
