@@ -42,6 +42,16 @@ np.savez(out_file, **results)
 """
 
 
+def run_client(script, args, tmp_path, **extra_env):
+    """Runs a client `script` with `args` in a fresh interpreter (no PYTHONPATH, so no
+    bert_tf; `extra_env` added) in `tmp_path`; fails the test with its stderr if it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra_env)
+    proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=str(tmp_path),
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 def run_clean(saved_model_dir, requests, tmp_path):
     """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf."""
     entries = []
@@ -52,12 +62,7 @@ def run_clean(saved_model_dir, requests, tmp_path):
     requests_file = tmp_path / "requests.json"
     requests_file.write_text(json.dumps(entries))
     out_file = tmp_path / "out.npz"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", CLEAN_CLIENT, str(saved_model_dir),
-                           str(requests_file), str(out_file)],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_client(CLEAN_CLIENT, [saved_model_dir, requests_file, out_file], tmp_path)
     flat = dict(np.load(out_file, allow_pickle=True))
     return [{k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith(f"{i}/")}
             for i in range(len(requests))]
@@ -217,12 +222,7 @@ def run_reassign_client(path, requests, tmp_path, **extra_env):
     inputs_file, out_file = tmp_path / "requests.npz", tmp_path / "out.npz"
     np.savez(inputs_file, **{f"r{i}/{k}": v for i, r in enumerate(requests)
                              for k, v in r.items()})
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra_env)
-    proc = subprocess.run([sys.executable, "-c", REASSIGN_CLIENT, str(path), str(inputs_file),
-                           str(out_file)], cwd=str(tmp_path), env=env, capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_client(REASSIGN_CLIENT, [path, inputs_file, out_file], tmp_path, **extra_env)
     return dict(np.load(out_file))
 
 
