@@ -10,10 +10,20 @@ TF_ONEDNN_ASSUME_FROZEN_WEIGHTS (read once per process; docs/serving.md tells a 
 to set it: oneDNN then keeps each matmul's weights reordered for its brgemm kernels);
 inside a process the contestants run in interleaved rounds. Ours run twice: through
 `tf.saved_model.load` in Python, and as TF Serving runs a SavedModel (a TF1 Session,
-", Session"), which skips the Python function-call layer. The exports are made first, in
-a process without that setting. Prints ms per sentence and, for each of ours,
-onnxruntime's time in the same process / ours and the best onnxruntime time over all
-processes / ours (above 1: we are faster).
+", Session"), which skips the Python function-call layer; the Session runs twice, with
+one inter-op thread and with the graph run on the calling thread (", caller thread":
+inter-op parallelism -1, what `tensorflow_model_server --tensorflow_inter_op_parallelism=-1`
+sets; no hand-off to an inter-op thread and back per request and per expensive op).
+onnxruntime runs at every thread count of --thread_counts in every process (its threads
+are its own), so each of ours is compared with onnxruntime's best in the same process,
+under the same machine conditions. In the one-thread process, the caller-thread Sessions
+and onnxruntime on one thread also answer the sentences from two client threads at once
+(", 2 clients at once": two requests in flight, as a server with one intra-op thread per
+request serves two clients on two cores); their ms per sentence is wall time / sentences,
+a throughput, compared with onnxruntime's the same way. The exports are made first, in a process without the
+frozen-weights setting. Prints ms per sentence and, for each of ours, onnxruntime's best
+time in the same process / ours and the best onnxruntime time over all processes / ours
+(above 1: we are faster).
 
     flock /work/bench.lock env PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python \\
         benchmarks/batch1_threads.py --thread_counts=1,2 --frozen_weights=0,1 \\
@@ -30,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -38,16 +49,32 @@ from serving_latency import BF16, FROZEN_WEIGHTS_ENV, cpu_description, export_in
 
 ORT = "HF tokenizer + onnxruntime"
 OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
-SESSION = ", Session"  # names the contestants run as TF Serving runs a SavedModel
+# The contestants run as TF Serving runs a SavedModel, by inter-op setting: one inter-op
+# thread, or every op on the thread that calls Session::Run.
+SESSIONS = {", Session": 1, ", Session, caller thread": -1}
+CLIENTS = ", 2 clients at once"
 
 
-def session_callable(tf, path: str, threads: int):
+def from_two_clients(answer, requests: list) -> None:
+    """Answers `requests` from two threads at once, alternate requests each (Session::Run
+    and onnxruntime's run release the GIL while they compute)."""
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda part: [answer(r) for r in part], (requests[0::2], requests[1::2])))
+
+
+def ort_name(threads: int) -> str:
+    return f"{ORT}, {threads} thread{'s' * (threads > 1)}"
+
+
+def session_callable(tf, path: str, threads: int, inter_op_threads: int = 1):
     """The SavedModel's raw-text signature as TF Serving runs it: loaded into a TF1
     Session (as its SavedModelBundle is) and called through Session::Run on the signature's
-    tensor names, without the Python function-call layer of `tf.saved_model.load`."""
+    tensor names, without the Python function-call layer of `tf.saved_model.load`.
+    `inter_op_threads=-1` runs the graph on the calling thread (TF's DirectSession does so
+    for a negative inter-op setting)."""
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1))
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=inter_op_threads))
     with graph.as_default():
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
     signature = meta.signature_def["serving_default"]
@@ -57,8 +84,10 @@ def session_callable(tf, path: str, threads: int):
                                  [signature.inputs["text"].name])
 
 
-def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
-    """ms per sentence of each contestant with `threads` intra-op threads (this process)."""
+def measure(threads: int, work_dir: str, sentences: int, rounds: int,
+            ort_thread_counts: list) -> dict:
+    """ms per sentence of each contestant with `threads` intra-op threads (this process);
+    onnxruntime at each of `ort_thread_counts`."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -72,10 +101,12 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
     paths = export_models(work_dir, make=False)  # made by the parent, without the setting
     rows = [r[0] for r in glue_dev("sst-2")[:sentences]]
     hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    session = onnxruntime.InferenceSession(export_onnx(work_dir), options,
-                                           providers=["CPUExecutionProvider"])
+    ort_sessions = {}
+    for ort_threads in ort_thread_counts:
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = ort_threads, 1
+        ort_sessions[ort_threads] = onnxruntime.InferenceSession(
+            export_onnx(work_dir), options, providers=["CPUExecutionProvider"])
     texts = [tf.constant([t]) for t in rows]
     feeds = [np.array([t], dtype=object) for t in rows]  # built ahead, as `texts` are
 
@@ -83,19 +114,27 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int) -> dict:
         for t in texts:
             fn(text=t)["logits"].numpy()
 
-    def ort():
-        for t in rows:
-            enc = hf_tok([t], max_length=128, truncation=True, padding="longest",
-                         return_tensors="np")
-            session.run(["pooler_output"], {k: enc[k] for k in
-                                            ("input_ids", "attention_mask", "token_type_ids")})
+    def ort_one(session, text):
+        enc = hf_tok([text], max_length=128, truncation=True, padding="longest",
+                     return_tensors="np")
+        session.run(["pooler_output"], {k: enc[k] for k in
+                                        ("input_ids", "attention_mask", "token_type_ids")})
 
     contestants = {name: (lambda fn=tf.saved_model.load(paths[export]).signatures[
         "serving_default"]: ours(fn)) for name, export in OURS.items()}
     for name, export in OURS.items():
-        call = session_callable(tf, paths[export], threads)
-        contestants[name + SESSION] = lambda call=call: [call(t) for t in feeds]
-    contestants[ORT] = ort
+        for suffix, inter_op_threads in SESSIONS.items():
+            call = session_callable(tf, paths[export], threads, inter_op_threads)
+            contestants[name + suffix] = lambda call=call: [call(t) for t in feeds]
+            if threads == 1 and inter_op_threads < 0:
+                contestants[name + suffix + CLIENTS] = (
+                    lambda call=call: from_two_clients(call, feeds))
+    for ort_threads, session in ort_sessions.items():
+        contestants[ort_name(ort_threads)] = (
+            lambda session=session: [ort_one(session, t) for t in rows])
+        if threads == 1 and ort_threads == 1:
+            contestants[ort_name(1) + CLIENTS] = (
+                lambda session=session: from_two_clients(lambda t: ort_one(session, t), rows))
     for fn in contestants.values():
         fn()  # warm-up: every sentence length once
     times = {name: [] for name in contestants}
@@ -118,9 +157,10 @@ def main():
                                                            "serving_bench"))
     parser.add_argument("--child_threads", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    thread_counts = [int(t) for t in args.thread_counts.split(",")]
     if args.child_threads:
         print(json.dumps(measure(args.child_threads, args.work_dir, args.sentences,
-                                 args.rounds)))
+                                 args.rounds, thread_counts)))
         return
     os.makedirs(args.work_dir, exist_ok=True)
     cpu = cpu_description()
@@ -131,23 +171,33 @@ def main():
     results = {}
     for frozen in [int(f) for f in args.frozen_weights.split(",")]:
         env = frozen_weights_env(bool(frozen))
-        for threads in [int(t) for t in args.thread_counts.split(",")]:
+        for threads in thread_counts:
             out = subprocess.run([sys.executable, __file__, f"--child_threads={threads}",
                                   f"--work_dir={args.work_dir}",
+                                  f"--thread_counts={args.thread_counts}",
                                   f"--sentences={args.sentences}", f"--rounds={args.rounds}"],
                                  check=True, capture_output=True, text=True, env=env).stdout
             process = f"{threads} thread{'s' * (threads > 1)}, frozen weights {frozen}"
             results[process] = json.loads(out.strip().splitlines()[-1])
-    best_ort = min(r[ORT] for r in results.values())
+    ort_names = [ort_name(t) for t in thread_counts]
+    best_ort = min(times[n] for times in results.values() for n in ort_names)
+    best_ort_clients = min([t[ort_name(1) + CLIENTS] for t in results.values()
+                            if ort_name(1) + CLIENTS in t] or [float("nan")])
     print(f"SST-2 dev, first {args.sentences} sentences, one per request, raw text in; "
           f"ms per sentence (median of {args.rounds} rounds); load average now "
           f"{os.getloadavg()[0]:.2f}")
-    print(f"   {'process':32s}{'contestant':34s}{'ms':>8s}  ort same process / this  "
+    print(f"   {'process':32s}{'contestant':64s}{'ms':>8s}  best ort same process / this  "
           f"best ort / this")
     for process, times in results.items():
+        ort_here = min(times[n] for n in ort_names)
         for name, ms in times.items():
-            ratios = "" if name == ORT else (f"{times[ORT] / ms:23.2f}  {best_ort / ms:15.2f}")
-            print(f"   {process:32s}{name:34s}{ms:8.2f}  {ratios}")
+            ort_ms, best_ms = ((times[ort_name(1) + CLIENTS], best_ort_clients)
+                               if name.endswith(CLIENTS) else (ort_here, best_ort))
+            ratios = "" if name.startswith(ORT) else (
+                f"{ort_ms / ms:28.2f}  {best_ms / ms:15.2f}")
+            print(f"   {process:32s}{name:64s}{ms:8.2f}  {ratios}")
+    print(f"   (rows ending '{CLIENTS}': wall time / sentences with two requests in flight, "
+          f"compared with '{ort_name(1) + CLIENTS}')")
     print(json.dumps({"cpu": cpu, "ms_per_sentence": results}))
 
 

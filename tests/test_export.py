@@ -248,6 +248,42 @@ def test_the_servers_frozen_weights_setting_answers_the_same(exported, tmp_path)
         "the setting did not keep the first weights: the test did not exercise it"
 
 
+def test_a_session_as_tf_serving_runs_it_answers_the_same(exported):
+    """TF Serving loads a SavedModel into a TF1 Session (its functions inlined into one
+    graph), not through tf.saved_model.load; docs/serving.md tells it to run each request
+    on the receiving thread (--tensorflow_inter_op_parallelism=-1, which reaches the
+    Session's config) with one intra-op thread. Both signatures answer as the encoder and
+    the eager signature do."""
+    import tensorflow_text  # noqa: F401  (the raw-text signature's ops)
+
+    _, path, encoder = exported
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1))
+    with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+
+    def run(signature_name, inputs):
+        signature = meta.signature_def[signature_name]
+        names = sorted(signature.outputs)
+        got = session.run([signature.outputs[n].name for n in names],
+                          {signature.inputs[k].name: v for k, v in inputs.items()})
+        return dict(zip(names, got))
+
+    for inputs in (ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)):
+        got = run(export.SERVING_DEFAULT, inputs)
+        want = encoder(inputs, training=False)
+        for key in ("pooled_output", "sequence_output"):
+            np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-5)
+    texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
+    eager = tf.saved_model.load(path).signatures["serving_text"](text=tf.constant(texts))
+    got = run("serving_text", {"text": texts})
+    assert sorted(got) == sorted(eager)
+    for key, value in eager.items():
+        np.testing.assert_array_equal(got[key], value.numpy())
+    session.close()
+
+
 def read_warmup(path):
     from tensorflow_serving.apis import prediction_log_pb2
 
