@@ -16,8 +16,8 @@ inter-op parallelism -1, what `tensorflow_model_server --tensorflow_inter_op_par
 sets; no hand-off to an inter-op thread and back per request and per expensive op).
 onnxruntime runs at every thread count of --thread_counts in every process (its threads
 are its own), so each of ours is compared with onnxruntime's best in the same process,
-under the same machine conditions. In the one-thread process, the caller-thread Sessions
-and onnxruntime on one thread also answer the sentences from two client threads at once
+under the same machine conditions. In the one-thread process, the Sessions and onnxruntime
+on one thread also answer the sentences from two client threads at once
 (", 2 clients at once": two requests in flight, as a server with one intra-op thread per
 request serves two clients on two cores); their ms per sentence is wall time / sentences,
 a throughput, compared with onnxruntime's the same way. The exports are made first, in a process without the
@@ -126,7 +126,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
         for suffix, inter_op_threads in SESSIONS.items():
             call = session_callable(tf, paths[export], threads, inter_op_threads)
             contestants[name + suffix] = lambda call=call: [call(t) for t in feeds]
-            if threads == 1 and inter_op_threads < 0:
+            if threads == 1:
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))
     for ort_threads, session in ort_sessions.items():
@@ -186,7 +186,8 @@ def main():
     print(f"SST-2 dev, first {args.sentences} sentences, one per request, raw text in; "
           f"ms per sentence (median of {args.rounds} rounds); load average now "
           f"{os.getloadavg()[0]:.2f}")
-    print(f"   {'process':32s}{'contestant':64s}{'ms':>8s}  best ort same process / this  "
+    width = max(len(name) for times in results.values() for name in times) + 2
+    print(f"   {'process':32s}{'contestant':{width}s}{'ms':>8s}  best ort same process / this  "
           f"best ort / this")
     for process, times in results.items():
         ort_here = min(times[n] for n in ort_names)
@@ -195,7 +196,7 @@ def main():
                                if name.endswith(CLIENTS) else (ort_here, best_ort))
             ratios = "" if name.startswith(ORT) else (
                 f"{ort_ms / ms:28.2f}  {best_ms / ms:15.2f}")
-            print(f"   {process:32s}{name:64s}{ms:8.2f}  {ratios}")
+            print(f"   {process:32s}{name:{width}s}{ms:8.2f}  {ratios}")
     print(f"   (rows ending '{CLIENTS}': wall time / sentences with two requests in flight, "
           f"compared with '{ort_name(1) + CLIENTS}')")
     print(json.dumps({"cpu": cpu, "ms_per_sentence": results}))

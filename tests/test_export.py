@@ -248,40 +248,64 @@ def test_the_servers_frozen_weights_setting_answers_the_same(exported, tmp_path)
         "the setting did not keep the first weights: the test did not exercise it"
 
 
-def test_a_session_as_tf_serving_runs_it_answers_the_same(exported):
-    """TF Serving loads a SavedModel into a TF1 Session (its functions inlined into one
-    graph), not through tf.saved_model.load; docs/serving.md tells it to run each request
-    on the receiving thread (--tensorflow_inter_op_parallelism=-1, which reaches the
-    Session's config) with one intra-op thread. Both signatures answer as the encoder and
-    the eager signature do."""
-    import tensorflow_text  # noqa: F401  (the raw-text signature's ops)
-
-    _, path, encoder = exported
-    graph = tf.Graph()
-    session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1))
+# Loads the SavedModel into a TF1 Session as TF Serving does, configured as docs/serving.md
+# tells a server of short requests to run (one intra-op thread, the graph on the calling
+# thread), before any eager op could size the process's thread pools; runs the signatures
+# on requests from an .npz.
+SESSION_CLIENT = r"""
+import sys, numpy as np, tensorflow as tf
+import tensorflow_text  # registers the TF Text ops of the raw-text signature
+path, inputs_file, out_file = sys.argv[1:4]
+graph = tf.Graph()
+session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
+    intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1))
+try:
     with graph.as_default():
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
-
-    def run(signature_name, inputs):
-        signature = meta.signature_def[signature_name]
+    flat = dict(np.load(inputs_file, allow_pickle=True))
+    out = {}
+    for request in sorted({k.split("/")[0] for k in flat}):
+        signature = meta.signature_def[request.split("-")[0]]
         names = sorted(signature.outputs)
         got = session.run([signature.outputs[n].name for n in names],
-                          {signature.inputs[k].name: v for k, v in inputs.items()})
-        return dict(zip(names, got))
-
-    for inputs in (ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)):
-        got = run(export.SERVING_DEFAULT, inputs)
-        want = encoder(inputs, training=False)
-        for key in ("pooled_output", "sequence_output"):
-            np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-5)
-    texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
-    eager = tf.saved_model.load(path).signatures["serving_text"](text=tf.constant(texts))
-    got = run("serving_text", {"text": texts})
-    assert sorted(got) == sorted(eager)
-    for key, value in eager.items():
-        np.testing.assert_array_equal(got[key], value.numpy())
+                          {signature.inputs[k.split("/")[1]].name: v for k, v in flat.items()
+                           if k.startswith(request + "/")})
+        out.update({f"{request}/{n}": v for n, v in zip(names, got)})
+finally:
     session.close()
+np.savez(out_file, **out)
+"""
+
+
+def test_a_session_as_tf_serving_runs_it_answers_the_same(exported, tmp_path):
+    """TF Serving loads a SavedModel into a TF1 Session (its functions inlined into one
+    graph), not through tf.saved_model.load, and docs/serving.md tells it to run each
+    request on the receiving thread (--tensorflow_inter_op_parallelism=-1, which reaches
+    the Session's config) with one intra-op thread. Both signatures answer as the encoder
+    and the eager signature do."""
+    _, path, encoder = exported
+    texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
+    requests = {f"{export.SERVING_DEFAULT}-0": ids_batch(seed=7),
+                f"{export.SERVING_DEFAULT}-1": ids_batch(seed=8, batch=1, seq=4),
+                f"{export.TEXT_SIGNATURE}-0": {"text": texts}}
+    inputs_file, out_file = tmp_path / "requests.npz", tmp_path / "out.npz"
+    np.savez(inputs_file, **{f"{r}/{k}": v for r, inputs in requests.items()
+                             for k, v in inputs.items()})
+    run_client(SESSION_CLIENT, [path, inputs_file, out_file], tmp_path)
+    out = dict(np.load(out_file, allow_pickle=True))
+    for request in (f"{export.SERVING_DEFAULT}-0", f"{export.SERVING_DEFAULT}-1"):
+        want = encoder(requests[request], training=False)
+        for key in ("pooled_output", "sequence_output"):
+            np.testing.assert_allclose(out[f"{request}/{key}"], want[key].numpy(), atol=1e-5)
+    eager = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE](text=tf.constant(texts))
+    request = f"{export.TEXT_SIGNATURE}-0"
+    assert sorted(k.split("/")[1] for k in out if k.startswith(request + "/")) == sorted(eager)
+    for key, value in eager.items():
+        got = out[f"{request}/{key}"]
+        if value.dtype.is_floating:
+            np.testing.assert_allclose(got, value.numpy(), atol=1e-5)
+        else:
+            np.testing.assert_array_equal(got, value.numpy())
 
 
 def read_warmup(path):
