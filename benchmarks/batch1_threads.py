@@ -14,9 +14,10 @@ inside a process the contestants run in interleaved rounds. Ours run twice: thro
 one inter-op thread and with the graph run on the calling thread (", caller thread":
 inter-op parallelism -1, what `tensorflow_model_server --tensorflow_inter_op_parallelism=-1`
 sets; no hand-off to an inter-op thread and back per request and per expensive op).
-onnxruntime runs at every thread count of --thread_counts in every process (its threads
-are its own), so each of ours is compared with onnxruntime's best in the same process,
-under the same machine conditions. In the one-thread process, the Sessions and onnxruntime
+onnxruntime, and OpenVINO in its default precision for this CPU (bf16 where the CPU has
+it), run at every thread count of --thread_counts in every process (their threads are
+their own), so each of ours is compared with their best in the same process, under the
+same machine conditions. In the one-thread process, the Sessions and onnxruntime
 on one thread also answer the sentences from two client threads at once
 (", 2 clients at once": two requests in flight, as a server with one intra-op thread per
 request serves two clients on two cores); their ms per sentence is wall time / sentences,
@@ -45,9 +46,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from serving_latency import BF16, FROZEN_WEIGHTS_ENV, cpu_description, export_in_clean_process, \
-    export_models, export_onnx, frozen_weights_env, glue_dev, minilm_dir
+    export_models, export_onnx, frozen_weights_env, glue_dev, minilm_dir, openvino_models, \
+    openvino_run
 
 ORT = "HF tokenizer + onnxruntime"
+OPENVINO = "HF tokenizer + OpenVINO"  # in its default precision for this CPU (issue 25 goal 6)
 OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
 # The contestants run as TF Serving runs a SavedModel, by inter-op setting: one inter-op
 # thread, or every op on the thread that calls Session::Run.
@@ -62,8 +65,8 @@ def from_two_clients(answer, requests: list) -> None:
         list(pool.map(lambda part: [answer(r) for r in part], (requests[0::2], requests[1::2])))
 
 
-def ort_name(threads: int) -> str:
-    return f"{ORT}, {threads} thread{'s' * (threads > 1)}"
+def ort_name(threads: int, peer: str = ORT) -> str:
+    return f"{peer}, {threads} thread{'s' * (threads > 1)}"
 
 
 def session_callable(tf, path: str, threads: int, inter_op_threads: int = 1):
@@ -107,6 +110,12 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
         options.intra_op_num_threads, options.inter_op_num_threads = ort_threads, 1
         ort_sessions[ort_threads] = onnxruntime.InferenceSession(
             export_onnx(work_dir), options, providers=["CPUExecutionProvider"])
+    openvino = {}
+    for ov_threads in ort_thread_counts:
+        default = next((compiled for name, compiled in openvino_models(
+            export_onnx(work_dir), ov_threads).items() if name.endswith("(its default)")))
+        openvino[ov_threads] = default
+    ov_precision = default[0].get_property("INFERENCE_PRECISION_HINT").get_type_name()
     texts = [tf.constant([t]) for t in rows]
     feeds = [np.array([t], dtype=object) for t in rows]  # built ahead, as `texts` are
 
@@ -114,11 +123,13 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
         for t in texts:
             fn(text=t)["logits"].numpy()
 
-    def ort_one(session, text):
+    def hf_encode(text):
         enc = hf_tok([text], max_length=128, truncation=True, padding="longest",
                      return_tensors="np")
-        session.run(["pooler_output"], {k: enc[k] for k in
-                                        ("input_ids", "attention_mask", "token_type_ids")})
+        return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+    def ort_one(session, text):
+        session.run(["pooler_output"], hf_encode(text))
 
     contestants = {name: (lambda fn=tf.saved_model.load(paths[export]).signatures[
         "serving_default"]: ours(fn)) for name, export in OURS.items()}
@@ -135,6 +146,9 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
         if threads == 1 and ort_threads == 1:
             contestants[ort_name(1) + CLIENTS] = (
                 lambda session=session: from_two_clients(lambda t: ort_one(session, t), rows))
+    for ov_threads, compiled in openvino.items():
+        contestants[ort_name(ov_threads, f"{OPENVINO} {ov_precision}")] = (
+            lambda compiled=compiled: [openvino_run(compiled, hf_encode(t)) for t in rows])
     for fn in contestants.values():
         fn()  # warm-up: every sentence length once
     times = {name: [] for name in contestants}
@@ -188,14 +202,19 @@ def main():
           f"{os.getloadavg()[0]:.2f}")
     width = max(len(name) for times in results.values() for name in times) + 2
     print(f"   {'process':32s}{'contestant':{width}s}{'ms':>8s}  best ort same process / this  "
-          f"best ort / this")
+          f"best ort / this  best OpenVINO same process / this")
     for process, times in results.items():
         ort_here = min(times[n] for n in ort_names)
+        openvino_here = min(ms for n, ms in times.items() if n.startswith(OPENVINO))
         for name, ms in times.items():
-            ort_ms, best_ms = ((times[ort_name(1) + CLIENTS], best_ort_clients)
-                               if name.endswith(CLIENTS) else (ort_here, best_ort))
-            ratios = "" if name.startswith(ORT) else (
-                f"{ort_ms / ms:28.2f}  {best_ms / ms:15.2f}")
+            if name.startswith((ORT, OPENVINO)):
+                ratios = ""
+            elif name.endswith(CLIENTS):
+                ratios = (f"{times[ort_name(1) + CLIENTS] / ms:28.2f}  "
+                          f"{best_ort_clients / ms:15.2f}")
+            else:
+                ratios = (f"{ort_here / ms:28.2f}  {best_ort / ms:15.2f}  "
+                          f"{openvino_here / ms:34.2f}")
             print(f"   {process:32s}{name:{width}s}{ms:8.2f}  {ratios}")
     print(f"   (rows ending '{CLIENTS}': wall time / sentences with two requests in flight, "
           f"compared with '{ort_name(1) + CLIENTS}')")

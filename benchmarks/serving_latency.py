@@ -257,11 +257,10 @@ def calibration_inputs(hf_tok, count: int = 64) -> list:
     return out
 
 
-def openvino_models(onnx_path: str, threads: int, calibration: list) -> dict:
+def openvino_models(onnx_path: str, threads: int, calibration: list = None) -> dict:
     """name -> (compiled model, its infer request): OpenVINO's CPU plugin on the ONNX
-    export, in its default precision for this CPU, in f32, and quantized to int8 by
-    NNCF on `calibration` (inputs dicts)."""
-    import nncf
+    export, in its default precision for this CPU, in f32, and (given `calibration`, a
+    list of inputs dicts) quantized to int8 by NNCF on those inputs."""
     import openvino
 
     core = openvino.Core()
@@ -277,6 +276,10 @@ def openvino_models(onnx_path: str, threads: int, calibration: list) -> dict:
         if hint and precision in {n.split()[1] for n in out}:
             continue  # the default already is f32
         out[name] = (compiled, compiled.create_infer_request())
+    if calibration is None:
+        return out
+    import nncf
+
     quantized = nncf.quantize(model, nncf.Dataset(calibration),
                               model_type=nncf.ModelType.TRANSFORMER,
                               subset_size=len(calibration))
