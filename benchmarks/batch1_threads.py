@@ -17,8 +17,8 @@ sets; no hand-off to an inter-op thread and back per request and per expensive o
 onnxruntime, and OpenVINO in its default precision for this CPU (bf16 where the CPU has
 it), run at every thread count of --thread_counts in every process (their threads are
 their own), so each of ours is compared with their best in the same process, under the
-same machine conditions. In the one-thread process, the Sessions and onnxruntime
-on one thread also answer the sentences from two client threads at once
+same machine conditions. In the one-thread process, the caller-thread Sessions and
+onnxruntime on one thread also answer the sentences from two client threads at once
 (", 2 clients at once": two requests in flight, as a server with one intra-op thread per
 request serves two clients on two cores); their ms per sentence is wall time / sentences,
 a throughput, compared with onnxruntime's the same way. The exports are made first, in a process without the
@@ -137,7 +137,10 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
         for suffix, inter_op_threads in SESSIONS.items():
             call = session_callable(tf, paths[export], threads, inter_op_threads)
             contestants[name + suffix] = lambda call=call: [call(t) for t in feeds]
-            if threads == 1:
+            # Two clients on the caller thread only: a Session with one inter-op thread,
+            # called from two threads at once, left onnxruntime's two threads slower for the
+            # rest of the process (5.5 -> 7.6 ms a sentence; benchmarks/README.md, runs 3-5).
+            if threads == 1 and inter_op_threads < 0:
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))
     for ort_threads, session in ort_sessions.items():
