@@ -65,7 +65,7 @@ def from_two_clients(answer, requests: list) -> None:
         list(pool.map(lambda part: [answer(r) for r in part], (requests[0::2], requests[1::2])))
 
 
-def ort_name(threads: int, peer: str = ORT) -> str:
+def peer_name(threads: int, peer: str = ORT) -> str:
     return f"{peer}, {threads} thread{'s' * (threads > 1)}"
 
 
@@ -144,13 +144,13 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))
     for ort_threads, session in ort_sessions.items():
-        contestants[ort_name(ort_threads)] = (
+        contestants[peer_name(ort_threads)] = (
             lambda session=session: [ort_one(session, t) for t in rows])
         if threads == 1 and ort_threads == 1:
-            contestants[ort_name(1) + CLIENTS] = (
+            contestants[peer_name(1) + CLIENTS] = (
                 lambda session=session: from_two_clients(lambda t: ort_one(session, t), rows))
     for ov_threads, compiled in openvino.items():
-        contestants[ort_name(ov_threads, f"{OPENVINO} {ov_precision}")] = (
+        contestants[peer_name(ov_threads, f"{OPENVINO} {ov_precision}")] = (
             lambda compiled=compiled: [openvino_run(compiled, hf_encode(t)) for t in rows])
     for fn in contestants.values():
         fn()  # warm-up: every sentence length once
@@ -196,10 +196,10 @@ def main():
                                  check=True, capture_output=True, text=True, env=env).stdout
             process = f"{threads} thread{'s' * (threads > 1)}, frozen weights {frozen}"
             results[process] = json.loads(out.strip().splitlines()[-1])
-    ort_names = [ort_name(t) for t in thread_counts]
+    ort_names = [peer_name(t) for t in thread_counts]
     best_ort = min(times[n] for times in results.values() for n in ort_names)
-    best_ort_clients = min([t[ort_name(1) + CLIENTS] for t in results.values()
-                            if ort_name(1) + CLIENTS in t] or [float("nan")])
+    best_ort_clients = min([t[peer_name(1) + CLIENTS] for t in results.values()
+                            if peer_name(1) + CLIENTS in t] or [float("nan")])
     print(f"SST-2 dev, first {args.sentences} sentences, one per request, raw text in; "
           f"ms per sentence (median of {args.rounds} rounds); load average now "
           f"{os.getloadavg()[0]:.2f}")
@@ -213,14 +213,14 @@ def main():
             if name.startswith((ORT, OPENVINO)):
                 ratios = ""
             elif name.endswith(CLIENTS):
-                ratios = (f"{times[ort_name(1) + CLIENTS] / ms:28.2f}  "
+                ratios = (f"{times[peer_name(1) + CLIENTS] / ms:28.2f}  "
                           f"{best_ort_clients / ms:15.2f}")
             else:
                 ratios = (f"{ort_here / ms:28.2f}  {best_ort / ms:15.2f}  "
                           f"{openvino_here / ms:34.2f}")
             print(f"   {process:32s}{name:{width}s}{ms:8.2f}  {ratios}")
     print(f"   (rows ending '{CLIENTS}': wall time / sentences with two requests in flight, "
-          f"compared with '{ort_name(1) + CLIENTS}')")
+          f"compared with '{peer_name(1) + CLIENTS}')")
     print(json.dumps({"cpu": cpu, "ms_per_sentence": results}))
 
 

@@ -52,8 +52,9 @@ def run_client(script, args, tmp_path, **extra_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def run_clean(saved_model_dir, requests, tmp_path):
-    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf."""
+def run_clean(saved_model_dir, requests, tmp_path, client=CLEAN_CLIENT):
+    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf
+    by `client` (CLEAN_CLIENT: tf.saved_model.load)."""
     entries = []
     for i, (signature, inputs) in enumerate(requests):
         inputs_file = str(tmp_path / f"in{i}.npz")
@@ -62,7 +63,7 @@ def run_clean(saved_model_dir, requests, tmp_path):
     requests_file = tmp_path / "requests.json"
     requests_file.write_text(json.dumps(entries))
     out_file = tmp_path / "out.npz"
-    run_client(CLEAN_CLIENT, [saved_model_dir, requests_file, out_file], tmp_path)
+    run_client(client, [saved_model_dir, requests_file, out_file], tmp_path)
     flat = dict(np.load(out_file, allow_pickle=True))
     return [{k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith(f"{i}/")}
             for i in range(len(requests))]
@@ -248,32 +249,32 @@ def test_the_servers_frozen_weights_setting_answers_the_same(exported, tmp_path)
         "the setting did not keep the first weights: the test did not exercise it"
 
 
-# Loads the SavedModel into a TF1 Session as TF Serving does, configured as docs/serving.md
-# tells a server of short requests to run (one intra-op thread, the graph on the calling
-# thread), before any eager op could size the process's thread pools; runs the signatures
-# on requests from an .npz.
+# CLEAN_CLIENT's requests and outputs, but the SavedModel loaded into a TF1 Session as TF
+# Serving does, configured as docs/serving.md tells a server of short requests to run (one
+# intra-op thread, the graph on the calling thread), before any eager op could size the
+# process's thread pools.
 SESSION_CLIENT = r"""
-import sys, numpy as np, tensorflow as tf
-import tensorflow_text  # registers the TF Text ops of the raw-text signature
-path, inputs_file, out_file = sys.argv[1:4]
+import sys, json, numpy as np, tensorflow as tf
+import tensorflow_text  # registers the TF Text ops raw-text signatures use
+path, requests_file, out_file = sys.argv[1:4]
 graph = tf.Graph()
 session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
     intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1))
+results = {}
 try:
     with graph.as_default():
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
-    flat = dict(np.load(inputs_file, allow_pickle=True))
-    out = {}
-    for request in sorted({k.split("/")[0] for k in flat}):
-        signature = meta.signature_def[request.split("-")[0]]
+    for i, (signature_name, inputs_file) in enumerate(json.load(open(requests_file))):
+        inputs = dict(np.load(inputs_file, allow_pickle=True))
+        signature = meta.signature_def[signature_name]
         names = sorted(signature.outputs)
         got = session.run([signature.outputs[n].name for n in names],
-                          {signature.inputs[k.split("/")[1]].name: v for k, v in flat.items()
-                           if k.startswith(request + "/")})
-        out.update({f"{request}/{n}": v for n, v in zip(names, got)})
+                          {signature.inputs[k].name: v for k, v in inputs.items()})
+        results.update({f"{i}/{n}": v for n, v in zip(names, got)})
 finally:
     session.close()
-np.savez(out_file, **out)
+assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf imported"
+np.savez(out_file, **results)
 """
 
 
@@ -285,27 +286,21 @@ def test_a_session_as_tf_serving_runs_it_answers_the_same(exported, tmp_path):
     and the eager signature do."""
     _, path, encoder = exported
     texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
-    requests = {f"{export.SERVING_DEFAULT}-0": ids_batch(seed=7),
-                f"{export.SERVING_DEFAULT}-1": ids_batch(seed=8, batch=1, seq=4),
-                f"{export.TEXT_SIGNATURE}-0": {"text": texts}}
-    inputs_file, out_file = tmp_path / "requests.npz", tmp_path / "out.npz"
-    np.savez(inputs_file, **{f"{r}/{k}": v for r, inputs in requests.items()
-                             for k, v in inputs.items()})
-    run_client(SESSION_CLIENT, [path, inputs_file, out_file], tmp_path)
-    out = dict(np.load(out_file, allow_pickle=True))
-    for request in (f"{export.SERVING_DEFAULT}-0", f"{export.SERVING_DEFAULT}-1"):
-        want = encoder(requests[request], training=False)
+    ids_requests = [ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)]
+    *ids_outputs, text_outputs = run_clean(
+        path, [(export.SERVING_DEFAULT, r) for r in ids_requests]
+        + [(export.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT)
+    for inputs, got in zip(ids_requests, ids_outputs):
+        want = encoder(inputs, training=False)
         for key in ("pooled_output", "sequence_output"):
-            np.testing.assert_allclose(out[f"{request}/{key}"], want[key].numpy(), atol=1e-5)
+            np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-5)
     eager = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE](text=tf.constant(texts))
-    request = f"{export.TEXT_SIGNATURE}-0"
-    assert sorted(k.split("/")[1] for k in out if k.startswith(request + "/")) == sorted(eager)
+    assert sorted(text_outputs) == sorted(eager)
     for key, value in eager.items():
-        got = out[f"{request}/{key}"]
         if value.dtype.is_floating:
-            np.testing.assert_allclose(got, value.numpy(), atol=1e-5)
+            np.testing.assert_allclose(text_outputs[key], value.numpy(), atol=1e-5)
         else:
-            np.testing.assert_array_equal(got, value.numpy())
+            np.testing.assert_array_equal(text_outputs[key], value.numpy())
 
 
 def read_warmup(path):
