@@ -14,6 +14,9 @@ inside a process the contestants run in interleaved rounds. Ours run twice: thro
 one inter-op thread and with the graph run on the calling thread (", caller thread":
 inter-op parallelism -1, what `tensorflow_model_server --tensorflow_inter_op_parallelism=-1`
 sets; no hand-off to an inter-op thread and back per request and per expensive op).
+The SST-2 exports split in two (`export_model --parallel_branches=2`, ", 2 branches") run
+in a Session with two inter-op threads of its own, which runs each layer's two halves at
+once.
 onnxruntime, and OpenVINO in its default precision for this CPU (bf16 where the CPU has
 it), run at every thread count of --thread_counts in every process (their threads are
 their own), so each of ours is compared with their best in the same process, under the
@@ -45,9 +48,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from serving_latency import BF16, FROZEN_WEIGHTS_ENV, cpu_description, export_in_clean_process, \
-    export_models, export_onnx, frozen_weights_env, glue_dev, minilm_dir, openvino_models, \
-    openvino_run
+from serving_latency import BF16, FROZEN_WEIGHTS_ENV, SPLIT, cpu_description, \
+    export_in_clean_process, export_models, export_onnx, frozen_weights_env, glue_dev, \
+    minilm_dir, openvino_models, openvino_run
 
 ORT = "HF tokenizer + onnxruntime"
 OPENVINO = "HF tokenizer + OpenVINO"  # in its default precision for this CPU (issue 25 goal 6)
@@ -55,6 +58,11 @@ OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF
 # The contestants run as TF Serving runs a SavedModel, by inter-op setting: one inter-op
 # thread, or every op on the thread that calls Session::Run.
 SESSIONS = {", Session": 1, ", Session, caller thread": -1}
+# The exports split in two (export_model --parallel_branches=2), as the server the docs
+# describe for them runs them: two inter-op threads, so both halves of a layer run at once.
+SPLIT_OURS = {"ours float32 raw text, 2 branches": "sst-2" + SPLIT,
+              "ours bfloat16 raw text, 2 branches": "sst-2" + BF16 + SPLIT}
+SPLIT_SESSION = (", Session, 2 inter-op threads", 2)
 CLIENTS = ", 2 clients at once"
 
 
@@ -74,10 +82,13 @@ def session_callable(tf, path: str, threads: int, inter_op_threads: int = 1):
     Session (as its SavedModelBundle is) and called through Session::Run on the signature's
     tensor names, without the Python function-call layer of `tf.saved_model.load`.
     `inter_op_threads=-1` runs the graph on the calling thread (TF's DirectSession does so
-    for a negative inter-op setting)."""
+    for a negative inter-op setting). With more than one inter-op thread the Session gets
+    its own pool (as a server's one model would: TF's global inter-op pool takes the size
+    of the first Session that asks for it)."""
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=inter_op_threads))
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=inter_op_threads,
+        use_per_session_threads=inter_op_threads > 1))
     with graph.as_default():
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
     signature = meta.signature_def["serving_default"]
@@ -143,6 +154,9 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
             if threads == 1 and inter_op_threads < 0:
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))
+    for name, export in SPLIT_OURS.items():
+        call = session_callable(tf, paths[export], threads, SPLIT_SESSION[1])
+        contestants[name + SPLIT_SESSION[0]] = lambda call=call: [call(t) for t in feeds]
     for ort_threads, session in ort_sessions.items():
         contestants[peer_name(ort_threads)] = (
             lambda session=session: [ort_one(session, t) for t in rows])

@@ -75,6 +75,7 @@ CORPUS = DATA / "pretrain" / "enwiki_2015_bert_format.txt"
 SEQ = 128
 BATCH = 32
 BF16 = "_bf16"  # the suffix of the bfloat16 exports' names
+SPLIT = "_2branches"  # the suffix of the exports split in two (export_model --parallel_branches=2)
 ISA_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
 # TensorFlow's oneDNN fused matmuls cache their weights, reordered into the blocked layout
 # of its brgemm kernels, once per kernel instead of using them as stored on every call.
@@ -156,8 +157,10 @@ def glue_dev(task: str) -> list:
 
 def export_models(work_dir: str, make: bool = True) -> dict:
     """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
-    on it (untrained heads: the cost is the encoder's). Returns the SavedModel paths.
-    With `make=False` (a frozen-weights process) the exports must already be there."""
+    on it (untrained heads: the cost is the encoder's), and the SST-2 classifier again with
+    its layers split in two (`export_model --parallel_branches=2`, names ending in
+    SPLIT). Returns the SavedModel paths. With `make=False` (a frozen-weights process) the
+    exports must already be there."""
     import keras
 
     from bert_tf import convert_checkpoint, export, model_dir
@@ -167,8 +170,9 @@ def export_models(work_dir: str, make: bool = True) -> dict:
     if not os.path.exists(os.path.join(src, "bert_config.json")):
         convert_checkpoint.convert("huggingface", minilm_dir(), src)
     out = {}
-    for name in ("encoder", "sst-2", "mrpc"):
+    for name, branches in (("encoder", 1), ("sst-2", 1), ("mrpc", 1), ("sst-2", 2)):
         for suffix, precision in (("", "float32"), (BF16, "mixed_bfloat16")):
+            suffix += SPLIT if branches > 1 else ""
             export_dir = os.path.join(work_dir, "export", name + suffix)
             if export.list_versions(export_dir):  # a fresh --work_dir measures the current code
                 out[name + suffix] = os.path.join(export_dir,
@@ -188,7 +192,8 @@ def export_models(work_dir: str, make: bool = True) -> dict:
             model = export.with_precision(task.build_model(model_dir.load_encoder(resolved)),
                                           precision, task.build_model)
             out[name + suffix] = export.export_module(
-                task.serving_module(model, tokenizer, SEQ), export_dir)
+                task.serving_module(model, tokenizer, SEQ), export_dir,
+                parallel_branches=branches)
     return out
 
 

@@ -88,6 +88,12 @@ class BertEncoder(keras.Model):
         bias = attention_bias_from_mask(mask)
         encoder_outputs, attention_probs = [], []
         for block in self.transformer_layers:
+            if block.inference_branches > 1 and not training and not output_attentions:
+                # Split for serving (export_model --parallel_branches): the float32
+                # residual stream goes from block to block without a round trip to 16 bits.
+                x = block.call_branches(x, bias)
+                encoder_outputs.append(x)
+                continue
             x = block(x, bias, training=training, return_probs=output_attentions)
             if output_attentions:
                 x, probs = x

@@ -60,7 +60,7 @@ from bert_tf import output_guard
 from bert_tf.errors import BertTfError
 from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
-                             attention_fused_for_inference, scratch_dir)
+                             fused_for_inference, scratch_dir)
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODEL_FILE = "saved_model.pb"  # copied last to an object store: TF Serving's trigger
@@ -230,7 +230,7 @@ def write_warmup_file(path: str, requests: Sequence[tuple]) -> str:
 
 def export_module(module, export_dir: str, version: Optional[int] = None,
                   text_settings=None, max_batch_size: Optional[int] = None,
-                  max_text_length: Optional[int] = None) -> str:
+                  max_text_length: Optional[int] = None, parallel_branches: int = 1) -> str:
     """Saves a serving module (its signatures and warmup requests) as a new version.
 
     `text_settings` (a `model_dir.TextSettings`) goes to
@@ -238,8 +238,11 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     whether they must pre-split it: `pre_tokenizer`). `max_batch_size` and
     `max_text_length` (UTF-8 bytes per string; None: the serving defaults) are the request
     limits every signature enforces (`serving.check_request`), recorded in
-    `assets.extra/serving_limits.json`.
+    `assets.extra/serving_limits.json`. `parallel_branches` > 1 splits each transformer
+    layer into that many independent chains (`serving.fused_for_inference`) for servers
+    that run one request on that many inter-op threads (docs/serving.md, "Threads").
     """
+    check_parallel_branches(module.model, parallel_branches)
     for name, value in (("max_batch_size", max_batch_size),
                         ("max_text_length", max_text_length)):
         if value is not None:
@@ -249,11 +252,31 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     extra = {LIMITS_FILE: json.dumps(module.limits())}
     if text_settings is not None:
         extra["tokenizer_config.json"] = json.dumps(text_settings.to_json())
-    # Traced (and saved) with the attention's query/key/value fused: the serving fast path.
-    with attention_fused_for_inference(module.model):
+    # Traced (and saved) on the serving fast path: query/key/value fused, layers split.
+    with fused_for_inference(module.model, parallel_branches):
         return save_versioned(module, module.signatures(), export_dir, version,
                               warmup_requests=_within_limits(module, module.warmup_requests()),
                               extra_files=extra)
+
+
+def check_parallel_branches(model, branches: int) -> None:
+    """ExportError unless `branches` divides the model's heads and FFN width.
+
+    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.encoder import BertEncoder
+    >>> check_parallel_branches(BertEncoder(BertConfig(
+    ...     vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...     intermediate_size=16)), 3)
+    Traceback (most recent call last):
+    ...
+    bert_tf.export.ExportError: --parallel_branches=3 must divide the model's num_attention_heads=2 and intermediate_size=16
+    """
+    config = getattr(model, "config", None) or model.encoder.config
+    if (int(branches) < 1 or config.num_attention_heads % branches
+            or config.intermediate_size % branches):
+        raise ExportError(f"--parallel_branches={branches} must divide the model's "
+                          f"num_attention_heads={config.num_attention_heads} and "
+                          f"intermediate_size={config.intermediate_size}")
 
 
 def _within_limits(module, requests):
@@ -329,7 +352,7 @@ def export_encoder(encoder, export_dir: str, *, tokenizer=None,
                    version: Optional[int] = None, text_signatures: bool = True,
                    text_settings=None, mixed_precision: str = "float32",
                    max_batch_size: Optional[int] = None,
-                   max_text_length: Optional[int] = None) -> str:
+                   max_text_length: Optional[int] = None, parallel_branches: int = 1) -> str:
     """Exports a BertEncoder; with a `tokenizer` (`serving_tokenizer`), also the raw-text
     `serving_text` signature (unless `text_signatures=False`: then the vocab is only an
     asset). `mixed_precision`: one of EXPORT_PRECISIONS (`with_precision`).
@@ -341,7 +364,7 @@ def export_encoder(encoder, export_dir: str, *, tokenizer=None,
     module = EncoderServing(encoder, tokenizer, max_seq_length,
                             text_signatures=text_signatures)
     return export_module(module, export_dir, version, text_settings, max_batch_size,
-                         max_text_length)
+                         max_text_length, parallel_branches)
 
 
 def serving_max_seq_length(config, requested: Optional[int] = None,
@@ -368,7 +391,8 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
                      max_seq_length: Optional[int] = None, *, text_signatures: bool = True,
                      mixed_precision: str = "float32",
                      max_batch_size: Optional[int] = None,
-                     max_text_length: Optional[int] = None) -> str:
+                     max_text_length: Optional[int] = None,
+                     parallel_branches: int = 1) -> str:
     """Exports the model a model dir holds: `resolved` is its `model_dir.resolve` result
     (the dir or checkpoint prefix with the config, vocab and text-setting overrides).
 
@@ -381,7 +405,8 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
     Text op: for a model server built without them); `serving_default` is then on ids.
     `mixed_precision="mixed_bfloat16"`: matmuls in bfloat16, the rest and every input and
     output float32 (`with_precision`). `max_batch_size` / `max_text_length`: the request
-    limits (`export_module`). Returns `export_dir/<version>`.
+    limits and `parallel_branches` the layer split (`export_module`). Returns
+    `export_dir/<version>`.
 
     >>> import tempfile
     >>> from bert_tf import model_dir
@@ -407,16 +432,18 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
                               text_signatures=text_signatures,
                               text_settings=resolved.text if resolved.vocab_file else None,
                               mixed_precision=mixed_precision,
-                              max_batch_size=max_batch_size, max_text_length=max_text_length)
+                              max_batch_size=max_batch_size, max_text_length=max_text_length,
+                              parallel_branches=parallel_branches)
     return export_task_dir(resolved, export_dir, max_seq_length=max_seq_length,
                            version=version, text_signatures=text_signatures,
                            mixed_precision=mixed_precision,
-                           max_batch_size=max_batch_size, max_text_length=max_text_length)
+                           max_batch_size=max_batch_size, max_text_length=max_text_length,
+                           parallel_branches=parallel_branches)
 
 
 def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
                     text_signatures=True, mixed_precision="float32", max_batch_size=None,
-                    max_text_length=None) -> str:
+                    max_text_length=None, parallel_branches=1) -> str:
     """Rebuilds a fine-tuned model (`resolved`: a `model_dir.resolve` result with a task
     config) with the task's own `build_model`, restores `encoder` + `task_head` (the
     index already read by `resolved`) and exports the task's own serving module
@@ -437,4 +464,4 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
     length = serving_max_seq_length(resolved.config, max_seq_length, resolved.task_config)
     module = task.serving_module(model, tokenizer, length, text_signatures=text_signatures)
     return export_module(module, export_dir, version, resolved.text, max_batch_size,
-                         max_text_length)
+                         max_text_length, parallel_branches)

@@ -2,6 +2,7 @@
 
     python -m bert_tf.export_model --init_checkpoint=DIR --export_dir=EXPORT_DIR \\
         [--version=N] [--max_seq_length=128] [--mixed_precision=mixed_bfloat16] \\
+        [--parallel_branches=2] \\
         [--format=litert [--quantization=float32]]
 
 DIR is what convert_checkpoint, pretrain or finetune wrote. The SavedModel goes to
@@ -62,6 +63,14 @@ class ExportConfig(settings.ModelDirSettings):
         "stored and run in bfloat16 (embeddings, LayerNorm, softmax, logits, inputs and "
         "outputs float32): faster on CPUs with AVX512-BF16 or AMX, slower on others "
         "(docs/serving.md).", choices=("float32", "mixed_bfloat16"))
+    parallel_branches: int = setting(
+        1, "saved_model only. N > 1 splits each transformer layer into N independent "
+        "chains (attention heads and FFN units divided between them; same outputs) that "
+        "one request runs on N cores when the server has N inter-op threads and one "
+        "intra-op thread: --tensorflow_intra_op_parallelism=1 "
+        "--tensorflow_inter_op_parallelism=N (docs/serving.md, \"Splitting each "
+        "layer\"; it helped float32 exports). N must divide num_attention_heads and "
+        "intermediate_size.", lower=1)
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -80,6 +89,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         ["format", "mixed_precision"],
         lambda v: v["mixed_precision"] == "float32" or v["format"] == "saved_model",
         message="--mixed_precision applies to --format=saved_model only", **registered_on)
+    flags.register_multi_flags_validator(
+        ["format", "parallel_branches"],
+        lambda v: v["parallel_branches"] == 1 or v["format"] == "saved_model",
+        message="--parallel_branches applies to --format=saved_model only", **registered_on)
     flags.register_multi_flags_validator(
         ["format", "quantization"],
         lambda v: v["quantization"] is None or v["format"] == "litert",
@@ -115,7 +128,8 @@ def run(config: ExportConfig) -> str:
                             text_signatures=config.text_signatures is not False,
                             mixed_precision=config.mixed_precision,
                             max_batch_size=config.max_batch_size,
-                            max_text_length=config.max_text_length, **common)
+                            max_text_length=config.max_text_length,
+                            parallel_branches=config.parallel_branches, **common)
 
 
 def main(argv):

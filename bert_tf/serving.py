@@ -147,41 +147,44 @@ def check_ids(word_ids: tf.Tensor, type_ids: tf.Tensor, vocab_size: int,
 
 
 @contextlib.contextmanager
-def attention_fused_for_inference(model):
-    """Within the block, the attention layers of `model` run their inference calls with
-    query/key/value fused (`BertSelfAttention.fuse_for_inference`); yields how many.
+def fused_for_inference(model, branches: int = 1):
+    """Within the block, the transformer layers of `model` run their inference calls on
+    the serving fast path (`TransformerBlock.fuse_for_inference`); yields how many.
 
     Exports trace their serving functions inside it (`export.export_module`): at batch 1
     the attention's small ops (three matmuls, four transposes per layer) cost more in
-    dispatch than in math. On exit the snapshots are dropped, so the model's later calls
-    follow its weights again (a model trained further after an export is not served
-    stale weights by Python callers); the traced functions keep what they captured.
+    dispatch than in math, so query/key/value run as one matmul. `branches` > 1 also
+    splits each layer into that many independent chains (heads and FFN units divided
+    between them) for a server that runs one request on that many inter-op threads
+    (`export_model --parallel_branches`, docs/serving.md). On exit the snapshots are
+    dropped, so the model's later calls follow its weights again (a model trained further
+    after an export is not served stale weights by Python callers); the traced functions
+    keep what they captured.
 
     >>> from bert_tf.config import BertConfig
     >>> from bert_tf.encoder import BertEncoder
     >>> encoder = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2,
     ...                                  num_attention_heads=2, intermediate_size=16))
-    >>> with attention_fused_for_inference(encoder) as fused:
+    >>> with fused_for_inference(encoder, branches=2) as fused:
     ...     fused
     2
     """
-    from bert_tf.layers import BertSelfAttention
+    from bert_tf.layers import TransformerBlock
 
-    attention = [layer for layer in model._flatten_layers()
-                 if isinstance(layer, BertSelfAttention)]
-    for layer in attention:
-        layer.fuse_for_inference()
+    blocks = [layer for layer in model._flatten_layers() if isinstance(layer, TransformerBlock)]
     try:
-        yield len(attention)
+        for block in blocks:
+            block.fuse_for_inference(branches)
+        yield len(blocks)
     finally:
-        for layer in attention:
-            layer.unfuse_for_inference()
+        for block in blocks:
+            block.unfuse_for_inference()
 
 
 class ServingModule(tf.Module):
     """What every serving module holds: the Keras model (kept out of tracking: its
     variables are saved once, as `_serving_variables`; its attention fused while an
-    export traces, see `attention_fused_for_inference`), the tokenizer, the ids signature
+    export traces, see `fused_for_inference`), the tokenizer, the ids signature
     (`serve_ids`, calling `self._serve_ids`), the lengths and the request limits
     (`max_batch_size`, `max_text_length`: read when the signatures are traced, so set
     them before exporting, as `export.export_module` does). `has_text_signatures` says

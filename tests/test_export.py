@@ -52,9 +52,9 @@ def run_client(script, args, tmp_path, **extra_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def run_clean(saved_model_dir, requests, tmp_path, client=CLEAN_CLIENT):
+def run_clean(saved_model_dir, requests, tmp_path, client=CLEAN_CLIENT, **extra_env):
     """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf
-    by `client` (CLEAN_CLIENT: tf.saved_model.load)."""
+    by `client` (CLEAN_CLIENT: tf.saved_model.load; `extra_env` added to its environment)."""
     entries = []
     for i, (signature, inputs) in enumerate(requests):
         inputs_file = str(tmp_path / f"in{i}.npz")
@@ -63,7 +63,7 @@ def run_clean(saved_model_dir, requests, tmp_path, client=CLEAN_CLIENT):
     requests_file = tmp_path / "requests.json"
     requests_file.write_text(json.dumps(entries))
     out_file = tmp_path / "out.npz"
-    run_client(client, [saved_model_dir, requests_file, out_file], tmp_path)
+    run_client(client, [saved_model_dir, requests_file, out_file], tmp_path, **extra_env)
     flat = dict(np.load(out_file, allow_pickle=True))
     return [{k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith(f"{i}/")}
             for i in range(len(requests))]
@@ -257,9 +257,12 @@ SESSION_CLIENT = r"""
 import sys, json, numpy as np, tensorflow as tf
 import tensorflow_text  # registers the TF Text ops raw-text signatures use
 path, requests_file, out_file = sys.argv[1:4]
+import os
+inter_op = int(os.environ.get("INTER_OP_THREADS", "-1"))  # -1: the receiving thread
 graph = tf.Graph()
 session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
-    intra_op_parallelism_threads=1, inter_op_parallelism_threads=-1))
+    intra_op_parallelism_threads=1, inter_op_parallelism_threads=inter_op,
+    use_per_session_threads=inter_op > 1))
 results = {}
 try:
     with graph.as_default():
@@ -379,6 +382,61 @@ def test_saved_model_cli_show_and_run(exported, tmp_path):
                                                                           [2, 21, 12, 3, 0]]
 
 
+def test_a_split_export_runs_its_halves_on_two_inter_op_threads(encoder_dir, tmp_path):
+    """export_model --parallel_branches=2: each layer saved as two halves (two [H, 3H/2]
+    query/key/value kernels, the output and FFN kernels split by rows and columns), every
+    weight still saved once; served as the docs say (a Session with one intra-op and two
+    inter-op threads) it answers as the encoder does, and its raw-text signature as the
+    eager one."""
+    src, encoder = encoder_dir
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
+                           f"--init_checkpoint={src}", f"--export_dir={tmp_path / 'split'}",
+                           "--parallel_branches=2"],
+                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    path = proc.stdout.strip().splitlines()[-1]
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    shapes = [tuple(s) for k, s in reader.get_variable_to_shape_map().items()
+              if k != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+    hidden, layers, inner = TINY.hidden_size, TINY.num_hidden_layers, TINY.intermediate_size
+    assert shapes.count((hidden, 3 * hidden // 2)) == 2 * layers  # query/key/value halves
+    assert shapes.count((hidden // 2, hidden)) == 2 * layers  # attention output rows
+    assert inner // 2 == hidden  # TINY: FFN halves are [16, 16], as the pooler is
+    assert shapes.count((hidden, inner // 2)) == 4 * layers + 1
+    assert sum(int(np.prod(s)) for s in shapes) == encoder.count_params()
+    texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
+    ids_requests = [ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)]
+    *ids_outputs, text_outputs = run_clean(
+        path, [(export.SERVING_DEFAULT, r) for r in ids_requests]
+        + [(export.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT,
+        INTER_OP_THREADS="2")
+    for inputs, got in zip(ids_requests, ids_outputs):
+        want = encoder(inputs, training=False)
+        for key in ("pooled_output", "sequence_output"):
+            np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-5)
+    eager = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE](text=tf.constant(texts))
+    for key, value in eager.items():
+        if value.dtype.is_floating:
+            np.testing.assert_allclose(text_outputs[key], value.numpy(), atol=1e-5)
+        else:
+            np.testing.assert_array_equal(text_outputs[key], value.numpy())
+
+
+def test_cli_refuses_a_split_the_model_cannot_take(encoder_dir, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
+                           f"--init_checkpoint={encoder_dir[0]}",
+                           f"--export_dir={tmp_path / 'out'}", "--parallel_branches=3"],
+                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert proc.returncode == 1
+    assert "--parallel_branches=3 must divide" in proc.stderr
+    assert "num_attention_heads=2" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_exports(encoder_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
                KERAS_BACKEND="tensorflow")
@@ -416,7 +474,7 @@ def test_each_weight_is_saved_once(exported):
 
 
 def test_export_runs_the_fused_attention(exported):
-    # The serving fast path (bert_tf.serving.attention_fused_for_inference): each layer's
+    # The serving fast path (bert_tf.serving.fused_for_inference): each layer's
     # query/key/value saved as one [H, 3H] kernel, no separate [H, H] query/key/value
     # kernels (only each layer's attention output and the pooler are [H, H]);
     # test_ids_signature_matches_keras checks it against the training-path encoder.

@@ -193,8 +193,11 @@ def test_cli_flag_and_its_litert_refusal(encoder_exports, tmp_path):
     assert "--mixed_precision applies to --format=saved_model only" in litert.stderr
 
 
-def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp_path):
-    # The tolerance above, on the real model and real sentences (SST-2 dev).
+@pytest.mark.parametrize("parallel_branches", [1, 2])
+def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp_path,
+                                                    parallel_branches):
+    # The tolerance above, on the real model and real sentences (SST-2 dev); also with
+    # the layers split in two (export_model --parallel_branches=2: float32 residual sums).
     from bert_tf import model_dir
     from bert_tf.convert_checkpoint import convert
 
@@ -202,7 +205,8 @@ def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp
     convert("huggingface", str(minilm_dir), str(src))
     encoder = model_dir.load_encoder(str(src))
     bf16 = export.export_model_dir(model_dir.resolve(str(src)), str(tmp_path / "e"),
-                                   mixed_precision="mixed_bfloat16")
+                                   mixed_precision="mixed_bfloat16",
+                                   parallel_branches=parallel_branches)
     lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:65]
     text = tf.constant([line.split("\t")[0] for line in lines])
     got = tf.saved_model.load(bf16).signatures[export.TEXT_SIGNATURE](text=text)

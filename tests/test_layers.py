@@ -42,6 +42,33 @@ def test_layer_norm_epsilon_is_berts():
     assert ln.epsilon == 1e-12 and ln.dtype_policy.compute_dtype == "float32"
 
 
+def test_block_split_for_inference_equals_the_block():
+    """TransformerBlock.fuse_for_inference(branches): the inference call split into
+    independent chains gives the block's outputs; the snapshots are no weights of the
+    block; training and return_probs calls keep the unsplit layer."""
+    block = layers.TransformerBlock(hidden_size=16, num_heads=4, intermediate_size=32,
+                                    hidden_dropout_rate=0.1, attention_dropout_rate=0.1)
+    x = RNG.normal(size=(2, 6, 16)).astype("float32")
+    bias = layers.attention_bias_from_mask(np.array([[1] * 6, [1] * 3 + [0] * 3]))
+    want = np.asarray(block(x, bias))
+    names = sorted(v.path for v in block.weights)
+    for branches in (2, 4):
+        block.fuse_for_inference(branches)
+        assert block.inference_branches == branches
+        np.testing.assert_allclose(np.asarray(block(x, bias)), want, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(block.call_branches(x, bias)), want, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(block(x, bias, return_probs=True)[0]), want,
+                                   atol=1e-5)
+        assert sorted(v.path for v in block.weights) == names
+        # Dropout on: the training path runs (and differs), not the snapshot.
+        assert np.abs(np.asarray(block(x, bias, training=True)) - want).max() > 1e-3
+    block.unfuse_for_inference()
+    assert block.inference_branches == 1
+    for bad in (3, 0):
+        with pytest.raises(ValueError, match="must divide"):
+            block.fuse_for_inference(bad)
+
+
 def test_embeddings():
     layer = layers.BertEmbeddings(vocab_size=30, hidden_size=8, max_position_embeddings=16,
                                   type_vocab_size=2, dropout_rate=0.0)
