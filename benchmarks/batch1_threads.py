@@ -112,7 +112,8 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
     from transformers import BertTokenizerFast
 
     torch.set_num_threads(threads)
-    paths = export_models(work_dir, make=False)  # made by the parent, without the setting
+    # Made by the parent, without the setting.
+    paths = export_models(work_dir, make=False, split=True)
     rows = [r[0] for r in glue_dev("sst-2")[:sentences]]
     hf_tok = BertTokenizerFast.from_pretrained(minilm_dir())
     ort_sessions = {}
@@ -198,7 +199,7 @@ def main():
     del cpu["onednn_frozen_weights"]  # each child process has its own setting
     print(f"CPU: {cpu['model']}, {cpu['cpus']} CPUs, flags {' '.join(cpu['isa_flags'])}; "
           f"load average {cpu['load_average']:.2f}", flush=True)
-    export_in_clean_process(args.work_dir)
+    export_in_clean_process(args.work_dir, split=True)
     results = {}
     for frozen in [int(f) for f in args.frozen_weights.split(",")]:
         env = frozen_weights_env(bool(frozen))

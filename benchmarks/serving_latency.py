@@ -112,14 +112,16 @@ def frozen_weights_env(frozen: bool) -> dict:
     return env
 
 
-def export_in_clean_process(work_dir: str) -> None:
-    """Runs `export_models` in a child process without FROZEN_WEIGHTS_ENV: converting and
-    exporting set weights after the first matmuls, which a frozen-weights process would
-    miss; a serving process then finds the exports made."""
+def export_in_clean_process(work_dir: str, split: bool = False) -> None:
+    """Runs `export_models` (with `split`) in a child process without FROZEN_WEIGHTS_ENV:
+    converting and exporting set weights after the first matmuls, which a frozen-weights
+    process would miss; a serving process then finds the exports made."""
     here = os.path.dirname(os.path.abspath(__file__))
     subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[2]); "
-                    "from serving_latency import export_models; export_models(sys.argv[1])",
-                    work_dir, here], check=True, env=frozen_weights_env(False))
+                    "from serving_latency import export_models; "
+                    "export_models(sys.argv[1], split=sys.argv[3] == '1')",
+                    work_dir, here, str(int(split))], check=True,
+                   env=frozen_weights_env(False))
 
 
 def minilm_dir() -> str:
@@ -155,11 +157,11 @@ def glue_dev(task: str) -> list:
     return [(e.text_a,) if e.text_b is None else (e.text_a, e.text_b) for e in examples]
 
 
-def export_models(work_dir: str, make: bool = True) -> dict:
+def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict:
     """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
-    on it (untrained heads: the cost is the encoder's), and the SST-2 classifier again with
-    its layers split in two (`export_model --parallel_branches=2`, names ending in
-    SPLIT). Returns the SavedModel paths. With `make=False` (a frozen-weights process) the
+    on it (untrained heads: the cost is the encoder's), and with `split` the SST-2
+    classifier again with its layers split in two (`export_model --parallel_branches=2`,
+    names ending in SPLIT; batch1_threads.py serves them). Returns the SavedModel paths. With `make=False` (a frozen-weights process) the
     exports must already be there."""
     import keras
 
@@ -170,7 +172,8 @@ def export_models(work_dir: str, make: bool = True) -> dict:
     if not os.path.exists(os.path.join(src, "bert_config.json")):
         convert_checkpoint.convert("huggingface", minilm_dir(), src)
     out = {}
-    for name, branches in (("encoder", 1), ("sst-2", 1), ("mrpc", 1), ("sst-2", 2)):
+    for name, branches in (("encoder", 1), ("sst-2", 1), ("mrpc", 1)) + ((("sst-2", 2),)
+                                                                         if split else ()):
         for suffix, precision in (("", "float32"), (BF16, "mixed_bfloat16")):
             suffix += SPLIT if branches > 1 else ""
             export_dir = os.path.join(work_dir, "export", name + suffix)

@@ -242,7 +242,9 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     layer into that many independent chains (`serving.fused_for_inference`) for servers
     that run one request on that many inter-op threads (docs/serving.md, "Threads").
     """
-    check_parallel_branches(module.model, parallel_branches)
+    model = module.model
+    parallel_branches = check_parallel_branches(
+        getattr(model, "config", None) or model.encoder.config, parallel_branches)
     for name, value in (("max_batch_size", max_batch_size),
                         ("max_text_length", max_text_length)):
         if value is not None:
@@ -253,30 +255,30 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     if text_settings is not None:
         extra["tokenizer_config.json"] = json.dumps(text_settings.to_json())
     # Traced (and saved) on the serving fast path: query/key/value fused, layers split.
-    with fused_for_inference(module.model, parallel_branches):
+    with fused_for_inference(model, parallel_branches):
         return save_versioned(module, module.signatures(), export_dir, version,
                               warmup_requests=_within_limits(module, module.warmup_requests()),
                               extra_files=extra)
 
 
-def check_parallel_branches(model, branches: int) -> None:
-    """ExportError unless `branches` divides the model's heads and FFN width.
+def check_parallel_branches(config, branches) -> int:
+    """`branches` as an int; ExportError unless it is a whole number that divides the
+    model's (`config`'s) heads and FFN width.
 
     >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
-    >>> check_parallel_branches(BertEncoder(BertConfig(
-    ...     vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-    ...     intermediate_size=16)), 3)
+    >>> check_parallel_branches(BertConfig(num_attention_heads=2, intermediate_size=16), 3)
     Traceback (most recent call last):
     ...
     bert_tf.export.ExportError: --parallel_branches=3 must divide the model's num_attention_heads=2 and intermediate_size=16
     """
-    config = getattr(model, "config", None) or model.encoder.config
-    if (int(branches) < 1 or config.num_attention_heads % branches
-            or config.intermediate_size % branches):
+    if isinstance(branches, bool) or int(branches) != branches or branches < 1:
+        raise ExportError(f"--parallel_branches={branches!r} must be a whole number >= 1")
+    branches = int(branches)
+    if config.num_attention_heads % branches or config.intermediate_size % branches:
         raise ExportError(f"--parallel_branches={branches} must divide the model's "
                           f"num_attention_heads={config.num_attention_heads} and "
                           f"intermediate_size={config.intermediate_size}")
+    return branches
 
 
 def _within_limits(module, requests):
@@ -425,6 +427,7 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
         resolved.require(config=True)
     except model_dir.ModelDirError as e:
         raise ExportError(str(e)) from None
+    check_parallel_branches(resolved.config, parallel_branches)  # before any restore
     if resolved.task_config is None:
         encoder = model_dir.load_encoder(resolved)
         return export_encoder(encoder, export_dir, tokenizer=serving_tokenizer(resolved),

@@ -65,7 +65,8 @@ class ExportConfig(settings.ModelDirSettings):
         "(docs/serving.md).", choices=("float32", "mixed_bfloat16"))
     parallel_branches: int = setting(
         1, "saved_model only. N > 1 splits each transformer layer into N independent "
-        "chains (attention heads and FFN units divided between them; same outputs) that "
+        "chains (attention heads and FFN units divided between them; the same outputs up "
+        "to rounding) that "
         "one request runs on N cores when the server has N inter-op threads and one "
         "intra-op thread: --tensorflow_intra_op_parallelism=1 "
         "--tensorflow_inter_op_parallelism=N (docs/serving.md, \"Splitting each "

@@ -435,6 +435,14 @@ def test_cli_refuses_a_split_the_model_cannot_take(encoder_dir, tmp_path):
     assert "--parallel_branches=3 must divide" in proc.stderr
     assert "num_attention_heads=2" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+    litert = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
+                             f"--init_checkpoint={encoder_dir[0]}",
+                             f"--export_dir={tmp_path / 'out'}", "--parallel_branches=2",
+                             "--format=litert", "--notext_signatures"],
+                            env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    assert litert.returncode == 1 and "Traceback" not in litert.stderr
+    assert "--parallel_branches applies to --format=saved_model only" in litert.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_exports(encoder_dir, tmp_path):

@@ -103,6 +103,23 @@ def test_classifier_text_and_ids_match_keras(mrpc, tokenizer):
     np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
 
 
+def test_classifier_split_in_two_matches_keras(tmp_path, vocab_file, tokenizer):
+    """A task export with its layers split (export_model --parallel_branches=2): the
+    classifier's logits as the Keras model's; a split the model cannot take is refused
+    before anything is restored or written."""
+    (tmp_path / "m").mkdir()
+    _, model = fine_tuned_dir(tmp_path / "m", "mrpc", vocab_file, tokenizer, max_seq_length=16)
+    resolved = model_dir.resolve(str(tmp_path / "m"))
+    path = export.export_model_dir(resolved, str(tmp_path / "e"), parallel_branches=2)
+    ids = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    got = call(tf.saved_model.load(path).signatures[export.IDS_SIGNATURE], **ids)
+    np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
+                               atol=1e-5)
+    with pytest.raises(export.ExportError, match="--parallel_branches=3 must divide"):
+        export.export_model_dir(resolved, str(tmp_path / "e3"), parallel_branches=3)
+    assert not os.path.exists(tmp_path / "e3")
+
+
 def test_invalid_utf8_bytes_are_dropped_as_the_original(mrpc):
     _, _, _, loaded = mrpc
     fn = loaded.signatures[export.SERVING_DEFAULT]

@@ -137,17 +137,16 @@ class BertSelfAttention(keras.layers.Layer):
                             trainable=False, name="fused_qkv_bias"),
                 None if branches == 1 else tf.Variable(
                     tf.convert_to_tensor(self.output_dense.kernel)[cols],
-                    trainable=False, name="output_kernel_rows")))
+                    trainable=False, name="output_kernel_rows"),
+                # The output bias, once (group 0 adds it).
+                None if branches == 1 or j else tf.Variable(
+                    tf.convert_to_tensor(self.output_dense.bias),
+                    trainable=False, name="output_bias")))
 
     def unfuse_for_inference(self):
         """Drops the snapshot: inference calls read the three kernels again (functions
         traced while fused keep the snapshot they captured)."""
         self._fused = None
-
-    @property
-    def inference_branches(self) -> int:
-        """How many head groups inference calls run in (0: not fused)."""
-        return len(self._fused or ())
 
     def _fused_heads(self, part, hidden_states, batch, seq):
         # One [tokens, 3 * width] matmul (+bias) and one transpose to
@@ -160,8 +159,9 @@ class BertSelfAttention(keras.layers.Layer):
         qkv = tf.reshape(qkv, (batch, seq, 3, heads, self.head_size))
         return tf.unstack(tf.transpose(qkv, (2, 0, 3, 1, 4)))
 
-    def _attend(self, q, k, v, attention_bias, training, batch, seq):
-        """Per-head attention: ([batch, seq, heads * size] context, float32 probs)."""
+    def _attend(self, q, k, v, attention_bias, training, batch, seq, heads):
+        """Attention over `heads` heads: ([batch, seq, heads * size] context, float32
+        probs)."""
         # The query is scaled after its matmul (folding the scale into the fused kernel
         # rounds differently: 2e-5 on MiniLM's outputs).
         q = q * keras.ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
@@ -173,25 +173,26 @@ class BertSelfAttention(keras.layers.Layer):
         dropped = self.dropout(keras.ops.cast(probs, self.compute_dtype), training=training)
         context = keras.ops.matmul(dropped, v)  # [batch, heads, seq, head_size]
         context = keras.ops.reshape(keras.ops.transpose(context, (0, 2, 1, 3)),
-                                    (batch, seq, q.shape[1] * self.head_size))
+                                    (batch, seq, heads * self.head_size))
         return context, probs
 
     def partial_outputs(self, hidden_states, attention_bias=None):
         """Inference with `fuse_for_inference(branches=n)`, n > 1: n float32
         [batch * seq, hidden] tensors that sum to the layer's output (the first carries
         the output bias), one per head group, each computed from its own heads alone."""
-        if self.inference_branches < 2:
+        if len(self._fused or ()) < 2:
             raise ValueError("partial_outputs needs fuse_for_inference(branches > 1)")
         hidden_states = keras.ops.cast(hidden_states, self.compute_dtype)
         shape = keras.ops.shape(hidden_states)
         parts = []
         for j, part in enumerate(self._fused):
             q, k, v = self._fused_heads(part, hidden_states, shape[0], shape[1])
-            context, _ = self._attend(q, k, v, attention_bias, False, shape[0], shape[1])
+            context, _ = self._attend(q, k, v, attention_bias, False, shape[0], shape[1],
+                                      self.num_heads // len(self._fused))
             context = tf.reshape(context, (-1, context.shape[-1]))
             y = tf.matmul(context, tf.cast(part.output_rows, context.dtype))
-            if j == 0:  # a MatMul+BiasAdd kernel: the bias costs no op of its own
-                y = tf.nn.bias_add(y, tf.cast(self.output_dense.bias, y.dtype))
+            if part.output_bias is not None:  # group 0; MatMul+BiasAdd: no op of its own
+                y = tf.nn.bias_add(y, tf.cast(part.output_bias, y.dtype))
             parts.append(keras.ops.cast(y, "float32"))
         return parts
 
@@ -209,7 +210,8 @@ class BertSelfAttention(keras.layers.Layer):
             q = self._split_heads(dense_on_tokens(self.query, hidden_states), batch, seq)
             k = self._split_heads(dense_on_tokens(self.key, hidden_states), batch, seq)
             v = self._split_heads(dense_on_tokens(self.value, hidden_states), batch, seq)
-        context, probs = self._attend(q, k, v, attention_bias, training, batch, seq)
+        context, probs = self._attend(q, k, v, attention_bias, training, batch, seq,
+                                      self.num_heads)
         output = dense_on_tokens(self.output_dense, context)
         return (output, probs) if return_probs else output
 
@@ -223,9 +225,11 @@ class BertSelfAttention(keras.layers.Layer):
 
 class _FusedQKV:
     """One head group's fused query/key/value kernel and bias, and (with more than one
-    group) its rows of the output kernel (see `fuse_for_inference`)."""
+    group) its rows of the output kernel and, in the first group, the output bias (see
+    `fuse_for_inference`)."""
 
-    def __init__(self, kernel, bias, output_rows=None):
+    def __init__(self, kernel, bias, output_rows=None, output_bias=None):
         self.kernel = kernel
         self.bias = bias
         self.output_rows = output_rows
+        self.output_bias = output_bias

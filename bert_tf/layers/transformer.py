@@ -72,7 +72,8 @@ class TransformerBlock(keras.layers.Layer):
 
     def fuse_for_inference(self, branches: int = 1):
         """Snapshots the weights into the inference fast path (for export: see
-        `bert_tf.serving.fused_for_inference`): the attention's query/key/value fused
+        `bert_tf.serving.fused_for_inference`; the snapshots do not follow later changes
+        of the weights until this is called again): the attention's query/key/value fused
         (`BertSelfAttention.fuse_for_inference`) and, with `branches` > 1, the layer split
         into that many independent chains: each with its heads of the attention and its
         `intermediate_size / branches` FFN units (columns of the intermediate kernel, rows
@@ -91,12 +92,15 @@ class TransformerBlock(keras.layers.Layer):
         bias = tf.convert_to_tensor(self.intermediate.bias)
         rows = tf.convert_to_tensor(self.output_dense.kernel)
         width = self.intermediate_size // branches
-        # Plain holders (lists of tuples), not weights Keras or tf.train.Checkpoint tracks.
+        # Plain holders (lists of tuples), not weights Keras or tf.train.Checkpoint tracks;
+        # the output bias once, in the first branch (its MatMul+BiasAdd kernel adds it).
         self._ffn_branches = [
             tuple(tf.Variable(t, trainable=False, name=name) for t, name in (
                 (kernel[:, j * width:(j + 1) * width], "intermediate_kernel_columns"),
                 (bias[j * width:(j + 1) * width], "intermediate_bias_columns"),
                 (rows[j * width:(j + 1) * width], "output_kernel_rows")))
+            + ((tf.Variable(tf.convert_to_tensor(self.output_dense.bias), trainable=False,
+                            name="output_bias"),) if j == 0 else (None,))
             for j in range(branches)]
 
     def unfuse_for_inference(self):
@@ -124,12 +128,12 @@ class TransformerBlock(keras.layers.Layer):
             [residual] + self.attention.partial_outputs(hidden_states, attention_bias)))
         inner = keras.ops.cast(x, self.compute_dtype)
         parts = [x]
-        for j, (kernel, bias, rows) in enumerate(self._ffn_branches):
+        for kernel, bias, rows, output_bias in self._ffn_branches:
             y = self.activation(tf.nn.bias_add(tf.matmul(inner, tf.cast(kernel, inner.dtype)),
                                                tf.cast(bias, inner.dtype)))
             y = tf.matmul(y, tf.cast(rows, y.dtype))
-            if j == 0:  # MatMul+BiasAdd: the output bias costs no op of its own
-                y = tf.nn.bias_add(y, tf.cast(self.output_dense.bias, y.dtype))
+            if output_bias is not None:  # MatMul+BiasAdd: the bias costs no op of its own
+                y = tf.nn.bias_add(y, tf.cast(output_bias, y.dtype))
             parts.append(keras.ops.cast(y, "float32"))
         y = self.output_layer_norm(tf.add_n(parts))
         return tf.reshape(y, (shape[0], shape[1], self.hidden_size))
