@@ -69,6 +69,14 @@ def run_clean(saved_model_dir, requests, tmp_path, client=CLEAN_CLIENT, **extra_
             for i in range(len(requests))]
 
 
+def run_export_model(*flags):
+    """`python -m bert_tf.export_model *flags` from the repo (completed process)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               KERAS_BACKEND="tensorflow")
+    return subprocess.run([sys.executable, "-m", "bert_tf.export_model", *flags], env=env,
+                          capture_output=True, text=True, cwd=str(REPO_ROOT))
+
+
 def ids_batch(seed=0, batch=3, seq=9):
     rng = np.random.default_rng(seed)
     ids = rng.integers(4, TINY.vocab_size, (batch, seq)).astype(np.int32)
@@ -389,12 +397,8 @@ def test_a_split_export_runs_its_halves_on_two_inter_op_threads(encoder_dir, tmp
     inter-op threads) it answers as the encoder does, and its raw-text signature as the
     eager one."""
     src, encoder = encoder_dir
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
-                           f"--init_checkpoint={src}", f"--export_dir={tmp_path / 'split'}",
-                           "--parallel_branches=2"],
-                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    proc = run_export_model(f"--init_checkpoint={src}", f"--export_dir={tmp_path / 'split'}",
+                            "--parallel_branches=2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     path = proc.stdout.strip().splitlines()[-1]
     reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
@@ -425,46 +429,32 @@ def test_a_split_export_runs_its_halves_on_two_inter_op_threads(encoder_dir, tmp
 
 
 def test_cli_refuses_a_split_the_model_cannot_take(encoder_dir, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
-                           f"--init_checkpoint={encoder_dir[0]}",
-                           f"--export_dir={tmp_path / 'out'}", "--parallel_branches=3"],
-                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    proc = run_export_model(f"--init_checkpoint={encoder_dir[0]}",
+                            f"--export_dir={tmp_path / 'out'}", "--parallel_branches=3")
     assert proc.returncode == 1
     assert "--parallel_branches=3 must divide" in proc.stderr
     assert "num_attention_heads=2" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
-    litert = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
-                             f"--init_checkpoint={encoder_dir[0]}",
-                             f"--export_dir={tmp_path / 'out'}", "--parallel_branches=2",
-                             "--format=litert", "--notext_signatures"],
-                            env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    litert = run_export_model(f"--init_checkpoint={encoder_dir[0]}",
+                              f"--export_dir={tmp_path / 'out'}", "--parallel_branches=2",
+                              "--format=litert", "--notext_signatures")
     assert litert.returncode == 1 and "Traceback" not in litert.stderr
     assert "--parallel_branches applies to --format=saved_model only" in litert.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_cli_exports(encoder_dir, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
-                           f"--init_checkpoint={encoder_dir[0]}",
-                           f"--export_dir={tmp_path}", "--version=5"],
-                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    proc = run_export_model(f"--init_checkpoint={encoder_dir[0]}", f"--export_dir={tmp_path}",
+                            "--version=5")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == os.path.join(str(tmp_path), "5")
     assert export.list_versions(str(tmp_path)) == [5]
 
 
 def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow")
     (tmp_path / "empty").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "bert_tf.export_model",
-                           f"--init_checkpoint={tmp_path / 'empty'}",
-                           f"--export_dir={tmp_path / 'out'}"],
-                          env=env, capture_output=True, text=True, cwd=str(REPO_ROOT))
+    proc = run_export_model(f"--init_checkpoint={tmp_path / 'empty'}",
+                            f"--export_dir={tmp_path / 'out'}")
     assert proc.returncode == 1
     assert "export_model: " in proc.stderr and "Traceback" not in proc.stderr
     assert str(tmp_path / "empty") in proc.stderr
