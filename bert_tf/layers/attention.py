@@ -185,7 +185,7 @@ class BertSelfAttention(keras.layers.Layer):
         hidden_states = keras.ops.cast(hidden_states, self.compute_dtype)
         shape = keras.ops.shape(hidden_states)
         parts = []
-        for j, part in enumerate(self._fused):
+        for part in self._fused:
             q, k, v = self._fused_heads(part, hidden_states, shape[0], shape[1])
             context, _ = self._attend(q, k, v, attention_bias, False, shape[0], shape[1],
                                       self.num_heads // len(self._fused))
