@@ -161,8 +161,8 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
     """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
     on it (untrained heads: the cost is the encoder's), and with `split` the SST-2
     classifier again with its layers split in two (`export_model --parallel_branches=2`,
-    names ending in SPLIT; batch1_threads.py serves them). Returns the SavedModel paths. With `make=False` (a frozen-weights process) the
-    exports must already be there."""
+    names ending in SPLIT; batch1_threads.py serves them). Returns the SavedModel paths.
+    With `make=False` (a frozen-weights process) the exports must already be there."""
     import keras
 
     from bert_tf import convert_checkpoint, export, model_dir

@@ -240,11 +240,10 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     limits every signature enforces (`serving.check_request`), recorded in
     `assets.extra/serving_limits.json`. `parallel_branches` > 1 splits each transformer
     layer into that many independent chains (`serving.fused_for_inference`) for servers
-    that run one request on that many inter-op threads (docs/serving.md, "Threads").
+    that run one request on that many inter-op threads (docs/serving.md, "Splitting each
+    layer").
     """
-    model = module.model
-    parallel_branches = check_parallel_branches(
-        getattr(model, "config", None) or model.encoder.config, parallel_branches)
+    parallel_branches = check_parallel_branches(module.encoder_config, parallel_branches)
     for name, value in (("max_batch_size", max_batch_size),
                         ("max_text_length", max_text_length)):
         if value is not None:
@@ -255,7 +254,7 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     if text_settings is not None:
         extra["tokenizer_config.json"] = json.dumps(text_settings.to_json())
     # Traced (and saved) on the serving fast path: query/key/value fused, layers split.
-    with fused_for_inference(model, parallel_branches):
+    with fused_for_inference(module.model, parallel_branches):
         return save_versioned(module, module.signatures(), export_dir, version,
                               warmup_requests=_within_limits(module, module.warmup_requests()),
                               extra_files=extra)

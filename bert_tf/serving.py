@@ -212,7 +212,7 @@ class ServingModule(tf.Module):
             inputs = check_request(inputs, self.max_batch_size,
                                    self.max_text_length if text else 0)
             if not text:
-                config = getattr(self.model, "config", None) or self.model.encoder.config
+                config = self.encoder_config
                 word_ids, mask, type_ids = inputs
                 word_ids, type_ids = check_ids(word_ids, type_ids, config.vocab_size,
                                                config.type_vocab_size)
@@ -230,6 +230,11 @@ class ServingModule(tf.Module):
     @property
     def model(self):
         return self._keras_model.value
+
+    @property
+    def encoder_config(self):
+        """The BertConfig of the served encoder (the model itself, or a task model's)."""
+        return getattr(self.model, "config", None) or self.model.encoder.config
 
     @property
     def tok(self):

@@ -289,18 +289,15 @@ np.savez(out_file, **results)
 """
 
 
-def test_a_session_as_tf_serving_runs_it_answers_the_same(exported, tmp_path):
-    """TF Serving loads a SavedModel into a TF1 Session (its functions inlined into one
-    graph), not through tf.saved_model.load, and docs/serving.md tells it to run each
-    request on the receiving thread (--tensorflow_inter_op_parallelism=-1, which reaches
-    the Session's config) with one intra-op thread. Both signatures answer as the encoder
-    and the eager signature do."""
-    _, path, encoder = exported
+def assert_session_answers_as_keras(path, encoder, tmp_path, **client_env):
+    """SESSION_CLIENT (`client_env`: its thread settings) on the export at `path`: two ids
+    requests against `encoder` and one raw-text request against the eager signature."""
     texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
     ids_requests = [ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)]
     *ids_outputs, text_outputs = run_clean(
         path, [(export.SERVING_DEFAULT, r) for r in ids_requests]
-        + [(export.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT)
+        + [(export.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT,
+        **client_env)
     for inputs, got in zip(ids_requests, ids_outputs):
         want = encoder(inputs, training=False)
         for key in ("pooled_output", "sequence_output"):
@@ -312,6 +309,16 @@ def test_a_session_as_tf_serving_runs_it_answers_the_same(exported, tmp_path):
             np.testing.assert_allclose(text_outputs[key], value.numpy(), atol=1e-5)
         else:
             np.testing.assert_array_equal(text_outputs[key], value.numpy())
+
+
+def test_a_session_as_tf_serving_runs_it_answers_the_same(exported, tmp_path):
+    """TF Serving loads a SavedModel into a TF1 Session (its functions inlined into one
+    graph), not through tf.saved_model.load, and docs/serving.md tells it to run each
+    request on the receiving thread (--tensorflow_inter_op_parallelism=-1, which reaches
+    the Session's config) with one intra-op thread. Both signatures answer as the encoder
+    and the eager signature do."""
+    _, path, encoder = exported
+    assert_session_answers_as_keras(path, encoder, tmp_path)
 
 
 def read_warmup(path):
@@ -410,22 +417,7 @@ def test_a_split_export_runs_its_halves_on_two_inter_op_threads(encoder_dir, tmp
     assert inner // 2 == hidden  # TINY: FFN halves are [16, 16], as the pooler is
     assert shapes.count((hidden, inner // 2)) == 4 * layers + 1
     assert sum(int(np.prod(s)) for s in shapes) == encoder.count_params()
-    texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
-    ids_requests = [ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)]
-    *ids_outputs, text_outputs = run_clean(
-        path, [(export.SERVING_DEFAULT, r) for r in ids_requests]
-        + [(export.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT,
-        INTER_OP_THREADS="2")
-    for inputs, got in zip(ids_requests, ids_outputs):
-        want = encoder(inputs, training=False)
-        for key in ("pooled_output", "sequence_output"):
-            np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-5)
-    eager = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE](text=tf.constant(texts))
-    for key, value in eager.items():
-        if value.dtype.is_floating:
-            np.testing.assert_allclose(text_outputs[key], value.numpy(), atol=1e-5)
-        else:
-            np.testing.assert_array_equal(text_outputs[key], value.numpy())
+    assert_session_answers_as_keras(path, encoder, tmp_path, INTER_OP_THREADS="2")
 
 
 def test_cli_refuses_a_split_the_model_cannot_take(encoder_dir, tmp_path):
