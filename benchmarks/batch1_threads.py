@@ -17,6 +17,13 @@ sets; no hand-off to an inter-op thread and back per request and per expensive o
 The SST-2 exports split in two (`export_model --parallel_branches=2`, ", 2 branches") run
 in a Session with two inter-op threads of its own, which runs each layer's two halves at
 once.
+The floor (", dense products alone (floor)"): a Session with the same thread settings that
+runs only the encoder's dense products (MatMul+BiasAdd, the FFN's with its activation, as
+the export's kernels fuse them; pooler and classifier included) on a [tokens, hidden] input
+of each sentence's own length, in each precision: what this runtime (TensorFlow's oneDNN
+matmul ops and its executor) costs per request before the tokenizer, embeddings, attention
+products, softmax, LayerNorms and casts. Above onnxruntime's time, no rewrite of the rest
+of the graph can lead it at that thread count.
 onnxruntime, and OpenVINO in its default precision for this CPU (bf16 where the CPU has
 it), run at every thread count of --thread_counts in every process (their threads are
 their own), so each of ours is compared with their best in the same process, under the
@@ -64,6 +71,8 @@ SPLIT_OURS = {"ours float32 raw text, 2 branches": "sst-2" + SPLIT,
               "ours bfloat16 raw text, 2 branches": "sst-2" + BF16 + SPLIT}
 SPLIT_SESSION = (", Session, 2 inter-op threads", 2)
 CLIENTS = ", 2 clients at once"
+FLOOR = {"ours float32 dense products alone (floor)": "float32",
+         "ours bfloat16 dense products alone (floor)": "bfloat16"}
 
 
 def from_two_clients(answer, requests: list) -> None:
@@ -96,6 +105,42 @@ def session_callable(tf, path: str, threads: int, inter_op_threads: int = 1):
     # the graph skip the softmax, argmax and label lookup).
     return session.make_callable([t.name for t in signature.outputs.values()],
                                  [signature.inputs["text"].name])
+
+
+def products_alone_callable(tf, config: dict, dtype: str, threads: int):
+    """A caller-thread Session (as `session_callable`'s) whose graph is only the encoder's
+    dense products for `config` (a bert_config.json dict) in `dtype`: per layer the fused
+    query/key/value product, the attention output (on the first third of its output: a
+    slice stands for the attention), the FFN's two products, then the pooler (first row)
+    and a 2-class classifier. Random weights, stored in `dtype` as the bfloat16 export's
+    are; fed float32 [tokens, hidden]."""
+    from bert_tf.layers.activations import get_activation
+
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    activation = get_activation(config["hidden_act"])
+    graph = tf.Graph()
+    with graph.as_default():
+        rng = np.random.default_rng(0)
+
+        def dense(x, rows, cols, act=None):
+            kernel = tf.Variable(tf.constant(rng.normal(0, 0.02, (rows, cols)), dtype))
+            bias = tf.Variable(tf.zeros([cols], dtype))
+            y = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+            return act(y) if act else y
+
+        tokens = tf.compat.v1.placeholder(tf.float32, [None, hidden], name="tokens")
+        x = tf.cast(tokens, dtype)
+        for _ in range(config["num_hidden_layers"]):
+            qkv = dense(x, hidden, 3 * hidden)
+            x = dense(qkv[:, :hidden], hidden, hidden)
+            x = dense(dense(x, hidden, inner, activation), inner, hidden)
+        pooled = dense(x[:1], hidden, hidden, tf.tanh)
+        logits = tf.cast(dense(pooled, hidden, 2), tf.float32)
+        init = tf.compat.v1.global_variables_initializer()
+    session = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=-1))
+    session.run(init)
+    return session.make_callable(logits, [tokens])
 
 
 def measure(threads: int, work_dir: str, sentences: int, rounds: int,
@@ -155,6 +200,14 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
             if threads == 1 and inter_op_threads < 0:
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))
+    with open(os.path.join(work_dir, "minilm", "bert_config.json")) as f:
+        config = json.load(f)
+    token_feeds = [np.zeros([hf_encode(t)["input_ids"].shape[1], config["hidden_size"]],
+                            np.float32) for t in rows]
+    for name, dtype in FLOOR.items():
+        call = products_alone_callable(tf, config, dtype, threads)
+        contestants[name + ", Session, caller thread"] = (
+            lambda call=call: [call(t) for t in token_feeds])
     for name, export in SPLIT_OURS.items():
         call = session_callable(tf, paths[export], threads, SPLIT_SESSION[1])
         contestants[name + SPLIT_SESSION[0]] = lambda call=call: [call(t) for t in feeds]
