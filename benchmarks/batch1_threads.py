@@ -22,8 +22,9 @@ runs only the encoder's dense products (MatMul+BiasAdd, the FFN's with its activ
 the export's kernels fuse them; pooler and classifier included) on a [tokens, hidden] input
 of each sentence's own length, in each precision: what this runtime (TensorFlow's oneDNN
 matmul ops and its executor) costs per request before the tokenizer, embeddings, attention
-products, softmax, LayerNorms and casts. Above onnxruntime's time, no rewrite of the rest
-of the graph can lead it at that thread count.
+products, softmax and LayerNorms (it keeps a cast in and out, and a slice per layer where
+the attention would be). Where the floor is above a peer's time, no rewrite of the rest of
+the graph run this way (its intra-op threads, no inter-op parallelism) can lead that peer.
 onnxruntime, and OpenVINO in its default precision for this CPU (bf16 where the CPU has
 it), run at every thread count of --thread_counts in every process (their threads are
 their own), so each of ours is compared with their best in the same process, under the
@@ -112,8 +113,10 @@ def products_alone_callable(tf, config: dict, dtype: str, threads: int):
     dense products for `config` (a bert_config.json dict) in `dtype`: per layer the fused
     query/key/value product, the attention output (on the first third of its output: a
     slice stands for the attention), the FFN's two products, then the pooler (first row)
-    and a 2-class classifier. Random weights, stored in `dtype` as the bfloat16 export's
-    are; fed float32 [tokens, hidden]."""
+    and a 2-class classifier (also in `dtype`, for simplicity; the export's head is float32:
+    a [1, hidden] product, tens of microseconds). Random weights, stored in `dtype` as the
+    bfloat16 export's kernels are; fed float32 [tokens, hidden] (zeros: a product's time
+    does not depend on the values)."""
     from bert_tf.layers.activations import get_activation
 
     hidden, inner = config["hidden_size"], config["intermediate_size"]
