@@ -56,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from serving_latency import BF16, FROZEN_WEIGHTS_ENV, SPLIT, cpu_description, \
+from serving_latency import BF16, FROZEN_WEIGHTS_ENV, SPLIT, cpu_description, dense_shapes, \
     export_in_clean_process, export_models, export_onnx, frozen_weights_env, glue_dev, \
     minilm_dir, openvino_models, openvino_run
 
@@ -65,7 +65,8 @@ OPENVINO = "HF tokenizer + OpenVINO"  # in its default precision for this CPU (i
 OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
 # The contestants run as TF Serving runs a SavedModel, by inter-op setting: one inter-op
 # thread, or every op on the thread that calls Session::Run.
-SESSIONS = {", Session": 1, ", Session, caller thread": -1}
+CALLER_THREAD = ", Session, caller thread"
+SESSIONS = {", Session": 1, CALLER_THREAD: -1}
 # The exports split in two (export_model --parallel_branches=2), as the server the docs
 # describe for them runs them: two inter-op threads, so both halves of a layer run at once.
 SPLIT_OURS = {"ours float32 raw text, 2 branches": "sst-2" + SPLIT,
@@ -108,19 +109,21 @@ def session_callable(tf, path: str, threads: int, inter_op_threads: int = 1):
                                  [signature.inputs["text"].name])
 
 
-def products_alone_callable(tf, config: dict, dtype: str, threads: int):
+def products_alone_callable(tf, config, dtype: str, threads: int):
     """A caller-thread Session (as `session_callable`'s) whose graph is only the encoder's
-    dense products for `config` (a bert_config.json dict) in `dtype`: per layer the fused
-    query/key/value product, the attention output (on the first third of its output: a
-    slice stands for the attention), the FFN's two products, then the pooler (first row)
+    dense products for `config` (a BertConfig) in `dtype`, chained in the order
+    `serving_latency.dense_shapes` lists them: per layer the fused query/key/value product,
+    the attention output (on the first third of its output: a slice stands for the
+    attention), the FFN's two products (the first with the activation), then the pooler
+    (first row)
     and a 2-class classifier (also in `dtype`, for simplicity; the export's head is float32:
     a [1, hidden] product, tens of microseconds). Random weights, stored in `dtype` as the
     bfloat16 export's kernels are; fed float32 [tokens, hidden] (zeros: a product's time
     does not depend on the values)."""
     from bert_tf.layers.activations import get_activation
 
-    hidden, inner = config["hidden_size"], config["intermediate_size"]
-    activation = get_activation(config["hidden_act"])
+    hidden = config.hidden_size
+    activation = get_activation(config.hidden_act)
     graph = tf.Graph()
     with graph.as_default():
         rng = np.random.default_rng(0)
@@ -133,10 +136,11 @@ def products_alone_callable(tf, config: dict, dtype: str, threads: int):
 
         tokens = tf.compat.v1.placeholder(tf.float32, [None, hidden], name="tokens")
         x = tf.cast(tokens, dtype)
-        for _ in range(config["num_hidden_layers"]):
-            qkv = dense(x, hidden, 3 * hidden)
-            x = dense(qkv[:, :hidden], hidden, hidden)
-            x = dense(dense(x, hidden, inner, activation), inner, hidden)
+        for j, (rows, cols) in enumerate(dense_shapes(config)):
+            if x.shape[-1] != rows:  # query/key/value in, attention output next
+                x = x[:, :rows]
+            # A layer's 4 products in order; the FFN's first (the third) is activated.
+            x = dense(x, rows, cols, activation if j % 4 == 2 else None)
         pooled = dense(x[:1], hidden, hidden, tf.tanh)
         logits = tf.cast(dense(pooled, hidden, 2), tf.float32)
         init = tf.compat.v1.global_variables_initializer()
@@ -158,6 +162,8 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
     import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
     import torch
     from transformers import BertTokenizerFast
+
+    from bert_tf.config import BertConfig
 
     torch.set_num_threads(threads)
     # Made by the parent, without the setting.
@@ -203,13 +209,12 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
             if threads == 1 and inter_op_threads < 0:
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))
-    with open(os.path.join(work_dir, "minilm", "bert_config.json")) as f:
-        config = json.load(f)
-    token_feeds = [np.zeros([hf_encode(t)["input_ids"].shape[1], config["hidden_size"]],
+    config = BertConfig.from_file(os.path.join(work_dir, "minilm", "bert_config.json"))
+    token_feeds = [np.zeros([hf_encode(t)["input_ids"].shape[1], config.hidden_size],
                             np.float32) for t in rows]
     for name, dtype in FLOOR.items():
         call = products_alone_callable(tf, config, dtype, threads)
-        contestants[name + ", Session, caller thread"] = (
+        contestants[name + CALLER_THREAD] = (
             lambda call=call: [call(t) for t in token_feeds])
     for name, export in SPLIT_OURS.items():
         call = session_callable(tf, paths[export], threads, SPLIT_SESSION[1])
