@@ -122,6 +122,13 @@ def run(config: FinetuneConfig) -> Dict:
 
     Raises errors.Preempted after SIGTERM (checkpoint written: rerun to resume).
     """
+    from bert_tf.training import strategy as strategy_lib
+
+    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
+        return _run(config)
+
+
+def _run(config: FinetuneConfig) -> Dict:
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
