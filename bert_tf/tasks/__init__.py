@@ -37,6 +37,7 @@ TASKS = {
     # the user's own files
     "classification": "bert_tf.tasks.classification:TextClassificationTask",
     "regression": "bert_tf.tasks.classification:TextRegressionTask",
+    "token-classification": "bert_tf.tasks.token_classification:TokenClassificationTask",
     # Korean benchmarks, on their official files
     "nsmc": "bert_tf.tasks.classification:NsmcTask",
     "korsts": "bert_tf.tasks.classification:KorStsTask",
@@ -44,6 +45,7 @@ TASKS = {
     "klue-nli": "bert_tf.tasks.classification:KlueNliTask",
     "klue-sts": "bert_tf.tasks.classification:KlueStsTask",
     "klue-ynat": "bert_tf.tasks.classification:KlueYnatTask",
+    "klue-ner": "bert_tf.tasks.token_classification:KlueNerTask",
 }
 
 # Spellings people use for the same GLUE tasks (sst2, stsb, ...).
