@@ -137,7 +137,8 @@ def run(config: FinetuneConfig) -> Dict:
     config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
         config.mixed_precision, config.seed, strategy))
     task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
-                           **config.task.task_arguments(config.max_seq_length))
+                           **config.task.task_arguments(config.max_seq_length,
+                                                        resolved.task_config))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
