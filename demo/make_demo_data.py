@@ -13,6 +13,8 @@ Files:
   sentiment_train.tsv     GLUE SST-2 format: header "sentence<TAB>label", 1 = positive
   sentiment_dev.tsv       same format, reviews built from held-out template combinations
   sentiment_test.tsv      header "index<TAB>sentence" (no labels, as GLUE test files)
+  korean/*                the Korean sample of `make demo-korean`
+                          (demo/make_korean_demo_data.py makes its text)
 
 Example:
 
@@ -30,6 +32,8 @@ import os
 import random
 import sys
 from typing import Dict, List, Sequence, Tuple
+
+from demo import make_korean_demo_data
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 SEED = 20261122
@@ -579,6 +583,7 @@ def render_files(seed: int = SEED) -> Dict[str, str]:
             f"{text}\t{label}\n" for text, label in sets[split])
     files["sentiment_test.tsv"] = "index\tsentence\n" + "".join(
         f"{i}\t{text}\n" for i, (text, _) in enumerate(sets["test"]))
+    files.update(make_korean_demo_data.render_files())
     return files
 
 
@@ -597,6 +602,7 @@ def main(argv: Sequence[str]) -> int:
     os.makedirs(DATA_DIR, exist_ok=True)
     for name, text in files.items():
         path = os.path.join(DATA_DIR, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         os.replace(path + ".tmp", path)
