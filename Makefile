@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KERAS_BACKEND := tensorflow
 
-.PHONY: setup test test-cpus demo bench clean
+.PHONY: setup test test-cpus demo demo-korean bench clean
 
 setup: $(STAMP)
 
@@ -45,5 +45,10 @@ test-cpus: setup
 demo: setup
 	$(PY) -m demo.run_demo
 
+# The same path for Korean: a BERT from demo/data/korean's reviews (morphemes split by
+# kiwi), fine-tuned with --task_name=nsmc and served on raw Korean text.
+demo-korean: setup
+	$(PY) -m demo.run_demo --korean
+
 clean:
-	rm -rf $(VENV) demo_output
+	rm -rf $(VENV) demo_output demo_output_korean
