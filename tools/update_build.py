@@ -17,7 +17,7 @@ BINARIES = {"bert_tf/convert_checkpoint.py", "bert_tf/pretrain.py", "bert_tf/fin
             "data_prep/create_pretraining_data.py", "data_prep/build_vocab.py",
             "data_prep/beam_pipeline.py", "data_prep/create_finetuning_data.py",
             "bert_tf/extend_vocab.py", "bert_tf/pre_tokenizers.py",
-            "demo/run_demo.py", "tools/update_build.py"}
+            "demo/run_demo.py", "demo/classify.py", "tools/update_build.py"}
 # Third-party imports -> requirement labels (rules_python pip hub naming).
 THIRD_PARTY = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow_text", "keras": "keras",
                "absl": "absl_py", "numpy": "numpy", "yaml": "pyyaml", "tqdm": "tqdm",
