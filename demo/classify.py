@@ -11,8 +11,9 @@ import json
 import os
 import sys
 
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers the raw-text signature's tokenizer ops
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402,F401  registers the raw-text signature's tokenizer ops
 
 assert "bert_tf" not in sys.modules
 model_dir = sys.argv[1]
