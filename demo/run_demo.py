@@ -27,8 +27,8 @@ Korean on demo/data/korean: build_vocab with --nostrip_accents (and --pre_tokeni
 when kiwipiepy is installed), the pretraining records, bert_tiny, finetune
 --task_name=nsmc (with kiwi, on the NSMC files split the same way first), export_model,
 then (with kiwi) the client's morpheme split of the raw sentences and the fresh process
-classifying them. There is no pretrained Korean model to
-compare with: it prints what base-size Korean BERTs reach on NSMC instead.
+classifying them. There is no pretrained Korean model to compare with: it prints what
+base-size Korean BERTs reach on NSMC instead.
 """
 
 from __future__ import annotations
