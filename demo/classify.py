@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # fewer of TensorFlow's C++ log lines
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  registers the raw-text signature's tokenizer ops
 
