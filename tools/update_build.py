@@ -15,6 +15,7 @@ would spend its time importing TensorFlow and training models; pytest runs them 
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -35,7 +36,20 @@ HEAVY = {"tensorflow", "tensorflow_text", "keras", "keras_hub", "tensorflow_serv
 # (TensorFlow is imported there, out of --without_tensorflow's sight) or builds models:
 # tagged manual as well.
 STARTS_COMMANDS_OR_MODELS = ("sys.executable", "run_command(", "make_model_dir(")
+# Test files whose imports are light but whose tests import TensorFlow when they run (one
+# builds a model, compares with tf.train.Example, defines flags whose choices live beside
+# TensorFlow, or imports every benchmark dependency).
+# --without_tensorflow fails a file missing here; tagged manual.
+IMPORT_TENSORFLOW_WHEN_RUN = {"tests/test_benchmark_dependencies.py", "tests/test_config.py",
+                              "tests/test_pretrain_config.py", "tests/test_settings.py",
+                              "tests/test_tfrecord_writer.py", "tests/test_command_flags.py",
+                              # and modules whose docstring examples do
+                              "bert_tf/extract_features.py", "bert_tf/settings.py",
+                              "data_prep/tfrecord_writer.py"}
+# Files tests read through the repository's paths (golden files, configs): data of every test.
+TEST_DATA = ("tests/data/**", "official_configs/**")
 PYTEST_MAIN = "tools/bazel_pytest.py"
+DOTTED_NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+")
 
 
 def python_files():
@@ -62,9 +76,19 @@ def imports_of(path: str, at_import_time: bool = False):
         nodes.extend(ast.iter_child_nodes(node))
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "importorskip" and node.args
+              and isinstance(node.args[0], ast.Constant)):
+            names.add(node.args[0].value)  # pytest.importorskip("torch") imports torch
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{a.name}" for a in node.names)
+    if not at_import_time:
+        # importlib.import_module("bert_tf.x") and tables of such names: an exact module
+        # name in a string counts as an import (a lazy one).
+        names.update(node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                     and isinstance(node.value, str) and DOTTED_NAME.fullmatch(node.value)
+                     and node.value.split(".")[0] in PACKAGES + ("tests",))
     return names
 
 
@@ -78,13 +102,14 @@ def our_modules_imported(path: str, modules: dict, at_import_time: bool = False)
         candidate = name.replace(".", "/")
         found.update(option for f in folders for ext in (".py", "/__init__.py")
                      if (option := f + candidate + ext) in modules and option != path)
-        # Importing a.b.c runs a/__init__.py and a/b/__init__.py first; a module inside a/
-        # has a/ imported already (and a/__init__.py may import it: no cycle in BUILD).
+        # Importing a.b.c runs a/__init__.py and a/b/__init__.py first.
         parts = name.split(".")
         found.update(init for i in range(1, len(parts))
-                     if (init := "/".join(parts[:i]) + "/__init__.py") in modules
-                     and not path.startswith("/".join(parts[:i]) + "/"))
-    return found
+                     if (init := "/".join(parts[:i]) + "/__init__.py") in modules)
+    # A module inside a/ has a/ imported already, and a/__init__.py may import it (Bazel
+    # allows no cycle): its package's __init__.py is not its dep.
+    return {f for f in found
+            if not (f.endswith("/__init__.py") and path.startswith(f[:-len("__init__.py")]))}
 
 
 def deps_of(path: str, modules: dict) -> list:
@@ -105,41 +130,52 @@ def imports_heavy(path: str, modules: dict) -> bool:
     return False
 
 
+def pytest_target(name: str, srcs: list, args: list, heavy: bool, deps: set) -> list:
+    """Lines of a py_test that runs pytest with args (tools/bazel_pytest.py)."""
+    args = args if heavy else args + ["--without_tensorflow"]
+    lines = ["py_test(", f'    name = "{name}",',
+             "    srcs = [" + ", ".join(f'"{s}"' for s in srcs + [PYTEST_MAIN]) + "],",
+             f'    main = "{PYTEST_MAIN}",',
+             "    args = [" + ", ".join(f'"{a}"' for a in args) + "],",
+             "    data = [\":test_data\"],",
+             '    size = "large",' if heavy else '    size = "small",']
+    if heavy:
+        lines.append('    tags = ["manual"],')
+    return lines + ["    deps = ["] + [f'        "{d}",' for d in sorted(deps)] + ["    ],", ")", ""]
+
+
 def render() -> str:
     files = python_files()
     modules = {f: True for f in files}
     out = ["# Bazel targets for every module (generated by tools/update_build.py; edit that, not this).",
            "# Built-in Python rules; third-party packages come from the virtualenv (--python_path,",
            "# see .bazelrc). `make bazel-test` runs every test not tagged manual.", "",
-           'package(default_visibility = ["//visibility:public"])', ""]
+           'package(default_visibility = ["//visibility:public"])', "",
+           "filegroup(", '    name = "test_data",',
+           "    srcs = glob([" + ", ".join(f'"{g}"' for g in TEST_DATA) + "]),", ")", ""]
     for f in files:
-        rule = "py_test" if f.startswith("tests/test_") else (
-            "py_binary" if f in BINARIES else "py_library")
+        source = (ROOT / f).read_text(encoding="utf-8")
         deps = set(deps_of(f, modules))
         if f.startswith("tests/") and f != "tests/conftest.py":
             deps.add(":tests_conftest")
-        out.append(f"{rule}(")
-        out.append(f'    name = "{target_name(f)}",')
-        if rule == "py_test":
-            heavy = imports_heavy(f, modules) or any(
-                word in (ROOT / f).read_text(encoding="utf-8") for word in STARTS_COMMANDS_OR_MODELS)
-            out.append(f'    srcs = ["{f}", "{PYTEST_MAIN}"],')
-            out.append(f'    main = "{PYTEST_MAIN}",')
-            args = [f] if heavy else [f, "--without_tensorflow"]
-            out.append("    args = [" + ", ".join(f'"{a}"' for a in args) + "],")
-            out.append('    size = "large",' if heavy else '    size = "small",')
-            if heavy:
-                out.append('    tags = ["manual"],')
-        else:
-            out.append(f'    srcs = ["{f}"],')
-            if rule == "py_binary":
-                out.append(f'    main = "{f}",')
+        if f.startswith("tests/test_"):
+            heavy = (imports_heavy(f, modules) or f in IMPORT_TENSORFLOW_WHEN_RUN
+                     or any(word in source for word in STARTS_COMMANDS_OR_MODELS))
+            out.extend(pytest_target(target_name(f), [f], [f], heavy, deps))
+            continue
+        rule = "py_binary" if f in BINARIES else "py_library"
+        out.extend([f"{rule}(", f'    name = "{target_name(f)}",', f'    srcs = ["{f}"],'])
+        if rule == "py_binary":
+            out.append(f'    main = "{f}",')
         if deps:
-            out.append("    deps = [")
-            out.extend(f'        "{d}",' for d in sorted(deps))
-            out.append("    ],")
-        out.append(")")
-        out.append("")
+            out.extend(["    deps = ["] + [f'        "{d}",' for d in sorted(deps)] + ["    ],"])
+        out.extend([")", ""])
+        # The module's docstring examples, as `make test` runs them (--doctest-modules).
+        if f.startswith(("bert_tf/", "data_prep/")) and ">>>" in source:
+            out.extend(pytest_target(target_name(f) + "_doctest", [],
+                                     ["-p", "tests.conftest", "--doctest-modules", f],
+                                     imports_heavy(f, modules) or f in IMPORT_TENSORFLOW_WHEN_RUN,
+                                     {":" + target_name(f), ":tests_conftest"}))
     return "\n".join(out)
 
 
