@@ -5,11 +5,11 @@ tests/test_build.py checks that BUILD names every module and only existing files
 
 BUILD uses Bazel's built-in Python rules (no rules_python: Bazel runs offline here, see
 WORKSPACE); third-party packages come from the virtualenv that `make bazel-test` passes as
---python_path, so deps name only our own modules. Each test file is a py_test that runs
-it under pytest (tools/bazel_pytest.py). Test files whose imports reach TensorFlow or
-another heavy framework (HEAVY), or that start our commands or build models, are tagged manual: `bazel test //...` skips them (each
-would spend its time importing TensorFlow and training models; pytest runs them in
-`make test`), `bazel test //:tests_test_x` still runs one. The others run with pytest's
+--python_path, so deps name only our own modules. Each test file, and each module's
+docstring examples, is a py_test running pytest (tools/bazel_pytest.py). Those that reach
+TensorFlow or another heavy framework (HEAVY, IMPORT_TENSORFLOW_WHEN_RUN), start our
+commands or build models are tagged manual: `bazel test //...` skips them (minutes each;
+`make test` runs them), `bazel test //:tests_test_x` runs one. The others run with pytest's
 --without_tensorflow, which fails them if TensorFlow is imported after all.
 """
 
