@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, export_litert, model_dir
+from bert_tf import export, export_converted, export_litert, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
@@ -153,7 +153,7 @@ def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_pat
     def broken_write(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(export_litert, "_write_model_info", broken_write)
+    monkeypatch.setattr(export_converted, "write_model_info", broken_write)
     with pytest.raises(OSError, match="disk full"):
         export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["3"]
