@@ -180,8 +180,8 @@ def test_cli_litert_export(encoder_dir, tmp_path):  # noqa: F811
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--format=onnx"], "--format"),
-    (["--quantization=dynamic_int8"], "--quantization applies to --format=litert only"),
+    (["--format=tflite"], "--format"),
+    (["--quantization=dynamic_int8"], "--quantization applies to --format=litert, onnx or"),
     (["--format=litert", "--text_signatures"], "ids input only"),
 ])
 def test_cli_bad_requests_are_messages(tmp_path, args, message):
