@@ -155,11 +155,11 @@ def _calibration_rows(texts: Sequence[str], source: str) -> list:
 
 
 def _calibration_inputs(model, rows: list, resolved, length: int, source: str) -> list:
-    """One inputs dict (batch 1, no padding) per calibration row, packed as the raw-text
-    signature packs: a text or a pair; for a multiple-choice model (ids of rank 3) a
-    context and its num_choices endings."""
+    """One inputs dict (batch 1, cut to its own length: no padding) per calibration row,
+    packed as the raw-text signature packs: a text or a pair; for a multiple-choice model
+    (ids of rank 3) a context and its num_choices endings. Texts and pairs are tokenized
+    in one batch each (one traced function per kind, not one per length)."""
     from bert_tf import model_dir
-    from bert_tf.serving import cut_to_longest
 
     try:
         tokenizer = resolved.tokenizer()
@@ -167,23 +167,31 @@ def _calibration_inputs(model, rows: list, resolved, length: int, source: str) -
         raise ExportError(f"--quantization=static_int8 tokenizes the calibration text: {e}") \
             from None
     shape = model.input("input_word_ids").get_partial_shape()
-    choices = shape[1].get_length() if shape.rank.get_length() == 3 else None
-    inputs = []
-    for number, fields in rows:
-        if choices is None:
-            if len(fields) > 2:
-                raise ExportError(f"{source}:{number}: {len(fields)} tab-separated texts; "
-                                  f"an example is one text or a pair (text TAB text)")
-            a, b = [fields[0]], (fields[1:] or None)
+    choices = shape[1].get_length() if shape.rank.get_length() == 3 else 0
+    groups = {}  # texts per example -> [(row index, texts)]
+    for index, (number, fields) in enumerate(rows):
+        if choices and len(fields) != 1 + choices:
+            raise ExportError(f"{source}:{number}: {len(fields)} tab-separated texts; "
+                              f"this multiple-choice model takes a context and "
+                              f"{choices} endings (context TAB ending ...)")
+        if not choices and len(fields) > 2:
+            raise ExportError(f"{source}:{number}: {len(fields)} tab-separated texts; "
+                              f"an example is one text or a pair (text TAB text)")
+        groups.setdefault(len(fields), []).append((index, fields))
+    inputs = [None] * len(rows)
+    for width, members in groups.items():
+        if choices:  # each choice is the pair (context, ending)
+            a = [f[0] for _, f in members for _ in range(choices)]
+            b = [ending for _, f in members for ending in f[1:]]
         else:
-            if len(fields) != 1 + choices:
-                raise ExportError(f"{source}:{number}: {len(fields)} tab-separated texts; "
-                                  f"this multiple-choice model takes a context and "
-                                  f"{choices} endings (context TAB ending ...)")
-            a, b = fields[:1] * choices, fields[1:]
-        packed = cut_to_longest(tokenizer.encode(a, b, max_seq_length=length))
-        inputs.append({k: v.numpy().reshape((1, -1, v.shape[-1]) if choices else (1, -1))
-                       for k, v in packed.items()})
+            a, b = [f[0] for _, f in members], ([f[1] for _, f in members] if width == 2
+                                                else None)
+        packed = {k: v.numpy().reshape(len(members), max(choices, 1), -1)
+                  for k, v in tokenizer.encode(a, b, max_seq_length=length).items()}
+        for row, (index, _) in enumerate(members):
+            used = max(int(packed["input_mask"][row].sum(-1).max()), 1)
+            inputs[index] = {k: v[row:row + 1, :, :used] if choices else v[row:row + 1, 0, :used]
+                             for k, v in packed.items()}
     return inputs
 
 
