@@ -24,8 +24,8 @@ no calibration data); `"float32"` (default) keeps float weights and equals the S
 to 1e-4.
 
 The SavedModel's in-graph request checks (rows per request, id ranges) are TF Assert ops
-that ONNX has no counterpart for: tf2onnx drops them. onnxruntime still refuses an id
-outside the embedding tables (Gather's bounds check), with its own message.
+that ONNX has no counterpart for: tf2onnx drops them. onnxruntime still refuses an id >=
+vocab_size (Gather's bounds check) with its own message; a negative id wraps (docs/serving.md).
 Raw text is not offered: the in-graph tokenizer's TF Text and string ops have no ONNX
 form; clients tokenize with the exported vocab.txt.
 
