@@ -24,19 +24,7 @@ FastWordpieceTokenizeWithOffsets as a custom op; neither the `ai_edge_litert` in
 TF 2.21's own `tf.lite.Interpreter` links the Flex delegate (docs/serving.md has the
 details). Clients tokenize with the exported vocab.txt, as the original FullTokenizer does.
 
-Example:
-
->>> import tempfile, os
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
->>> from bert_tf import model_dir
->>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
-...                  num_attention_heads=2, intermediate_size=16)
->>> src = tempfile.mkdtemp()
->>> _ = model_dir.write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
->>> path = export_litert_dir(model_dir.resolve(src), tempfile.mkdtemp())
->>> sorted(os.listdir(path))
-['model.tflite', 'model_info.json']
+Example: `convert_saved_model` below; whole exports in tests/test_export_litert.py.
 """
 
 from __future__ import annotations

@@ -29,19 +29,7 @@ vocab_size (Gather's bounds check) with its own message; a negative id wraps (do
 Raw text is not offered: the in-graph tokenizer's TF Text and string ops have no ONNX
 form; clients tokenize with the exported vocab.txt.
 
-Example:
-
->>> import tempfile, os
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
->>> from bert_tf import model_dir
->>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
-...                  num_attention_heads=2, intermediate_size=16)
->>> src = tempfile.mkdtemp()
->>> _ = model_dir.write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
->>> path = export_onnx_dir(model_dir.resolve(src), tempfile.mkdtemp())
->>> sorted(os.listdir(path))
-['model.onnx', 'model_info.json']
+Example: `convert_saved_model` below; whole exports in tests/test_export_onnx.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""LiteRT export (`export_model --format=litert`): every model kind converts with builtin
-ops only, runs in the LiteRT runtime (ai_edge_litert, as on a phone) and matches the Keras
-model; int8 weights shrink the file; bad requests are clear errors that leave nothing."""
+"""LiteRT export (`export_model --format=litert`; its command line in test_export_onnx.py):
+every model kind converts with builtin ops only, runs in the LiteRT runtime
+(ai_edge_litert, as on a phone) and matches the Keras model; int8 weights shrink the file;
+bad requests are clear errors that leave nothing."""
 
 import json
 import os
@@ -164,19 +165,6 @@ def cli(*args):
                KERAS_BACKEND="tensorflow")
     return subprocess.run([sys.executable, "-m", "bert_tf.export_model", *args], env=env,
                           capture_output=True, text=True, cwd=str(REPO_ROOT))
-
-
-def test_cli_litert_export(encoder_dir, tmp_path):  # noqa: F811
-    src, encoder = encoder_dir
-    proc = cli(f"--init_checkpoint={src}", f"--export_dir={tmp_path}", "--format=litert",
-               "--quantization=float32")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    path = proc.stdout.strip().splitlines()[-1]
-    assert path == os.path.join(str(tmp_path), "1")
-    inputs = ids_batch()
-    np.testing.assert_allclose(run_litert(path, inputs)["pooled_output"],
-                               encoder(inputs, training=False)["pooled_output"].numpy(),
-                               atol=1e-4)
 
 
 @pytest.mark.parametrize("args,message", [

@@ -135,15 +135,19 @@ def test_ops_without_onnx_form_are_a_clear_error(tmp_path):
         export_onnx.convert_saved_model(str(tmp_path), source="runs/x")
 
 
-def test_cli_onnx_export(encoder_dir, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("fmt", ["litert", "onnx"])
+def test_cli_export_of_an_ids_format(encoder_dir, tmp_path, fmt):  # noqa: F811
+    from tests.test_export_litert import run_litert
+
     src, encoder = encoder_dir
     proc = run_export_model(f"--init_checkpoint={src}", f"--export_dir={tmp_path}",
-                            "--format=onnx")
+                            f"--format={fmt}", "--quantization=float32")
     assert proc.returncode == 0, proc.stderr[-2000:]
     path = proc.stdout.strip().splitlines()[-1]
     assert path == os.path.join(str(tmp_path), "1")
     inputs = ids_batch()
-    np.testing.assert_allclose(run_onnx(path, inputs)["pooled_output"],
+    got = {"litert": run_litert, "onnx": run_onnx}[fmt](path, inputs)
+    np.testing.assert_allclose(got["pooled_output"],
                                encoder(inputs, training=False)["pooled_output"].numpy(),
                                atol=1e-4)
 
