@@ -88,6 +88,13 @@ def _resolve_model_dir(config: PretrainConfig):
 def run(config: PretrainConfig) -> None:
     """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
     (checkpoint written: the same command resumes)."""
+    from bert_tf.training import strategy as strategy_lib
+
+    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
+        return _run(config)
+
+
+def _run(config: PretrainConfig) -> None:
     import tensorflow as tf
 
     from bert_tf import model_dir
