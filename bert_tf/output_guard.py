@@ -92,6 +92,11 @@ def _within(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip(sep) + sep)
 
 
+def lies_within(path: str, directory: str) -> bool:
+    """`path` is `directory` or lies below it (symlinks resolved)."""
+    return _within(_norm(path), _norm(directory))
+
+
 def _gfile():
     import tensorflow as tf  # remote paths only
 

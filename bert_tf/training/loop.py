@@ -266,15 +266,17 @@ class Trainer:
                              "over replicas, so clipping sees the global gradient)")
 
     def restore_or_initialize(
-            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None) -> int:
+            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None, *,
+            resume: bool = True) -> int:
         """THE start of a run: resumes from the latest checkpoint in output_dir (model,
         optimizer, step, input seed); only when there is none, calls `initialize()`, the
         start point (`Task.initialize`, pretrain's --init_checkpoint: it restores what it
         chooses, through `model_dir.restore_start_point`, and returns that StartPoint, or
         None for random weights). So --init_checkpoint is read once, and never by a run
-        that resumes. Logs and returns the step training continues from.
+        that resumes. Logs and returns the step training continues from. `resume=False`:
+        a run that replaces an earlier one (--overwrite) never continues its checkpoints.
         """
-        step = self._resume()
+        step = self._resume() if resume else None
         if step is not None:
             return step
         start = initialize() if initialize is not None else None
