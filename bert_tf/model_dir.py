@@ -88,6 +88,7 @@ def check_checkpoint_files(prefix: str):
     Returns the index reader (`tf.train.load_checkpoint`), so that callers read the
     index once (variable names, shapes, dtypes).
     """
+    check_checkpoint_path(prefix, "--init_checkpoint")
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
@@ -116,6 +117,25 @@ def check_checkpoint_files(prefix: str):
             f"bytes of tensors: the checkpoint is cut short (an interrupted copy or "
             f"download?): {_COPY_AGAIN}")
     return reader
+
+
+_GLOB_CHARACTERS = "[]*?"
+
+
+def check_checkpoint_path(path: str, flag: str) -> None:
+    """Raises ModelDirError when `path` holds a glob character: TensorFlow's checkpoint
+    reader takes a checkpoint path as a pattern, so `runs[1]/ckpt-5` would read as
+    missing (or as a damaged checkpoint). Said before anything is read or written.
+
+    >>> check_checkpoint_path("runs[1]/out", "--output_dir")
+    Traceback (most recent call last):
+    ...
+    bert_tf.model_dir.ModelDirError: --output_dir=runs[1]/out holds `[`, which TensorFlow's checkpoint reader takes as a pattern: rename the folder (no [ ] * ?)
+    """
+    found = next((c for c in path if c in _GLOB_CHARACTERS), None)
+    if found:
+        raise ModelDirError(f"{flag}={path} holds `{found}`, which TensorFlow's checkpoint "
+                            f"reader takes as a pattern: rename the folder (no [ ] * ?)")
 
 
 def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:

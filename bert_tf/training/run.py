@@ -48,6 +48,7 @@ class OutputDirRun:
         take from --output_dir itself but a replacing run may not. Returns
         `check_run_dir`'s note (pretraining's phase 2)."""
         self.is_chief = is_chief
+        model_dir.check_checkpoint_path(self.output_dir, "--output_dir")
         same_dir = bool(init_checkpoint) and _same_path(model_dir.model_dir_of(init_checkpoint),
                                                        self.output_dir)
         inputs = [p for p in inputs if p]
