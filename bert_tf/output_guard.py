@@ -606,10 +606,11 @@ def is_own_file(path: str, command: str) -> bool:
     `command` and the file's sha256)."""
     record = file_owner(path)
     return (record is not None and record["command"] == command
-            and _isfile(path) and file_io.sha256(path) in record.get("sha256", []))
+            and is_file(path) and file_io.sha256(path) in record.get("sha256", []))
 
 
-def _isfile(path: str) -> bool:
+def is_file(path: str) -> bool:
+    """`path` exists and is not a directory."""
     return _exists(path) and not _isdir(path)
 
 
@@ -656,7 +657,7 @@ def output_file(path: str, command: str) -> Iterator[str]:
     call that first). The sidecar lists the sha256 of both the old and the new content
     while the file is swapped, so a kill at any point leaves a file a rerun recognises."""
     path = os.fspath(path)
-    previous = (file_owner(path) or {}).get("sha256", []) if _isfile(path) else []
+    previous = (file_owner(path) or {}).get("sha256", []) if is_file(path) else []
     with atomic_file(path) as tmp:
         yield tmp
         digest = file_io.sha256(tmp)
@@ -694,7 +695,10 @@ def locked(path: str, *, flag: str) -> Iterator[None]:
     import socket
 
     parent, name = os.path.split(_norm(path))
-    os.makedirs(parent, exist_ok=True)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutputGuardError(f"{flag}={path}: {parent} is a file, not a directory") from None
     lock_path = os.path.join(parent, f".{name}.lock")
     while True:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -162,8 +162,8 @@ def check_ids(word_ids: tf.Tensor, type_ids: tf.Tensor, vocab_size: int,
     `mask`, the three inputs must have one shape (no broadcasting of a [1, S] input)."""
     checks = [] if mask is None else [
         tf.debugging.assert_equal(tf.shape(t), tf.shape(word_ids),
-                                  message=f"input_mask and input_type_ids must have "
-                                          f"input_word_ids' shape (rows x length)")
+                                  message="input_mask and input_type_ids must have the "
+                                          "shape of input_word_ids (rows x length)")
         for t in (mask, type_ids)]
     checks += [
         tf.debugging.assert_non_negative(word_ids, message="input_word_ids below 0"),

@@ -61,7 +61,7 @@ def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
     # Inputs that disagree are refused, not broadcast (1 row of ids, 3 of mask and types).
     _refused(ids_fn, "disagree on the batch size",
              **dict(good, input_word_ids=good["input_word_ids"][:1]))
-    _refused(ids_fn, "input_word_ids' shape",
+    _refused(ids_fn, "shape of input_word_ids",
              **dict(good, input_mask=good["input_mask"][:, :2]))
     # Raw text: 40 bytes pass, 41 do not; a multi-byte character counts its bytes.
     assert call(text_fn, text=as_bytes(["a" * 40]))["pooled_output"].shape[0] == 1

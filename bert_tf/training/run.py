@@ -49,6 +49,9 @@ class OutputDirRun:
         `check_run_dir`'s note (pretraining's phase 2)."""
         self.is_chief = is_chief
         model_dir.check_checkpoint_path(self.output_dir, "--output_dir")
+        if output_guard.is_file(self.output_dir):
+            raise output_guard.OutputGuardError(f"--output_dir={self.output_dir} is a file; "
+                                                f"name a directory")
         same_dir = bool(init_checkpoint) and _same_path(model_dir.model_dir_of(init_checkpoint),
                                                        self.output_dir)
         inputs = [p for p in inputs if p]
