@@ -17,6 +17,7 @@ EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
 """
 
 import dataclasses
+import os
 from typing import Optional
 
 from absl import flags, logging
@@ -109,6 +110,11 @@ def run(config: ExportConfig) -> str:
     if output_guard.is_file(config.export_dir):
         raise output_guard.OutputGuardError(f"--export_dir={config.export_dir} is a file; "
                                             f"name a directory (versions go inside it)")
+    other = output_guard.owner(config.export_dir)
+    if other is not None:  # versions go into a folder of their own, not into a model dir
+        raise output_guard.OutputGuardError(
+            f"--export_dir={config.export_dir} is the output of {other['command']}: export "
+            f"into a folder of its own (e.g. {os.path.join(config.export_dir, 'export')})")
     with output_guard.locked(config.export_dir, flag="--export_dir"):
         return _run(config)
 

@@ -244,8 +244,11 @@ def run_case(p: dict, work: str, command: str, flag: str, target: str, overwrite
     """One cell of the matrix; returns its outcome after checking every file's bytes."""
     runner, flags, _, _ = COMMANDS[command]
     kind = flags[flag]
-    case = os.path.join(work, f"{command}-{flag}-{target}-{int(overwrite)}")
+    case = case_dir(work, command, flag, target, overwrite)
     user = os.path.join(case, "user")
+    if os.path.exists(case):  # the same job's output, made for the first variant
+        shutil.rmtree(user)
+        os.remove(os.path.join(case, "link"))
     os.makedirs(user)
     for name, text in (("notes.txt", "my notes\n"), ("results.csv", "a,b\n1,2\n")):
         with open(os.path.join(user, name), "w") as f:
@@ -253,8 +256,8 @@ def run_case(p: dict, work: str, command: str, flag: str, target: str, overwrite
     os.symlink(user, os.path.join(case, "link"))
     out = _default_outputs(case, flags)
     out[flag] = _target(target, p, case, command, kind)
-    if target == "same_job":
-        runner(p, out, False)  # the job's own earlier output
+    if target == "same_job" and not os.path.exists(out[flag]):
+        runner(p, out, False)  # the job's own earlier output (once for both variants)
     before = snapshot(p["root"])
     own = os.path.relpath(out[flag], p["root"]) if target == "same_job" else None
     cwd = os.getcwd()
@@ -277,6 +280,12 @@ def run_case(p: dict, work: str, command: str, flag: str, target: str, overwrite
     return outcome
 
 
+def case_dir(work: str, command: str, flag: str, target: str, overwrite: bool) -> str:
+    """A folder per case; the same job's variants share one (its first run is reused)."""
+    variant = "" if target == "same_job" else f"-{int(overwrite)}"
+    return os.path.join(work, f"{command}-{flag}-{target}{variant}")
+
+
 def cases():
     for command, (_, flags, has_overwrite, _) in COMMANDS.items():
         for flag in flags:
@@ -295,8 +304,9 @@ def run_matrix(root: str, log=None) -> list:
         if log:
             log(f"{command:24s} --{flag:13s} {target:13s} "
                 f"{'--overwrite' if overwrite else '           '} -> {outcome}")
-        shutil.rmtree(os.path.join(work, f"{command}-{flag}-{target}-{int(overwrite)}"),
-                      ignore_errors=True)
+        if target != "same_job" or overwrite or not COMMANDS[command][2]:
+            shutil.rmtree(case_dir(work, command, flag, target, overwrite),
+                          ignore_errors=True)
     return rows
 
 
@@ -315,7 +325,9 @@ def test_every_output_flag_of_every_command_keeps_every_file(tmp_path):
     taken = [r for r in rows if r[2] in ("user_dir", "dot", "symlink") and r[4] == "completed"
              and COMMANDS[r[0]][1][r[1]] == "dir" and r[1] not in ("work_dir", "export_dir")]
     assert not taken, taken
-    same_job = [r for r in rows if r[2] == "same_job"]
+    # The same job's rerun completes (where the command has --overwrite, with it; without
+    # it a command may refuse to redo a finished output).
+    same_job = [r for r in rows if r[2] == "same_job" and (r[3] or not COMMANDS[r[0]][2])]
     assert all(r[4] == "completed" for r in same_job), same_job
 
 
