@@ -205,7 +205,7 @@ def iter_line_pieces(f, newline: bytes = b"\n",
 
         >>> import io
         >>> list(iter_line_pieces(io.BytesIO(b"ab\\ncd ef gh"), max_bytes=6))
-        [(1, b'ab\\n'), (2, b'cd '), (2, b'ef gh')]
+        [(1, b'ab\\n'), (2, b'cd ef '), (2, b'gh')]
     """
     number, pending = 1, b""
     while True:
