@@ -357,6 +357,24 @@ def test_pytorch_bin_is_refused_with_a_torch_whose_weights_only_load_is_unsafe(
         huggingface.load_huggingface_tensors(str(path))
 
 
+def test_pytorch_bin_that_is_no_state_dict_is_one_line(tmp_path):
+    torch = pytest.importorskip("torch")
+    from bert_tf.checkpoints import huggingface
+    from bert_tf.checkpoints.weights import CheckpointFormatError
+
+    path = tmp_path / "pytorch_model.bin"
+    for content in ([torch.ones(2)], {"x": [1, 2]}):
+        torch.save(content, str(path))
+        with pytest.raises(CheckpointFormatError, match="not a state dict") as refused:
+            huggingface.load_huggingface_tensors(str(path))
+        assert "\n" not in str(refused.value)
+
+
+def test_a_checkpoint_path_holding_a_glob_character_is_one_line(tmp_path):
+    with pytest.raises(model_dir.ModelDirError, match="holds `\\[`"):
+        model_dir.check_checkpoint_files(str(tmp_path / "runs[1]" / "ckpt-1"))
+
+
 # ------------------------------------------------------------------ the other commands
 
 
