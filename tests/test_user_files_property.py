@@ -143,7 +143,7 @@ def _export_model(p, out, overwrite):
     export_model.run(export_model.ExportConfig.from_flags(parse_args(
         export_model.define_flags, [f"--init_checkpoint={p['model']}",
                                     f"--export_dir={out['export_dir']}", "--max_seq_length=16",
-                                    "--max_batch_size=4"])))
+                                    "--max_batch_size=4", "--notext_signatures"])))
 
 
 def _extend_vocab(p, out, overwrite):
