@@ -1,7 +1,11 @@
 r"""Fine-tunes, evaluates and predicts one task: `python -m bert_tf.finetune --task_name=NAME`.
 
 Tasks: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (GLUE), conll2003 (NER),
-swag, squad. Flags keep the original run_classifier / run_squad names (DESIGN 2.3).
+swag, squad; the Korean nsmc, korsts, kornli, klue-nli, klue-sts, klue-ner, klue-ynat; and
+the user's own files: classification, regression, token_classification (--train_file,
+--validation_file, --test_file, --text_column, --label_column, ...: tasks/classification.py,
+tasks/token_classification.py). Flags keep the original run_classifier / run_squad names
+(DESIGN 2.3).
 
     python -m bert_tf.finetune --task_name=MRPC --data_dir=glue/MRPC \
         --init_checkpoint=converted_base/ --do_train --do_eval --do_predict \
@@ -20,7 +24,8 @@ once with `python -m data_prep.create_finetuning_data` and pass them as --input_
 Outputs in --output_dir: checkpoints + bert_config.json, vocab.txt, tokenizer_config.json,
 task_config.json (a model dir that export_model and --init_checkpoint accept),
 eval_results.json (--do_eval: the task's official metrics) and the prediction files
-(--do_predict: GLUE's <TASK>.tsv from test.tsv, ...).
+(--do_predict: GLUE's <TASK>.tsv from test.tsv, predictions.tsv / .jsonl for the
+user's files and the Korean tasks, ...).
 """
 
 from __future__ import annotations
@@ -124,13 +129,15 @@ def run(config: FinetuneConfig) -> Dict:
     """
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    from bert_tf.training import strategy as strategy_lib
     from bert_tf.training.run import OutputDirRun
 
     output = OutputDirRun("finetune", config.output_dir, overwrite=config.overwrite)
-    try:
-        return _run(config, output)
-    finally:
-        output.close()
+    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
+        try:
+            return _run(config, output)
+        finally:
+            output.close()
 
 
 def _run(config: FinetuneConfig, output) -> Dict:
@@ -148,7 +155,8 @@ def _run(config: FinetuneConfig, output) -> Dict:
     config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
         config.mixed_precision, config.seed, strategy))
     task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
-                           **config.task.task_arguments(config.max_seq_length))
+                           **config.task.task_arguments(config.max_seq_length,
+                                                        resolved.task_config))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
@@ -157,7 +165,8 @@ def _run(config: FinetuneConfig, output) -> Dict:
                           config.max_seq_length, task.task_config(), schedule, length,
                           data=_data_read(config))
     output.check(record, init_checkpoint=config.init_checkpoint,
-                 inputs=[config.task.data_dir, *(config.input_file or "").split(",")],
+                 inputs=[config.task.data_dir, *config.task.files().values(),
+                         *(config.input_file or "").split(",")],
                  model_files=[resolved.vocab_file, config.bert_config_file],
                  is_chief=strategy_lib.is_chief(strategy))
     with strategy.scope():

@@ -19,6 +19,11 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 def _configure_logical_cpus():
     # Must happen before TF initialises its devices; MirroredStrategy tests need 2.
+    # TensorFlow's C++ start-up lines (cudart stubs, oneDNN notices, cuInit) go through
+    # the commands' own stderr filter, so they do not flood the suite's output.
+    from bert_tf import cli
+
+    cli.configure_environment([])
     import tensorflow as tf
 
     cpus = tf.config.list_physical_devices("CPU")
@@ -29,12 +34,42 @@ def _configure_logical_cpus():
         pass  # already initialised by an earlier import
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cpu_flags", default=None,
+        help="run the suite as on another CPU: edits to the CPU flags bert_tf decides its "
+             "defaults from (BERT_TF_CPU_FLAGS), e.g. +amx_bf16 (an AMX Xeon: bfloat16 "
+             "by default), -avx512f (no AVX-512: XLA by default), -amx_bf16 (no AMX)")
+    parser.addoption(
+        "--without_tensorflow", action="store_true",
+        help="the test files given import no TensorFlow (Bazel's TensorFlow-free targets): "
+             "skip TensorFlow's device set-up, and fail if TensorFlow is imported after all")
+
+
 def pytest_configure(config):
+    # Set in the controller too: xdist workers and the commands tests start inherit it.
+    if config.getoption("cpu_flags"):
+        os.environ["BERT_TF_CPU_FLAGS"] = config.getoption("cpu_flags")
     # Under pytest-xdist the controller only hands tests to its workers: it need not start
     # TensorFlow (whose C++ start-up lines it would print after the summary).
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    if config.getoption("without_tensorflow"):
+        return
     _configure_logical_cpus()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tensorflow_not_imported_when_declared_free(request):
+    """Under --without_tensorflow, fails the run if a test or the code it runs imported
+    TensorFlow: tools/update_build.py then misjudged the file as TensorFlow-free."""
+    yield
+    if request.config.getoption("without_tensorflow"):
+        import sys
+
+        assert "tensorflow" not in sys.modules, (
+            "TensorFlow was imported under --without_tensorflow: tools/update_build.py "
+            "should tag this test file manual (see its HEAVY imports)")
 
 
 @pytest.fixture(scope="session", autouse=True)

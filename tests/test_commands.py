@@ -135,39 +135,76 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
 def test_finetune_on_an_amx_cpu_trains_in_bfloat16_unless_told(cased_dir, tmp_path,
                                                                 monkeypatch, caplog):
     """--mixed_precision unset: mixed_bfloat16 on a CPU with AMX (logged), float32 on one
-    without, and a given --mixed_precision=float32 (flag or YAML) always wins."""
+    without, and a given --mixed_precision=float32 (flag or YAML) always wins. The policy
+    is the run's own: after a bfloat16 run the process is float32 again, and a second
+    run in the same process builds its model as a fresh process would."""
     import logging
 
+    from bert_tf import encoder as encoder_lib
     from bert_tf.training import strategy as strategy_lib
 
+    built = []  # the dtype policy each run's encoder is built in
+    original_init = encoder_lib.BertEncoder.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        built.append(self.dtype_policy.name)
+
+    monkeypatch.setattr(encoder_lib.BertEncoder, "__init__", recording_init)
     monkeypatch.setattr(strategy_lib, "cpu_has_amx_bf16", lambda: True)
     base = ["--task_name=SST-2", f"--data_dir={cased_dir / 'sst2'}",
             f"--init_checkpoint={cased_dir / 'init'}", "--max_seq_length=8",
-            f"--output_dir={tmp_path / 'out'}"]
+            "--do_train", "--do_eval", "--train_batch_size=4", "--eval_batch_size=4",
+            "--num_train_epochs=1", "--steps_per_loop=1"]
     parse = lambda *extra: finetune.FinetuneConfig.from_flags(  # noqa: E731
         settings.parse_args(finetune.define_flags, base + list(extra)))
-    assert parse().mixed_precision is None
-    assert parse("--mixed_precision=float32").mixed_precision == "float32"
+    out = lambda name: f"--output_dir={tmp_path / name}"  # noqa: E731
+    assert parse(out("a")).mixed_precision is None
+    assert parse(out("a"), "--mixed_precision=float32").mixed_precision == "float32"
     yaml_file = tmp_path / "exp.yaml"
     yaml_file.write_text("mixed_precision: float32\n")
-    assert parse(f"--config_file={yaml_file}").mixed_precision == "float32"
-    try:
-        with caplog.at_level(logging.INFO):
-            results = finetune.run(parse(
-                "--do_train", "--do_eval",
-                "--train_batch_size=4", "--eval_batch_size=4", "--num_train_epochs=1",
-                "--steps_per_loop=1"))
-        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-        assert "--mixed_precision=mixed_bfloat16: this CPU has AMX" in caplog.text
-        assert results["global_step"] == 2 and 0 <= results["accuracy"] <= 1
-        cpu = strategy_lib.get_strategy("one_device")
-        keras.mixed_precision.set_global_policy("float32")
-        assert strategy_lib.set_precision_and_seed("float32", None, cpu) == "float32"
-        assert keras.mixed_precision.global_policy().name == "float32"
-        monkeypatch.setattr(strategy_lib, "cpu_has_amx_bf16", lambda: False)
-        assert strategy_lib.set_precision_and_seed(None, None, cpu) == "float32"
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+    assert parse(out("a"), f"--config_file={yaml_file}").mixed_precision == "float32"
+    assert keras.config.dtype_policy().name == "float32"
+    with caplog.at_level(logging.INFO):
+        results = finetune.run(parse(out("amx")))
+    assert built[-1] == "mixed_bfloat16"
+    assert "--mixed_precision=mixed_bfloat16: this CPU has AMX" in caplog.text
+    assert results["global_step"] == 2 and 0 <= results["accuracy"] <= 1
+    assert keras.config.dtype_policy().name == "float32"  # nothing leaks out of the run
+    # The same process, a CPU without AMX: float32, as in a fresh process.
+    monkeypatch.setattr(strategy_lib, "cpu_has_amx_bf16", lambda: False)
+    assert finetune.run(parse(out("no_amx")))["global_step"] == 2
+    assert built[-1] == "float32"
+    # On the AMX CPU again, --mixed_precision=float32 wins.
+    monkeypatch.setattr(strategy_lib, "cpu_has_amx_bf16", lambda: True)
+    finetune.run(parse(out("told"), "--mixed_precision=float32"))
+    assert built[-1] == "float32" and keras.config.dtype_policy().name == "float32"
+
+
+def test_a_run_restores_the_process_state_it_sets():
+    """restoring_process_state puts the dtype policy and every global seed back, even
+    when the run fails."""
+    import random
+
+    import numpy as np
+    from tensorflow.python.eager import context
+
+    from bert_tf.training import strategy as strategy_lib
+
+    tf_seed = context.global_seed()
+    random.seed(7)
+    np.random.seed(7)
+    expected = (random.random(), np.random.rand())
+    random.seed(7)
+    np.random.seed(7)
+    with pytest.raises(RuntimeError):
+        with strategy_lib.restoring_process_state():
+            strategy_lib.set_precision_and_seed("mixed_bfloat16", 123)
+            assert keras.config.dtype_policy().name == "mixed_bfloat16"
+            raise RuntimeError("the run failed")
+    assert keras.config.dtype_policy().name == "float32"
+    assert (random.random(), np.random.rand()) == expected
+    assert context.global_seed() == tf_seed
 
 
 def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):

@@ -8,7 +8,7 @@ the one a fine-tuned model dir records).
 >>> type(make_task("SST-2")).__name__
 'Sst2Task'
 >>> sorted(TASKS)[:3]
-['cola', 'conll2003', 'mnli']
+['classification', 'cola', 'conll2003']
 """
 
 import dataclasses
@@ -34,10 +34,25 @@ TASKS = {
     "ner": "bert_tf.tasks.ner:Conll2003NerTask",
     "swag": "bert_tf.tasks.swag:SwagTask",
     "squad": "bert_tf.tasks.squad:SquadTask",
+    # the user's own files
+    "classification": "bert_tf.tasks.classification:TextClassificationTask",
+    "regression": "bert_tf.tasks.classification:TextRegressionTask",
+    "token-classification": "bert_tf.tasks.token_classification:TokenClassificationTask",
+    # Korean benchmarks, on their official files
+    "nsmc": "bert_tf.tasks.classification:NsmcTask",
+    "korsts": "bert_tf.tasks.classification:KorStsTask",
+    "kornli": "bert_tf.tasks.classification:KorNliTask",
+    "klue-nli": "bert_tf.tasks.classification:KlueNliTask",
+    "klue-sts": "bert_tf.tasks.classification:KlueStsTask",
+    "klue-ynat": "bert_tf.tasks.classification:KlueYnatTask",
+    "klue-ner": "bert_tf.tasks.token_classification:KlueNerTask",
 }
 
 # Spellings people use for the same GLUE tasks (sst2, stsb, ...).
-_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "conll": "conll2003"}
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "conll": "conll2003",
+            "kluenli": "klue-nli", "kluests": "klue-sts", "klueynat": "klue-ynat",
+            "ynat": "klue-ynat", "kluener": "klue-ner",
+            "tokenclassification": "token-classification"}
 
 
 def canonical_task_name(name: str) -> str:
@@ -86,21 +101,49 @@ class TaskSpec:
     train_file: Optional[str] = None
     predict_file: Optional[str] = None
     options: Mapping = dataclasses.field(default_factory=dict)
+    validation_file: Optional[str] = None
+    test_file: Optional[str] = None
 
     def files(self) -> dict:
-        """Split -> file given explicitly (SQuAD): --predict_file serves dev and test."""
-        return {k: v for k, v in (("train", self.train_file), ("dev", self.predict_file),
-                                  ("test", self.predict_file)) if v}
+        """Split -> file given explicitly: --train_file, --validation_file, --test_file;
+        SQuAD's --predict_file serves dev and test when those two are not given."""
+        return {k: v for k, v in (("train", self.train_file),
+                                  ("dev", self.validation_file or self.predict_file),
+                                  ("test", self.test_file or self.predict_file)) if v}
 
-    def task_arguments(self, max_seq_length: int) -> dict:
+    def task_arguments(self, max_seq_length: int, recorded: Optional[dict] = None) -> dict:
         """`make_task`'s keyword arguments for these flags at `max_seq_length`: the data
         and the task's own options, after the task's cross-flag check (`check_options`:
-        a UsageError naming the flags, before any data is read)."""
+        a UsageError naming the flags, before any data is read).
+
+        `recorded`: the task_config.json of --init_checkpoint's dir. When it is this
+        task's, the options the flags leave unset are its (the columns, the layout),
+        and so are its labels when no training data is given: a fine-tuned dir predicts
+        a --test_file with the labels and reader it was trained with.
+
+        >>> spec = TaskSpec("classification", test_file="t.tsv", options={"label_list": None})
+        >>> spec.task_arguments(64, {"task_name": "classification", "label_list": ["b", "a"],
+        ...                          "text_column": "review"})["label_list"]
+        ['b', 'a']
+        """
         cls = _task_class(self.task_name)
         options = {k: v for k, v in self.options.items() if k in cls.option_names}
+        if recorded and _same_task(recorded.get("task_name"), self.task_name):
+            training_data = self.data_dir or self.train_file
+            for name in cls.option_names:
+                if (options.get(name) is None and recorded.get(name) is not None
+                        and not (name == "label_list" and training_data)):
+                    options[name] = recorded[name]
         cls.check_options(max_seq_length, **options)
         return dict(max_seq_length=max_seq_length, data_dir=self.data_dir,
                     files=self.files(), **options)
+
+
+def _same_task(recorded_name: Optional[str], name: str) -> bool:
+    try:
+        return canonical_task_name(recorded_name or "") == canonical_task_name(name)
+    except UsageError:
+        return False
 
 
 def task_from_config(task_config: dict, tokenizer=None) -> "Task":

@@ -17,11 +17,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import platform
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 import tensorflow as tf
 
@@ -50,7 +51,9 @@ def set_precision_and_seed(mixed_precision: Optional[str], seed: Optional[int],
     """Keras' global dtype policy (--mixed_precision, one of PRECISIONS; None: this
     machine's default for `strategy`, `default_mixed_precision`, logged when it is not
     float32) and, unless `seed` is None, its global seed (initializers, dropout): set
-    before the model is built. Returns the policy's name."""
+    before the model is built, float32 included (an earlier run in this process may have
+    left another policy). Call it inside `restoring_process_state`, which puts both back
+    when the run ends. Returns the policy's name."""
     import keras
 
     if mixed_precision is None:
@@ -63,9 +66,47 @@ def set_precision_and_seed(mixed_precision: Optional[str], seed: Optional[int],
                          mixed_precision)
     if seed is not None:
         keras.utils.set_random_seed(seed)
-    if mixed_precision != "float32":
-        keras.mixed_precision.set_global_policy(mixed_precision)
+    keras.mixed_precision.set_global_policy(mixed_precision)
     return mixed_precision
+
+
+@contextlib.contextmanager
+def restoring_process_state() -> Iterator[None]:
+    """Runs a command's `run` so that what it sets for the whole process is put back
+    when it ends, however it ends: Keras' global dtype policy, the Python, NumPy,
+    TensorFlow and Keras global seeds. A second run in the same process (a notebook,
+    a sweep, the tests) then starts as in a fresh one.
+
+    >>> import keras
+    >>> with restoring_process_state():
+    ...     _ = set_precision_and_seed("mixed_bfloat16", seed=1)
+    >>> keras.config.dtype_policy().name
+    'float32'
+    """
+    import random
+
+    import keras
+    import numpy as np
+    # Keras keeps its global seeds only in its private global state.
+    from keras.src.backend.common import global_state
+    from keras.src.random.seed_generator import GLOBAL_SEED_GENERATOR
+    from keras.src.utils.rng_utils import GLOBAL_RANDOM_SEED
+    from tensorflow.python.eager import context
+
+    policy = keras.config.dtype_policy()
+    python_rng, numpy_rng = random.getstate(), np.random.get_state()
+    tf_seed = context.global_seed()
+    keras_seeds = {name: global_state.get_global_attribute(name)
+                   for name in (GLOBAL_RANDOM_SEED, GLOBAL_SEED_GENERATOR)}
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(policy)
+        random.setstate(python_rng)
+        np.random.set_state(numpy_rng)
+        tf.random.set_seed(tf_seed)
+        for name, value in keras_seeds.items():
+            global_state.set_global_attribute(name, value)
 
 
 def original_tpu_strategy(settings, **factories) -> Optional[tf.distribute.Strategy]:
@@ -228,21 +269,40 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
 _AVX512_OR_ABOVE = ("AVX512", "AVX10", "AMX", "ALL", "DEFAULT")
 
 
-def _cpu_flags(cpuinfo: Optional[str]) -> Optional[frozenset]:
-    """The x86 CPU's flags (from `cpuinfo`, default /proc/cpuinfo); None when unknown
-    (not x86 or no /proc/cpuinfo)."""
-    if cpuinfo is None:
-        if platform.machine().lower() not in ("x86_64", "amd64"):
-            return None
+# A testing switch: edits to the CPU flags bert_tf reads (the hardware is unchanged),
+# so that the defaults decided from the CPU (precision, XLA) can be exercised on any
+# machine: "+amx_bf16" makes it report AMX, "-avx512f" no AVX-512, "-amx_bf16" no AMX.
+CPU_FLAGS_VARIABLE = "BERT_TF_CPU_FLAGS"
+
+
+def _cpu_flags(cpuinfo: Optional[str],
+               environ: Mapping[str, str] = os.environ) -> Optional[frozenset]:
+    """The x86 CPU's flags (from `cpuinfo`, default /proc/cpuinfo) with the edits of
+    `environ[CPU_FLAGS_VARIABLE]` applied; None when unknown (not x86 or no
+    /proc/cpuinfo) and not edited.
+
+    >>> sorted(_cpu_flags("flags\t: avx2 avx512f", {CPU_FLAGS_VARIABLE: "+amx_bf16,-avx512f"}))
+    ['amx_bf16', 'avx2']
+    """
+    flags = None
+    if cpuinfo is None and platform.machine().lower() in ("x86_64", "amd64"):
         try:
             with open("/proc/cpuinfo") as f:
                 cpuinfo = f.read()
         except OSError:
-            return None
-    for line in cpuinfo.splitlines():
+            pass
+    for line in (cpuinfo or "").splitlines():
         if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[-1].split())
-    return None
+            flags = set(line.split(":", 1)[-1].split())
+            break
+    edits = environ.get(CPU_FLAGS_VARIABLE, "").replace(",", " ").split()
+    for edit in edits:
+        if edit[:1] not in "+-" or len(edit) < 2:
+            raise UsageError(f"{CPU_FLAGS_VARIABLE}={environ[CPU_FLAGS_VARIABLE]!r}: "
+                             f"each edit is +FLAG or -FLAG (e.g. +amx_bf16,-avx512f)")
+        flags = set() if flags is None else flags
+        (flags.add if edit[0] == "+" else flags.discard)(edit[1:])
+    return None if flags is None else frozenset(flags)
 
 
 def _onednn_cap(environ: Mapping[str, str]) -> str:
@@ -271,7 +331,7 @@ def cpu_has_avx512(cpuinfo: Optional[str] = None,
     cap = _onednn_cap(environ)
     if cap and not cap.startswith(_AVX512_OR_ABOVE):
         return False
-    flags = _cpu_flags(cpuinfo)
+    flags = _cpu_flags(cpuinfo, environ)
     return None if flags is None else "avx512f" in flags
 
 
@@ -292,7 +352,7 @@ def cpu_has_amx_bf16(cpuinfo: Optional[str] = None,
     cap = _onednn_cap(environ)  # oneDNN's names with AMX: AVX512_CORE_AMX(_FP16), ...
     if cap and "AMX" not in cap and cap not in ("ALL", "DEFAULT"):
         return False
-    flags = _cpu_flags(cpuinfo)
+    flags = _cpu_flags(cpuinfo, environ)
     return None if flags is None else "amx_bf16" in flags
 
 
