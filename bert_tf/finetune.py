@@ -200,8 +200,10 @@ def _data_read(config: FinetuneConfig) -> Optional[dict]:
     """What a training run reads, recorded so a resume on other data says so."""
     if not config.do_train:
         return None
-    return ({"input_file": config.input_file} if config.input_file
-            else {"data_dir": config.task.data_dir})
+    if config.input_file:
+        return {"input_file": config.input_file}
+    train_file = config.task.files().get("train")
+    return {"train_file": train_file} if train_file else {"data_dir": config.task.data_dir}
 
 
 def _resolve_model_dir(config: FinetuneConfig):
