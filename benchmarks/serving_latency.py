@@ -23,6 +23,9 @@ process, with the same thread count:
   and in f32, and int8 as NNCF's post-training quantization makes it (`nncf.quantize`,
   `ModelType.TRANSFORMER`, calibrated on 64 of the same Wikipedia passages and SST-2 train
   sentences; "OpenVINO int8").
+* ours again as `export_model --format=onnx` and `--format=openvino` export the encoder
+  (CONVERTED: ONNX float32 and dynamic int8 in onnxruntime; the OpenVINO IR in f32 and bf16
+  as its plugin_config.json sets), on the ids our raw-text signature packs (section 1).
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow python benchmarks/serving_latency.py \
         [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench] [--isa_cap=avx512_core]
@@ -76,6 +79,15 @@ SEQ = 128
 BATCH = 32
 BF16 = "_bf16"  # the suffix of the bfloat16 exports' names
 SPLIT = "_2branches"  # the suffix of the exports split in two (export_model --parallel_branches=2)
+#: Our other exports of the same encoder (export_model --format=onnx|openvino, from the same
+#: model dir): contestant name -> (format, export options, export dir name).
+CONVERTED = {
+    "ours ONNX (onnxruntime)": ("onnx", {}, "encoder_onnx"),
+    "ours ONNX int8 (onnxruntime)": ("onnx", {"quantization": "dynamic_int8"},
+                                     "encoder_onnx_int8"),
+    "ours OpenVINO f32": ("openvino", {}, "encoder_openvino"),
+    "ours OpenVINO bf16": ("openvino", {"mixed_precision": "mixed_bfloat16"},
+                           "encoder_openvino_bf16")}
 ISA_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
 # TensorFlow's oneDNN fused matmuls cache their weights, reordered into the blocked layout
 # of its brgemm kernels, once per kernel instead of using them as stored on every call.
@@ -161,7 +173,8 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
     """Converts MiniLM into a model dir; exports the encoder and SST-2/MRPC classifiers
     on it (untrained heads: the cost is the encoder's), and with `split` the SST-2
     classifier again with its layers split in two (`export_model --parallel_branches=2`,
-    names ending in SPLIT; batch1_threads.py serves them). Returns the SavedModel paths.
+    names ending in SPLIT; batch1_threads.py serves them), and the encoder again as
+    CONVERTED says. Returns the export paths.
     With `make=False` (a frozen-weights process) the exports must already be there."""
     import keras
 
@@ -171,32 +184,51 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
     src = os.path.join(work_dir, "minilm")
     if not os.path.exists(os.path.join(src, "bert_config.json")):
         convert_checkpoint.convert("huggingface", minilm_dir(), src)
+
+    def made(export_dir, make_one):
+        """The newest version in export_dir, else make_one() (a fresh --work_dir measures
+        the current code)."""
+        if export.list_versions(export_dir):
+            return os.path.join(export_dir, str(export.list_versions(export_dir)[-1]))
+        if not make:
+            raise SystemExit(f"{export_dir}: no export; it is made by a child process "
+                             f"without {FROZEN_WEIGHTS_ENV}")
+        return make_one()
+
     out = {}
     for name, branches in (("encoder", 1), ("sst-2", 1), ("mrpc", 1)) + ((("sst-2", 2),)
                                                                          if split else ()):
         for suffix, precision in (("", "float32"), (BF16, "mixed_bfloat16")):
             suffix += SPLIT if branches > 1 else ""
             export_dir = os.path.join(work_dir, "export", name + suffix)
-            if export.list_versions(export_dir):  # a fresh --work_dir measures the current code
-                out[name + suffix] = os.path.join(export_dir,
-                                                  str(export.list_versions(export_dir)[-1]))
-                continue
-            if not make:
-                raise SystemExit(f"{export_dir}: no export; it is made by a child process "
-                                 f"without {FROZEN_WEIGHTS_ENV}")
-            resolved = model_dir.resolve(src)
             if name == "encoder":
-                out[name + suffix] = export.export_model_dir(
-                    resolved, export_dir, max_seq_length=SEQ, mixed_precision=precision)
+                out[name + suffix] = made(export_dir, lambda d=export_dir, p=precision:
+                                          export.export_model_dir(model_dir.resolve(src), d,
+                                                                  max_seq_length=SEQ,
+                                                                  mixed_precision=p))
                 continue
-            tokenizer = export.serving_tokenizer(resolved)
-            task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
-            keras.utils.set_random_seed(0)  # the same untrained head in both precisions
-            model = export.with_precision(task.build_model(model_dir.load_encoder(resolved)),
-                                          precision, task.build_model)
-            out[name + suffix] = export.export_module(
-                task.serving_module(model, tokenizer, SEQ), export_dir,
-                parallel_branches=branches)
+
+            def classifier(export_dir=export_dir, name=name, precision=precision,
+                           branches=branches):
+                resolved = model_dir.resolve(src)
+                tokenizer = export.serving_tokenizer(resolved)
+                task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
+                keras.utils.set_random_seed(0)  # the same untrained head in both precisions
+                model = export.with_precision(
+                    task.build_model(model_dir.load_encoder(resolved)), precision,
+                    task.build_model)
+                return export.export_module(task.serving_module(model, tokenizer, SEQ),
+                                            export_dir, parallel_branches=branches)
+
+            out[name + suffix] = made(export_dir, classifier)
+    from bert_tf.export_onnx import export_onnx_dir
+    from bert_tf.export_openvino import export_openvino_dir
+
+    exporters = {"onnx": export_onnx_dir, "openvino": export_openvino_dir}
+    for name, (fmt, options, folder) in CONVERTED.items():
+        export_dir = os.path.join(work_dir, "export", folder)
+        out[name] = made(export_dir, lambda d=export_dir, f=fmt, o=options: exporters[f](
+            model_dir.resolve(src), d, max_seq_length=SEQ, **o))
     return out
 
 
@@ -273,8 +305,7 @@ def openvino_models(onnx_path: str, threads: int, calibration: list = None) -> d
 
     core = openvino.Core()
     model = core.read_model(onnx_path)
-    config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
-              "NUM_STREAMS": 1}
+    config = openvino_config(threads)
     out = {}
     for hint in (None, "f32"):
         compiled = core.compile_model(model, "CPU", dict(
@@ -293,6 +324,30 @@ def openvino_models(onnx_path: str, threads: int, calibration: list = None) -> d
                               subset_size=len(calibration))
     compiled = core.compile_model(quantized, "CPU", config)
     out["OpenVINO int8 (NNCF)"] = (compiled, compiled.create_infer_request())
+    return out
+
+
+def openvino_config(threads: int) -> dict:
+    """The CPU plugin's settings every OpenVINO contestant runs with (latency: one stream)."""
+    return {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+
+
+def converted_runners(paths: dict, threads: int) -> dict:
+    """CONVERTED name -> fn(ids inputs, output name): our ONNX exports in onnxruntime and
+    our OpenVINO IRs compiled with their plugin_config.json (+ openvino_config)."""
+    from bert_tf import export_onnx, export_openvino
+
+    out = {}
+    for name, (fmt, _, _) in CONVERTED.items():
+        if fmt == "onnx":
+            session = export_onnx.load_session(
+                os.path.join(paths[name], export_onnx.MODEL_FILE), threads)
+            out[name] = lambda inputs, output, s=session: s.run([output], inputs)[0]
+        else:
+            compiled = export_openvino.compile_model(paths[name],
+                                                     config=openvino_config(threads))
+            out[name] = (lambda inputs, output, c=(compiled, compiled.create_infer_request()):
+                         openvino_run(c, inputs, output))
     return out
 
 
@@ -491,7 +546,7 @@ def main():
     from bert_tf.config import BertConfig
 
     paths = export_models(args.work_dir, make=not args.onednn_frozen_weights)
-    print(f"SavedModels: {paths}")
+    print(f"exports: {paths}")
     config = BertConfig.from_file(os.path.join(args.work_dir, "minilm", "bert_config.json"))
     encoder = tf.saved_model.load(paths["encoder"])
     ids_fn = encoder.signatures["serving_default"]
@@ -515,6 +570,7 @@ def main():
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir())
     openvino = openvino_models(onnx_path, args.threads, calibration_inputs(hf_tok))
     print(f"OpenVINO contestants: {sorted(openvino)}")
+    ours_converted = converted_runners(paths, args.threads)
 
     def keras_hub_fn(jit):
         @tf.function(jit_compile=jit, reduce_retracing=True)
@@ -569,6 +625,10 @@ def main():
         for name, compiled in openvino.items():
             diffs[name] = float(np.abs(openvino_run(compiled, numpy_in, "last_hidden_state")
                                        - want.last_hidden_state.numpy()).max())
+        ours_in = {k: v.numpy() for k, v in ids.items()}
+        for name, run in ours_converted.items():
+            diffs[name] = float(np.abs(run(ours_in, "sequence_output")
+                                       - want.last_hidden_state.numpy()).max())
         print(f"batch {batch}: max |output - HF| (sequence; keras-hub: pooled): {diffs}")
         results[f"max_abs_diff_batch{batch}"] = diffs
         contestants = {
@@ -587,6 +647,8 @@ def main():
         }
         for name, compiled in openvino.items():
             contestants[name] = lambda compiled=compiled: openvino_run(compiled, numpy_in)
+        for name, run in ours_converted.items():
+            contestants[name] = lambda run=run: run(ours_in, "pooled_output")
         calls = args.latency_calls if batch == 1 else args.throughput_calls
         if batch == BATCH:
             matmuls, matmul_flops = matmul_limit_fn(tf, config)

@@ -24,24 +24,11 @@ FastWordpieceTokenizeWithOffsets as a custom op; neither the `ai_edge_litert` in
 TF 2.21's own `tf.lite.Interpreter` links the Flex delegate (docs/serving.md has the
 details). Clients tokenize with the exported vocab.txt, as the original FullTokenizer does.
 
-Example:
-
->>> import tempfile, os
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
->>> from bert_tf import model_dir
->>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
-...                  num_attention_heads=2, intermediate_size=16)
->>> src = tempfile.mkdtemp()
->>> _ = model_dir.write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
->>> path = export_litert_dir(model_dir.resolve(src), tempfile.mkdtemp())
->>> sorted(os.listdir(path))
-['model.tflite', 'model_info.json']
+Example: `convert_saved_model` below; whole exports in tests/test_export_litert.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -49,11 +36,11 @@ from typing import Optional
 
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import export, export_converted
 from bert_tf.export import ExportError
 
 MODEL_FILE = "model.tflite"
-INFO_FILE = "model_info.json"
+INFO_FILE = export_converted.INFO_FILE
 QUANTIZATIONS = ("dynamic_int8", "float32")
 
 
@@ -95,8 +82,7 @@ def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8"
 
 
 def _check_quantization(quantization: str) -> None:
-    if quantization not in QUANTIZATIONS:
-        raise ExportError(f"quantization={quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+    export_converted.check_quantization(quantization, QUANTIZATIONS, "litert")
 
 
 def export_litert_dir(resolved, export_dir: str, version: Optional[int] = None,
@@ -107,36 +93,20 @@ def export_litert_dir(resolved, export_dir: str, version: Optional[int] = None,
     The version directory appears complete or not at all, as for SavedModels.
     """
     _check_quantization(quantization)
-    target = export.new_version_dir(export_dir, version)
-    with tempfile.TemporaryDirectory(prefix="bert_tf_litert_") as scratch:
-        saved_model = export.export_model_dir(resolved, scratch, version=1,
-                                              max_seq_length=max_seq_length,
-                                              text_signatures=False)
+
+    def convert(saved_model: str, out: str) -> dict:
         flatbuffer = convert_saved_model(saved_model, quantization, source=resolved.path)
-        info = _model_info(flatbuffer, resolved, quantization, max_seq_length, saved_model)
-        with export.written_atomically(target) as tmp:
-            with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
-                f.write(flatbuffer)
-            for name in (export.LABELS_FILE, "vocab.txt"):
-                asset = os.path.join(saved_model, "assets", name)
-                if tf.io.gfile.exists(asset):
-                    tf.io.gfile.copy(asset, os.path.join(tmp, name))
-            _write_model_info(os.path.join(tmp, INFO_FILE), info)
-    return target
+        with tf.io.gfile.GFile(os.path.join(out, MODEL_FILE), "wb") as f:
+            f.write(flatbuffer)
+        return _model_info(flatbuffer, quantization)
+
+    return export_converted.export_converted_dir(resolved, export_dir, convert, version,
+                                                 max_seq_length)
 
 
-def _write_model_info(path: str, info: dict) -> None:
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(info, indent=2) + "\n")
-
-
-def _model_info(flatbuffer: bytes, resolved, quantization: str,
-                max_seq_length: Optional[int], saved_model: str) -> dict:
-    """What an app needs besides the model: tensor names, dtypes and shapes (read back by
-    the LiteRT runtime, which so proves it loads the model) and the text settings the ids
-    must be made with (the model dir's, with the export's overrides)."""
-    from bert_tf import model_dir
-
+def _model_info(flatbuffer: bytes, quantization: str) -> dict:
+    """The tensor names, dtypes and shapes, read back by the LiteRT runtime (which so
+    proves it loads the model)."""
     runner = load_interpreter(model_content=flatbuffer).get_signature_runner(
         export.SERVING_DEFAULT)
 
@@ -145,22 +115,9 @@ def _model_info(flatbuffer: bytes, resolved, quantization: str,
                        "shape": [int(n) for n in d["shape_signature"]]}
                 for name, d in sorted(details.items())}
 
-    config, task_config = resolved.config, resolved.task_config or {}
-    # The text settings the SavedModel was exported with (flags, model dir or inferred from
-    # the vocab, resolved once by model_dir.resolve): a device must tokenize so.
-    tokenizer = {}
-    path = os.path.join(saved_model, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            tokenizer = json.load(f)
-    return {"format": "litert", "signature": export.SERVING_DEFAULT,
-            "quantization": quantization, "task": task_config.get("task_name"),
+    return {"format": "litert", "quantization": quantization,
             "inputs": describe(runner.get_input_details()),
-            "outputs": describe(runner.get_output_details()),
-            "tokenizer": tokenizer,
-            "max_seq_length": export.serving_max_seq_length(config, max_seq_length,
-                                                            task_config),
-            "max_position_embeddings": int(config.max_position_embeddings)}
+            "outputs": describe(runner.get_output_details())}
 
 
 def load_interpreter(model_path: Optional[str] = None, model_content: Optional[bytes] = None,

@@ -1,6 +1,7 @@
-"""LiteRT export (`export_model --format=litert`): every model kind converts with builtin
-ops only, runs in the LiteRT runtime (ai_edge_litert, as on a phone) and matches the Keras
-model; int8 weights shrink the file; bad requests are clear errors that leave nothing."""
+"""LiteRT export (`export_model --format=litert`; its command line in test_export_onnx.py):
+every model kind converts with builtin ops only, runs in the LiteRT runtime
+(ai_edge_litert, as on a phone) and matches the Keras model; int8 weights shrink the file;
+bad requests are clear errors that leave nothing."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, export_litert, model_dir
+from bert_tf import export, export_converted, export_litert, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
@@ -153,7 +154,7 @@ def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_pat
     def broken_write(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(export_litert, "_write_model_info", broken_write)
+    monkeypatch.setattr(export_converted, "write_model_info", broken_write)
     with pytest.raises(OSError, match="disk full"):
         export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["3"]
@@ -166,22 +167,9 @@ def cli(*args):
                           capture_output=True, text=True, cwd=str(REPO_ROOT))
 
 
-def test_cli_litert_export(encoder_dir, tmp_path):  # noqa: F811
-    src, encoder = encoder_dir
-    proc = cli(f"--init_checkpoint={src}", f"--export_dir={tmp_path}", "--format=litert",
-               "--quantization=float32")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    path = proc.stdout.strip().splitlines()[-1]
-    assert path == os.path.join(str(tmp_path), "1")
-    inputs = ids_batch()
-    np.testing.assert_allclose(run_litert(path, inputs)["pooled_output"],
-                               encoder(inputs, training=False)["pooled_output"].numpy(),
-                               atol=1e-4)
-
-
 @pytest.mark.parametrize("args,message", [
-    (["--format=onnx"], "--format"),
-    (["--quantization=dynamic_int8"], "--quantization applies to --format=litert only"),
+    (["--format=tflite"], "--format"),
+    (["--quantization=dynamic_int8"], "--quantization applies to --format=litert, onnx or"),
     (["--format=litert", "--text_signatures"], "ids input only"),
 ])
 def test_cli_bad_requests_are_messages(tmp_path, args, message):

@@ -170,9 +170,17 @@ def _json_rows(path: str, text: str, lines: bool) -> List[Row]:
 
 
 def _json_list(path: str, text: str, position: int) -> List[Row]:
-    """The objects of a JSON list, each with the line it starts on."""
+    """The objects of a JSON list, each with the line it starts on (lines counted as
+    the reading goes, so a large file is read in one pass)."""
     decoder = json.JSONDecoder()
     rows = []
+    counted, line = 0, 1  # newlines before text[counted] make `line`
+
+    def line_at(i):
+        nonlocal counted, line
+        line += text.count("\n", counted, i)
+        counted = i
+        return line
 
     def skip(i):
         while i < len(text) and text[i] in " \t\r\n":
@@ -180,19 +188,18 @@ def _json_list(path: str, text: str, position: int) -> List[Row]:
         return i
 
     def fail(i, what):
-        line = text.count("\n", 0, i) + 1
-        raise TaskDataError(f"{path}:{line}: not valid JSON ({what})")
+        raise TaskDataError(f"{path}:{line_at(max(i, counted))}: not valid JSON ({what})")
 
     position = skip(position)
     if text[position:position + 1] == "]":
         return rows
     while True:
-        line = text.count("\n", 0, position) + 1
+        start = line_at(position)
         try:
             value, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as e:
             fail(e.pos, e.msg)
-        rows.append(_object(path, line, value))
+        rows.append(_object(path, start, value))
         position = skip(position)
         if text[position:position + 1] == "]":
             return rows

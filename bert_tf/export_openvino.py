@@ -1,0 +1,204 @@
+"""OpenVINO IR export for OpenVINO Model Server and the OpenVINO runtime:
+`export_model --format=openvino`.
+
+`export_openvino_dir(model_dir.resolve(DIR), EXPORT_DIR)` converts the ids signature of
+what a model dir holds (encoder, classifier / regressor, NER, SQuAD, multiple choice) into
+an OpenVINO IR and returns `EXPORT_DIR/<version>/`:
+
+    EXPORT_DIR/<version>/model.xml, model.bin    inputs input_word_ids, input_mask,
+                                                 input_type_ids (int32); the outputs of
+                                                 the SavedModel's ids signature, by name
+    EXPORT_DIR/<version>/plugin_config.json      the CPU plugin's settings this model is
+                                                 exported for (INFERENCE_PRECISION_HINT)
+    EXPORT_DIR/<version>/vocab.txt, labels.txt, model_info.json  (export_converted)
+
+The IR is OpenVINO's own conversion (`openvino.convert_model`, its TensorFlow frontend) of
+the very SavedModel `export_model --notext_signatures` writes, so both compute the same
+function on ids, task heads and label names (a string output) included. It loads with the
+`openvino` package alone (`compile_model` below shows how; OVMS: docs/serving.md).
+
+Precision. OpenVINO's CPU plugin runs a model in bfloat16 by default on CPUs with
+AVX512-BF16 or AMX, whatever the IR stores; the inference precision is a setting of the
+runtime, and OpenVINO 2026.4 does not apply one stored in the IR's rt_info. So the export
+writes it to `plugin_config.json`, in the form OVMS's `plugin_config` takes, and the
+loader applies it: `f32` (default: equals the SavedModel to 1e-4) or, with
+`mixed_precision="mixed_bfloat16"`, `bf16` (matmuls in bfloat16, as the SavedModel's
+mixed_bfloat16 export). Weights are stored in float32 (no float16 compression).
+`quantization`:
+* "float32" (default): float weights.
+* "dynamic_int8": NNCF weight compression: int8 matmul weights (per output channel),
+  activations float; no calibration data (LiteRT's and onnxruntime's dynamic int8).
+* "static_int8": NNCF post-training quantization: weights and activations int8, the
+  activation ranges measured on `calibration_texts` (one example per line; a tab
+  separates a pair's texts, or a multiple-choice context from its endings), tokenized
+  with the model dir's vocab and text settings as the raw-text signature does.
+
+Raw text is not offered: see docs/serving.md ("OpenVINO") for why the tokenizer does not
+go into the IR; clients tokenize with the exported vocab.txt.
+
+Example:
+
+>>> import tempfile, os
+>>> from bert_tf.config import BertConfig
+>>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf import model_dir
+>>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+...                  num_attention_heads=2, intermediate_size=16)
+>>> src = tempfile.mkdtemp()
+>>> _ = model_dir.write_model_dir(src, cfg, {"encoder": BertEncoder(cfg)})
+>>> path = export_openvino_dir(model_dir.resolve(src), tempfile.mkdtemp())
+>>> sorted(os.listdir(path))
+['model.bin', 'model.xml', 'model_info.json', 'plugin_config.json']
+>>> compile_model(path).get_property("INFERENCE_PRECISION_HINT").get_type_name()
+'f32'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import export, export_converted
+from bert_tf.export import ExportError
+from bert_tf.export_onnx import require
+
+MODEL_FILE = "model.xml"
+PLUGIN_CONFIG_FILE = "plugin_config.json"
+QUANTIZATIONS = ("float32", "dynamic_int8", "static_int8")
+#: export_model --mixed_precision -> the CPU plugin's INFERENCE_PRECISION_HINT.
+PRECISION_HINTS = {"float32": "f32", "mixed_bfloat16": "bf16"}
+
+
+def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None,
+                        max_seq_length: Optional[int] = None, *,
+                        quantization: str = "float32", mixed_precision: str = "float32",
+                        calibration_texts: Optional[Sequence[str]] = None,
+                        calibration_source: str = "--calibration_file") -> str:
+    """Exports a model dir (`resolved`: its `model_dir.resolve` result) as an OpenVINO IR;
+    returns `export_dir/<version>`, which appears complete or not at all.
+    `calibration_texts` (lines; `calibration_source` names them in errors) are required
+    by, and only taken with, quantization="static_int8"."""
+    export_converted.check_quantization(quantization, QUANTIZATIONS, "openvino")
+    if mixed_precision not in PRECISION_HINTS:
+        raise ExportError(f"mixed_precision={mixed_precision!r}: --format=openvino takes "
+                          f"one of {', '.join(PRECISION_HINTS)}")
+    if (quantization == "static_int8") != (calibration_texts is not None):
+        raise ExportError("--calibration_file is required by, and only taken with, "
+                          "--quantization=static_int8")
+    calibration = None
+    if calibration_texts is not None:
+        calibration = _calibration_rows(calibration_texts, calibration_source)
+    ov = require("openvino", "openvino==2026.4.1")
+    plugin_config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[mixed_precision]}
+
+    def convert(saved_model: str, out: str) -> dict:
+        model = ov.convert_model(saved_model)
+        if quantization == "dynamic_int8":
+            nncf = require("nncf", "nncf==3.4.0")
+            model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
+        elif quantization == "static_int8":
+            length = export.serving_max_seq_length(resolved.config, max_seq_length,
+                                                   resolved.task_config)
+            model = _quantized(model, _calibration_inputs(model, calibration, resolved,
+                                                          length, calibration_source))
+        ov.save_model(model, os.path.join(out, MODEL_FILE), compress_to_fp16=False)
+        with tf.io.gfile.GFile(os.path.join(out, PLUGIN_CONFIG_FILE), "w") as f:
+            f.write(json.dumps(plugin_config, indent=2) + "\n")
+        return {"format": "openvino", "quantization": quantization,
+                "plugin_config": plugin_config, **describe(compile_model(out))}
+
+    return export_converted.export_converted_dir(resolved, export_dir, convert, version,
+                                                 max_seq_length)
+
+
+def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None):
+    """The IR in `path` (an export's version directory) compiled by the OpenVINO runtime
+    with the export's plugin_config.json (then `config`, e.g. INFERENCE_NUM_THREADS)."""
+    import openvino as ov
+
+    settings = {}
+    plugin_config = os.path.join(path, PLUGIN_CONFIG_FILE)
+    if os.path.exists(plugin_config):
+        with open(plugin_config) as f:
+            settings = json.load(f)
+    settings.update(config or {})
+    return ov.Core().compile_model(os.path.join(path, MODEL_FILE), device, settings)
+
+
+def describe(compiled) -> dict:
+    """inputs / outputs: name -> dtype and shape (-1 for a dynamic axis)."""
+    import openvino as ov
+
+    def tensors(ports):
+        return {p.get_any_name(): {
+            "dtype": "string" if p.get_element_type() == ov.Type.string
+            else p.get_element_type().to_dtype().name,
+            "shape": [d.get_length() if d.is_static else -1 for d in p.get_partial_shape()]}
+            for p in sorted(ports, key=lambda p: p.get_any_name())}
+
+    return {"inputs": tensors(compiled.inputs), "outputs": tensors(compiled.outputs)}
+
+
+# ---------------------------------------------------------------------------- int8
+
+def _calibration_rows(texts: Sequence[str], source: str) -> list:
+    """(line number, fields) of each non-blank line; ExportError when there is none."""
+    rows = [(n, line.rstrip("\r\n").split("\t")) for n, line in enumerate(texts, 1)
+            if line.strip()]
+    if not rows:
+        raise ExportError(f"{source}: no calibration text; write one example per line")
+    return rows
+
+
+def _calibration_inputs(model, rows: list, resolved, length: int, source: str) -> list:
+    """One inputs dict (batch 1, cut to its own length: no padding) per calibration row,
+    packed as the raw-text signature packs: a text or a pair; for a multiple-choice model
+    (ids of rank 3) a context and its num_choices endings. Texts and pairs are tokenized
+    in one batch each (one traced function per kind, not one per length)."""
+    from bert_tf import model_dir
+
+    try:
+        tokenizer = resolved.tokenizer()
+    except model_dir.ModelDirError as e:
+        raise ExportError(f"--quantization=static_int8 tokenizes the calibration text: {e}") \
+            from None
+    shape = model.input("input_word_ids").get_partial_shape()
+    choices = shape[1].get_length() if shape.rank.get_length() == 3 else 0
+    groups = {}  # texts per example -> [(row index, texts)]
+    for index, (number, fields) in enumerate(rows):
+        if choices and len(fields) != 1 + choices:
+            raise ExportError(f"{source}:{number}: {len(fields)} tab-separated texts; "
+                              f"this multiple-choice model takes a context and "
+                              f"{choices} endings (context TAB ending ...)")
+        if not choices and len(fields) > 2:
+            raise ExportError(f"{source}:{number}: {len(fields)} tab-separated texts; "
+                              f"an example is one text or a pair (text TAB text)")
+        groups.setdefault(len(fields), []).append((index, fields))
+    inputs = [None] * len(rows)
+    for width, members in groups.items():
+        if choices:  # each choice is the pair (context, ending)
+            a = [f[0] for _, f in members for _ in range(choices)]
+            b = [ending for _, f in members for ending in f[1:]]
+        else:
+            a, b = [f[0] for _, f in members], ([f[1] for _, f in members] if width == 2
+                                                else None)
+        packed = {k: v.numpy().reshape(len(members), max(choices, 1), -1)
+                  for k, v in tokenizer.encode(a, b, max_seq_length=length).items()}
+        for row, (index, _) in enumerate(members):
+            used = max(int(packed["input_mask"][row].sum(-1).max()), 1)
+            inputs[index] = {k: v[row:row + 1, :, :used] if choices else v[row:row + 1, 0, :used]
+                             for k, v in packed.items()}
+    return inputs
+
+
+def _quantized(model, inputs: list):
+    """NNCF post-training int8 quantization of `model`, ranges measured on `inputs`
+    (the transformer preset: softmax, LayerNorm and GELU stay in float)."""
+    nncf = require("nncf", "nncf==3.4.0")
+    return nncf.quantize(model, nncf.Dataset([{k: np.asarray(v) for k, v in x.items()}
+                                              for x in inputs]),
+                         model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs))

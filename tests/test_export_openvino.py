@@ -1,0 +1,161 @@
+"""OpenVINO IR export (`export_model --format=openvino`): the IR equals the SavedModel's
+ids signature in f32 (1e-4; the precision the export's plugin_config.json sets, which the
+CPU plugin would otherwise choose itself), stays close in bf16 and int8, loads with the
+openvino package alone, and calibration text errors name the file and line."""
+
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf import export, export_model, export_openvino, model_dir
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.model_dir import write_model_dir
+from tests.test_export import encoder_dir, ids_batch, run_client, run_export_model  # noqa: F401
+from tests.test_export_onnx import (assert_outputs_equal, choices_batch, model_info,
+                                    saved_model_outputs, task_outputs)
+from tests.test_export_tasks import (BAD_TEXTS, packed, tokenizer,  # noqa: F401 (fixtures)
+                                     vocab_file)
+
+CALIBRATION = ["The quick brown fox jumps over the lazy dog.", "서울 is the capital of korea",
+               "where is the dog\tthe dog is over the fox", "北京 fox jumps", "the lazy dog"]
+
+
+def run_openvino(path, inputs):
+    compiled = export_openvino.compile_model(path)
+    result = compiled({k: np.asarray(v, np.int32) for k, v in inputs.items()})
+    return {port.get_any_name(): result[port] for port in compiled.outputs}
+
+
+def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):  # noqa: F811
+    src, _ = encoder_dir
+    resolved = model_dir.resolve(str(src))
+    path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "e"))
+    assert sorted(os.listdir(path)) == ["model.bin", "model.xml", "model_info.json",
+                                        "plugin_config.json", "vocab.txt"]
+    batches = [ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)]
+    for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
+        assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-4)
+    info = model_info(path)
+    assert info["format"] == "openvino" and info["quantization"] == "float32"
+    assert info["plugin_config"] == {"INFERENCE_PRECISION_HINT": "f32"}
+    assert info["inputs"]["input_mask"] == {"dtype": "int32", "shape": [-1, -1]}
+    assert info["outputs"]["pooled_output"] == {"dtype": "float32", "shape": [-1, 16]}
+
+
+@pytest.mark.parametrize("name", ["mrpc", "conll2003"])
+def test_task_heads_equal_the_saved_model_in_f32(tmp_path, vocab_file, tokenizer, name):  # noqa
+    batch = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    path, want = task_outputs(tmp_path, vocab_file, tokenizer, name, batch,
+                              export_openvino.export_openvino_dir)
+    assert_outputs_equal(run_openvino(path, batch), want, atol=1e-4)
+
+
+def test_bf16_hint_stays_close(tmp_path, vocab_file, tokenizer):  # noqa: F811
+    batch = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    path, want = task_outputs(
+        tmp_path, vocab_file, tokenizer, "mrpc", batch,
+        lambda resolved, out: export_openvino.export_openvino_dir(
+            resolved, out, mixed_precision="mixed_bfloat16"))
+    assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
+    got = run_openvino(path, batch)
+    # bfloat16 keeps 8 bits of mantissa: logits of order 1 move by about 1e-2.
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1)
+    clear = np.abs(np.diff(want["logits"], axis=-1))[:, 0] > 0.2  # not a near tie
+    assert got["label_id"][clear].tolist() == want["label_id"][clear].tolist()
+
+
+def bigger_encoder_dir(root):
+    """An encoder whose matmuls NNCF quantizes (with a vocab, for calibration text)."""
+    from tests.test_export_tasks import VOCAB
+
+    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=256, max_position_embeddings=32)
+    vocab = root / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    write_model_dir(str(root / "m"), cfg, {"encoder": BertEncoder(cfg, name="encoder")},
+                    vocab_file=str(vocab), do_lower_case=True)
+    return model_dir.resolve(str(root / "m"))
+
+
+def test_int8_weights_and_activations_stay_close(tmp_path, tokenizer):  # noqa: F811
+    resolved = bigger_encoder_dir(tmp_path)
+    float_path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "f"))
+    dynamic = export_openvino.export_openvino_dir(resolved, str(tmp_path / "d"),
+                                                  quantization="dynamic_int8")
+    static = export_openvino.export_openvino_dir(resolved, str(tmp_path / "s"),
+                                                 quantization="static_int8",
+                                                 calibration_texts=CALIBRATION)
+    weights = {p: os.path.getsize(os.path.join(p, "model.bin"))
+               for p in (float_path, dynamic, static)}
+    assert weights[dynamic] < 0.6 * weights[float_path], weights
+    assert weights[static] < 0.6 * weights[float_path], weights
+    with open(os.path.join(static, "model.xml")) as f:
+        assert "FakeQuantize" in f.read()  # activations quantized too
+    batch = packed(tokenizer, BAD_TEXTS, length=32)
+    want = run_openvino(float_path, batch)["sequence_output"]
+    for path in (dynamic, static):
+        error = np.abs(run_openvino(path, batch)["sequence_output"] - want).max()
+        assert 1e-6 < error < 0.5, (path, error)  # quantized (not bit-equal), yet close
+
+
+def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, vocab_file, tokenizer):  # noqa
+    endings = ["jumps over the dog.", "", "is the capital of korea", "北京 fox"]
+    contexts = [f"{t}\t" + "\t".join(endings) for t in ("the fox", "서울 dog")]
+    batch = choices_batch(tokenizer)
+    path, want = task_outputs(
+        tmp_path, vocab_file, tokenizer, "swag", batch,
+        lambda resolved, out: export_openvino.export_openvino_dir(
+            resolved, out, quantization="static_int8", calibration_texts=contexts))
+    got = run_openvino(path, batch)
+    assert got["logits"].shape == want["logits"].shape == (3, 4)
+    resolved = model_dir.resolve(str(tmp_path / "m"))
+    with pytest.raises(export.ExportError, match=r"^cal.txt:2: 2 tab-separated texts; .* "
+                                                 r"a context and 4 endings"):
+        export_openvino.export_openvino_dir(resolved, str(tmp_path / "x"),
+                                            quantization="static_int8",
+                                            calibration_texts=[contexts[0], "a\tb", ""],
+                                            calibration_source="cal.txt")
+    with pytest.raises(export.ExportError, match=r"^cal.txt: no calibration text"):
+        export_openvino.export_openvino_dir(resolved, str(tmp_path / "x"),
+                                            quantization="static_int8",
+                                            calibration_texts=["", "  "],
+                                            calibration_source="cal.txt")
+    assert export.list_versions(str(tmp_path / "x")) == []
+
+
+# Loads the IR with the openvino package alone (plugin_config.json applied as docs/serving.md
+# shows) and runs it on inputs from an .npz.
+OPENVINO_CLIENT = r"""
+import json, sys, numpy as np, openvino as ov
+path, inputs_file, out_file = sys.argv[1:4]
+config = json.load(open(f"{path}/plugin_config.json"))
+compiled = ov.Core().compile_model(f"{path}/model.xml", "CPU", config)
+result = compiled(dict(np.load(inputs_file)))
+np.savez(out_file, **{p.get_any_name(): result[p] for p in compiled.outputs})
+assert not [m for m in sys.modules if m.split(".")[0] in ("bert_tf", "tensorflow")]
+"""
+
+
+def test_cli_export_loads_with_openvino_alone(encoder_dir, tmp_path):  # noqa: F811
+    src, encoder = encoder_dir
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("\n".join(CALIBRATION) + "\n", encoding="utf-8")
+    proc = run_export_model(f"--init_checkpoint={src}", f"--export_dir={tmp_path / 'e'}",
+                            "--format=openvino")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    path = proc.stdout.strip().splitlines()[-1]
+    inputs = ids_batch()
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_client(OPENVINO_CLIENT, [path, tmp_path / "in.npz", tmp_path / "out.npz"], tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["pooled_output"],
+                               encoder(inputs, training=False)["pooled_output"].numpy(),
+                               atol=1e-4)
+    # The calibration file as the command reads it (in this process: one TF start less).
+    config = export_model.ExportConfig(
+        init_checkpoint=str(src), export_dir=str(tmp_path / "e"), format="openvino",
+        quantization="static_int8", calibration_file=str(calibration))
+    path = export_model.run(config)
+    assert path == os.path.join(str(tmp_path / "e"), "2")
+    assert model_info(path)["quantization"] == "static_int8"
