@@ -26,7 +26,8 @@ THIRD_PARTY = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow_text",
                "keras_hub": "keras_hub", "tensorflow_serving": "tensorflow_serving_api",
                "pytest": "pytest", "psutil": "psutil", "ai_edge_litert": "ai_edge_litert",
                "matplotlib": "matplotlib", "kiwipiepy": "kiwipiepy", "onnx": "onnx",
-               "onnxruntime": "onnxruntime", "openvino": "openvino"}
+               "onnxruntime": "onnxruntime", "openvino": "openvino", "nncf": "nncf",
+               "tf2onnx": "tf2onnx"}
 
 
 def python_files():
