@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KERAS_BACKEND := tensorflow
 
-.PHONY: setup test test-cpus demo bench clean
+.PHONY: setup test test-cpus bazel-test demo bench clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,16 @@ CPU_DEPENDENT_TESTS := tests/test_commands.py tests/test_output_guard.py \
 test-cpus: setup
 	$(PYTEST) --cpu_flags=+amx_bf16 $(CPU_DEPENDENT_TESTS)
 	$(PYTEST) --cpu_flags=-amx_bf16,-avx512f $(CPU_DEPENDENT_TESTS)
+
+# BUILD under Bazel, offline: Debian's bazel-bootstrap (4.2.3, installed here if no `bazel`
+# is on PATH; apt-get needs root) runs every test target not tagged manual (the modules'
+# docstring examples and the test files that import no TensorFlow), each in its own
+# process, with this virtualenv's Python and packages. Not part of `make test`.
+BAZEL ?= bazel
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+bazel-test: setup
+	command -v $(BAZEL) >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bazel-bootstrap; }
+	$(BAZEL) test --python_path=$(abspath $(PY)) //...
 
 demo: setup
 	$(PY) -m demo.run_demo

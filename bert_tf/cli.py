@@ -33,6 +33,7 @@ This module imports no TensorFlow (data_prep commands stay TF-free).
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import re
 import subprocess
@@ -305,6 +306,37 @@ def _user_errors() -> tuple:
     return tuple(kinds)
 
 
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def _storage_full(error: BaseException) -> Optional[str]:
+    """One line for a write the storage refused (a full disk or quota, a read-only file
+    system; TensorFlow's ResourceExhaustedError or a file-system OpError saying so), or
+    None. Every output is written whole or not at all (output_guard), so what was there
+    before is intact: the message says so.
+
+    >>> _storage_full(OSError(errno.ENOSPC, "No space left on device", "/out/x"))
+    'No space left on device: /out/x: free some space (or choose another output path) and run the command again; nothing written before was changed'
+    """
+    text = None
+    if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+        text = f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    if errors is not None and isinstance(error, errors.OpError):
+        message = (error.message or "").strip()
+        first = message.splitlines()[0][:300] if message else type(error).__name__
+        if any(s in message for s in ("No space left", "Disk quota", "Read-only file")):
+            text = first
+        elif isinstance(error, errors.ResourceExhaustedError):  # memory, not storage
+            return (f"{first}: out of memory; lower the batch size or --max_seq_length and "
+                    f"run the command again")
+    if text is None:
+        return None
+    return (f"{text}: free some space (or choose another output path) and run the command "
+            f"again; nothing written before was changed")
+
+
 def run_errors_as_messages(function: Callable, *args):
     """Calls `function(*args)`; usage and user errors become a message and exit 1."""
     from absl import app, flags
@@ -323,6 +355,10 @@ def run_errors_as_messages(function: Callable, *args):
         logging.flush()
         sys.exit(e.exit_code)
     except Exception as e:  # noqa: BLE001 - re-raised unless it is the user's to fix
+        full = _storage_full(e)
+        if full:
+            _print_error(full)
+            sys.exit(1)
         if not isinstance(e, _user_errors()):
             raise
         message = getattr(e, "message", None) if not isinstance(e, BertTfError) else None

@@ -113,6 +113,10 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
     if ("://" not in input_path and not os.path.exists(input_path)
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
+    if target_format in ("bert_tf", "tf1"):  # read by TF's reader, which globs the path
+        from bert_tf import model_dir
+
+        model_dir.check_checkpoint_path(output_dir, "--output_dir")
     inputs = [input_path, input_path + ".index", bert_config_file, vocab_file]
     # What this conversion is: a rerun of it (after a kill once the output was in place)
     # finds its output complete instead of refusing the now non-empty --output_dir.

@@ -20,6 +20,7 @@ OpenVINO").
 """
 
 import dataclasses
+import os
 from typing import Optional
 
 from absl import flags, logging
@@ -128,7 +129,23 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(config: ExportConfig) -> str:
-    """Exports as `config` says; returns EXPORT_DIR/<version>."""
+    """Exports as `config` says; returns EXPORT_DIR/<version>. One export into an
+    EXPORT_DIR at a time (a lock: two would pick the same next version)."""
+    from bert_tf import output_guard
+
+    if output_guard.is_file(config.export_dir):
+        raise output_guard.OutputGuardError(f"--export_dir={config.export_dir} is a file; "
+                                            f"name a directory (versions go inside it)")
+    other = output_guard.owner(config.export_dir)
+    if other is not None:  # versions go into a folder of their own, not into a model dir
+        raise output_guard.OutputGuardError(
+            f"--export_dir={config.export_dir} is the output of {other['command']}: export "
+            f"into a folder of its own (e.g. {os.path.join(config.export_dir, 'export')})")
+    with output_guard.locked(config.export_dir, flag="--export_dir"):
+        return _run(config)
+
+
+def _run(config: ExportConfig) -> str:
     from bert_tf import output_guard
 
     # EXPORT_DIR gains a version folder: never the model dir it exports nor a parent of it

@@ -180,13 +180,14 @@ def _rounded(vector) -> List[float]:
 
 
 def write_jsonl(path: str, records: Iterable[dict]) -> int:
-    """Writes one JSON object per line; returns how many."""
+    """Writes one JSON object per line as extract_features' output; returns how many."""
     import tensorflow as tf
 
     from bert_tf import output_guard  # whole or not at all (DESIGN 2.6)
 
     count = 0
-    with output_guard.atomic_file(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
+    with output_guard.output_file(path, "extract_features") as tmp, \
+            tf.io.gfile.GFile(tmp, "w") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
             count += 1
@@ -233,11 +234,21 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
+    from bert_tf import output_guard
+
+    with output_guard.locked(config.output_file, flag="--output_file"):
+        return _run(config)
+
+
+def _run(config: ExtractConfig) -> int:
     from bert_tf import model_dir, output_guard
     from bert_tf.training import strategy as strategy_lib
 
-    output_guard.check_apart(config.output_file, [config.input_file, config.init_checkpoint,
-                                                  config.vocab_file], flag="--output_file")
+    # Written only where nothing is, or over an earlier extract_features output.
+    output_guard.check_output_file(
+        config.output_file, "extract_features", flag="--output_file",
+        inputs=[config.input_file, config.init_checkpoint, config.vocab_file,
+                config.bert_config_file])
     resolved = config.resolve().require(config=True, vocab=True)
     layer_indexes = parse_layers(config.layers, resolved.config.num_hidden_layers)
     if config.max_seq_length < 3:

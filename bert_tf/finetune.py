@@ -127,19 +127,25 @@ def run(config: FinetuneConfig) -> Dict:
 
     Raises errors.Preempted after SIGTERM (checkpoint written: rerun to resume).
     """
-    from bert_tf.training import strategy as strategy_lib
-
-    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
-        return _run(config)
-
-
-def _run(config: FinetuneConfig) -> Dict:
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
+    from bert_tf.training import strategy as strategy_lib
+    from bert_tf.training.run import OutputDirRun
+
+    output = OutputDirRun("finetune", config.output_dir, overwrite=config.overwrite)
+    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
+        try:
+            return _run(config, output)
+        finally:
+            output.close()
+
+
+def _run(config: FinetuneConfig, output) -> Dict:
+    """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
     from bert_tf import model_dir
-    from bert_tf import output_guard, tasks
+    from bert_tf import tasks
     from bert_tf.constants import ENCODER
     from bert_tf.training import strategy as strategy_lib
     from bert_tf.training.loop import LoopOptions
@@ -156,8 +162,13 @@ def _run(config: FinetuneConfig) -> Dict:
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
     record = model_dir.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
                           config.optimizer if config.do_train else None,
-                          config.max_seq_length, task.task_config(), schedule, length)
-    replace = _check_output_dir(config, record)
+                          config.max_seq_length, task.task_config(), schedule, length,
+                          data=_data_read(config))
+    output.check(record, init_checkpoint=config.init_checkpoint,
+                 inputs=[config.task.data_dir, *config.task.files().values(),
+                         *(config.input_file or "").split(",")],
+                 model_files=[resolved.vocab_file, config.bert_config_file],
+                 is_chief=strategy_lib.is_chief(strategy))
     with strategy.scope():
         from bert_tf.encoder import BertEncoder
 
@@ -165,18 +176,15 @@ def _run(config: FinetuneConfig) -> Dict:
     options = LoopOptions.from_config(config, strategy)
     buckets = config.length_buckets(strategy, options.jit_compile)
     training = _training_data(config, task) if config.do_train else None
-    if replace and strategy_lib.is_chief(strategy):
-        output_guard.set_aside(config.output_dir, "finetune")
-    trainer = _make_trainer(config, model, task, strategy, training, options)
-    if training and training.records:  # long record copies end on a stop request
-        training.records.should_stop = trainer.stop_requested
     # A rerun continues from --output_dir's checkpoint; else the start point is restored,
     # before the features are converted (a checkpoint that does not fit fails first).
-    step = trainer.restore_or_initialize(
+    trainer, step = output.start(
+        lambda: _make_trainer(config, model, task, strategy, training, options),
         functools.partial(_initialize, config, task, model, resolved))
+    if training and training.records:  # long record copies end on a stop request
+        training.records.should_stop = trainer.stop_requested
     dataset_fn = _training_dataset_fn(config, task, training, buckets) if training else None
-    if trainer.is_chief:  # one writer per cluster (workers share --output_dir)
-        model_dir.write_run_record(config.output_dir, record)
+    output.write_record(record)  # one writer per cluster (workers share --output_dir)
     train_speed = _train(config, task, trainer, training, dataset_fn, step) if training else {}
     results = {}
     if config.do_eval:
@@ -184,32 +192,18 @@ def _run(config: FinetuneConfig) -> Dict:
     if config.do_predict:
         _predict(config, task, trainer, buckets)
     trainer.close()
-    if trainer.is_chief:
-        output_guard.remove_set_aside(config.output_dir)  # --overwrite's earlier run
+    output.finish()  # --overwrite's earlier run goes
     return results
 
 
-def _check_output_dir(config: FinetuneConfig, record) -> bool:
-    """Refuses an --output_dir that is or holds an input, or holds another run (one line
-    naming the differing setting); returns True when --overwrite is to replace it."""
-    from bert_tf import model_dir
-    from bert_tf import output_guard
-
-    init = config.init_checkpoint
-    same_dir = bool(init) and os.path.abspath(model_dir.model_dir_of(init)) == os.path.abspath(
-        config.output_dir)
-    output_guard.check_apart(config.output_dir,
-                             [None if same_dir else init, config.task.data_dir,
-                              *config.task.files().values(),
-                              *(config.input_file or "").split(",")],
-                             flag="--output_dir", allow_inside=True)
-    try:
-        model_dir.check_run_dir(config.output_dir, record)
-    except model_dir.RunMismatchError:
-        if not config.overwrite or same_dir:
-            raise
-        return True
-    return False
+def _data_read(config: FinetuneConfig) -> Optional[dict]:
+    """What a training run reads, recorded so a resume on other data says so."""
+    if not config.do_train:
+        return None
+    if config.input_file:
+        return {"input_file": config.input_file}
+    train_file = config.task.files().get("train")
+    return {"train_file": train_file} if train_file else {"data_dir": config.task.data_dir}
 
 
 def _resolve_model_dir(config: FinetuneConfig):

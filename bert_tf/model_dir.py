@@ -88,6 +88,7 @@ def check_checkpoint_files(prefix: str):
     Returns the index reader (`tf.train.load_checkpoint`), so that callers read the
     index once (variable names, shapes, dtypes).
     """
+    check_checkpoint_path(prefix, "--init_checkpoint")
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
@@ -116,6 +117,25 @@ def check_checkpoint_files(prefix: str):
             f"bytes of tensors: the checkpoint is cut short (an interrupted copy or "
             f"download?): {_COPY_AGAIN}")
     return reader
+
+
+_GLOB_CHARACTERS = "[]*?"
+
+
+def check_checkpoint_path(path: str, flag: str) -> None:
+    """Raises ModelDirError when `path` holds a glob character: TensorFlow's checkpoint
+    reader takes a checkpoint path as a pattern, so `runs[1]/ckpt-5` would read as
+    missing (or as a damaged checkpoint). Said before anything is read or written.
+
+    >>> check_checkpoint_path("runs[1]/out", "--output_dir")
+    Traceback (most recent call last):
+    ...
+    bert_tf.model_dir.ModelDirError: --output_dir=runs[1]/out holds `[`, which TensorFlow's checkpoint reader takes as a pattern: rename the folder (no [ ] * ?)
+    """
+    found = next((c for c in path if c in _GLOB_CHARACTERS), None)
+    if found:
+        raise ModelDirError(f"{flag}={path} holds `{found}`, which TensorFlow's checkpoint "
+                            f"reader takes as a pattern: rename the folder (no [ ] * ?)")
 
 
 def damaged_checkpoint(prefix: str, error: Exception) -> DamagedCheckpointError:
@@ -550,8 +570,9 @@ class RunMismatchError(BertTfError, ValueError):
 class RunRecord:
     """What decides whether a training run may continue in an existing model dir: the
     command, model config, vocab, text settings, task (name, labels, max_seq_length) and
-    optimizer. `write_run_record` writes it; `check_run_dir` compares it before a run
-    writes anything."""
+    optimizer (and, to warn on a resume on other files, the training data).
+    `write_run_record` writes it; `check_run_dir` compares it before a run writes
+    anything."""
     command: str
     config: BertConfig
     vocab_file: Optional[str]
@@ -563,26 +584,25 @@ class RunRecord:
     # batch...) and what it may change (steps, epochs); None when the run does not train.
     schedule: Optional[dict] = None
     training_length: Optional[dict] = None
+    # The training data read (flag -> value): a resume on other files is logged.
+    data: Optional[dict] = None
 
     def marker_fields(self) -> dict:
         # The length a dir trains at; an evaluation at another (pretrain allows it) does
         # not change it, or the next resume would pass for a phase 2.
         fields = {"optimizer": self.optimizer,
                   "max_seq_length": self.max_seq_length if self.optimizer else None,
-                  "schedule": self.schedule, "training_length": self.training_length}
+                  "schedule": self.schedule, "training_length": self.training_length,
+                  "data": self.data if self.optimizer else None}
         return {k: v for k, v in fields.items() if v is not None}
-
-
-def _is_model_dir(directory: str) -> bool:
-    return (tf.io.gfile.exists(os.path.join(directory, CONFIG_FILE))
-            or bool(tf.train.latest_checkpoint(directory)))
 
 
 def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_dir",
                   length_may_change: bool = False) -> Optional[str]:
     """Checks, before a run writes anything, that `output_dir` is new, empty, or a model
     dir of this very run; raises RunMismatchError naming the first setting that differs
-    (or the foreign files it holds). Returns a note to log when the dir continues with a
+    (--overwrite may replace such a run), or output_guard.OutputGuardError when it holds
+    files without a marker or another command's output (never replaced). Returns a note to log when the dir continues with a
     new max_seq_length (`length_may_change`: pretraining's phase 2), else None.
 
     >>> import tempfile
@@ -604,11 +624,21 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
     """
     if not tf.io.gfile.isdir(output_dir) or not tf.io.gfile.listdir(output_dir):
         return None
-    marker = output_guard.owner(output_dir) or {}
-    if not marker and not _is_model_dir(output_dir):
-        raise RunMismatchError(f"{flag}={output_dir} exists and holds files that are not a "
-                               f"bert_tf model dir; choose a new or empty {flag}")
-    previous = marker.get("command", "bert_tf")
+    marker = output_guard.owner(output_dir)
+    # Never another's: a folder without a marker (the user's files, a downloaded model)
+    # or another command's output is refused whatever the flags (OutputGuardError, which
+    # --overwrite does not override, unlike RunMismatchError).
+    if not marker:
+        raise output_guard.OutputGuardError(
+            f"{flag}={output_dir} exists and holds files no bert_tf run wrote (it has no "
+            f"{output_guard.MARKER_FILE}); a run never writes into or replaces them, even "
+            f"with --overwrite: choose a new or empty {flag}")
+    if marker["command"] != record.command:
+        raise output_guard.OutputGuardError(
+            f"{flag}={output_dir} is the output of {marker['command']}; {record.command} "
+            f"never writes into or replaces it, even with --overwrite: choose another "
+            f"{flag} (with --init_checkpoint={output_dir} to start from it)")
+    previous = marker["command"]
     differences = []
     old_config = find_config(output_dir)
     if old_config is not None and old_config != record.config:
@@ -616,8 +646,6 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
                   if getattr(old_config, f.name) != getattr(record.config, f.name)]
         differences += [(f"model config {name}", getattr(old_config, name),
                          getattr(record.config, name)) for name in fields]
-    if marker.get("command") and marker["command"] != record.command:
-        differences.append(("command", marker["command"], record.command))
     old_vocab = find_vocab(output_dir)
     if (old_vocab and record.vocab_file
             and os.path.abspath(old_vocab) != os.path.abspath(record.vocab_file)
@@ -663,10 +691,22 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
             f"{flag}={output_dir} holds a {previous} run with {name} {old}; this run has "
             f"{new}: choose another {flag} (with --init_checkpoint={output_dir} to start "
             f"from it), or pass --overwrite to start over there")
+    if note is None and record.data and marker.get("data") not in (None, record.data):
+        # Not a mismatch (DESIGN 2.6's same run is model, vocab, text, task, optimizer and
+        # schedule; phase 2 continues on other records on purpose), but the input stream
+        # cannot continue where it stopped on other files: said in one line.
+        logging.warning("%s: resuming a run that read %s; this one reads %s: the data "
+                        "order starts over on these files", output_dir,
+                        _data_text(marker["data"]), _data_text(record.data))
     for name, old, new in length_changes:
         logging.info("%s: continuing a run that had --%s=%s with --%s=%s (the learning "
                      "rate's decay now ends there)", output_dir, name, old, name, new)
     return note
+
+
+def _data_text(data) -> str:
+    return ", ".join(f"--{k}={v}" for k, v in sorted(data.items())) if isinstance(
+        data, dict) else str(data)
 
 
 def _changed(recorded, settings: Optional[dict]) -> list:

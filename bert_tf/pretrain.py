@@ -89,12 +89,18 @@ def run(config: PretrainConfig) -> None:
     """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
     (checkpoint written: the same command resumes)."""
     from bert_tf.training import strategy as strategy_lib
+    from bert_tf.training.run import OutputDirRun
 
+    output = OutputDirRun("pretrain", config.output_dir, overwrite=config.overwrite)
     with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
-        return _run(config)
+        try:
+            _run(config, output)
+        finally:
+            output.close()
 
 
-def _run(config: PretrainConfig) -> None:
+def _run(config: PretrainConfig, output) -> None:
+    """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
     import tensorflow as tf
 
     from bert_tf import model_dir
@@ -104,7 +110,6 @@ def _run(config: PretrainConfig) -> None:
     from bert_tf.training import losses
     from bert_tf.training.loop import LoopOptions, Trainer
 
-    from bert_tf import output_guard
     from bert_tf.training import optimization, strategy as strategy_lib
 
     strategy = strategy_lib.from_settings(config)
@@ -118,23 +123,27 @@ def _run(config: PretrainConfig) -> None:
                                  resolved.text,
                                  config.optimizer if config.do_train else None,
                                  config.max_seq_length, schedule=schedule,
-                                 training_length=length)
-    replace, note = _check_output_dir(config, record)
+                                 training_length=length,
+                                 data={"input_file": config.input_file}
+                                 if config.do_train else None)
+    note = output.check(record, init_checkpoint=config.init_checkpoint,
+                        inputs=[*_patterns(config.input_file),
+                                *_patterns(config.eval_input_file)],
+                        model_files=[resolved.vocab_file, config.bert_config_file],
+                        is_chief=strategy_lib.is_chief(strategy), length_may_change=True)
     if config.do_train:
         list_record_files(config.input_file)  # no records: one line, nothing written
-    if replace and strategy_lib.is_chief(strategy):
-        output_guard.set_aside(config.output_dir, "pretrain")
     with strategy.scope():
         model = BertPretrainer(resolved.config, name="pretrainer")
         optimizer = optimization.from_settings(config, config.num_train_steps,
                                                config.num_warmup_steps)
-    trainer = Trainer(
+    trainer, step = output.start(lambda: Trainer(
         model, losses.pretraining_loss_and_metrics, optimizer, strategy,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight,
         checkpoint_items=model.checkpoint_items(), output_dir=config.output_dir,
-        options=LoopOptions.from_config(config, strategy))
-    step = trainer.restore_or_initialize(functools.partial(_initialize, model, resolved))
+        options=LoopOptions.from_config(config, strategy)),
+        functools.partial(_initialize, model, resolved))
     if note:
         logging.info("%s", note)
         if config.do_train and step >= config.num_train_steps:
@@ -144,9 +153,8 @@ def _run(config: PretrainConfig) -> None:
                 f"--max_seq_length; pass a larger --num_train_steps to continue its step "
                 f"count, or another --output_dir with --init_checkpoint={config.output_dir} "
                 f"for a phase of its own")
-    if trainer.is_chief:
-        # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
-        model_dir.write_run_record(config.output_dir, record)
+    # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
+    output.write_record(record)
 
     def dataset_fn(records: RecordFiles, global_batch, training):
         def make(ctx: tf.distribute.InputContext):
@@ -200,8 +208,7 @@ def _run(config: PretrainConfig) -> None:
                          num_steps=config.max_eval_steps,
                          on_data_loss=eval_records.handle_data_loss)
     trainer.close()
-    if trainer.is_chief:
-        output_guard.remove_set_aside(config.output_dir)  # --overwrite's earlier run
+    output.finish()  # --overwrite's earlier run goes
 
 
 def _initialize(model, resolved):
@@ -217,30 +224,9 @@ def _initialize(model, resolved):
                                          optional=PRETRAINING_HEADS)
 
 
-def _check_output_dir(config: PretrainConfig, record):
-    """Refuses an --output_dir that is or holds an input, or holds another run (one line
-    naming the differing setting). Returns (replace with --overwrite, note to log when
-    it continues at a new --max_seq_length: phase 2 in phase 1's dir)."""
-    import os
-
-    from bert_tf import model_dir, output_guard
-
-    init = config.init_checkpoint
-    same_dir = bool(init) and os.path.abspath(model_dir.model_dir_of(init)) == \
-        os.path.abspath(config.output_dir)
-    inputs = [None if same_dir else init]
-    for pattern in (config.input_file or "").split(",") + \
-            (config.eval_input_file or "").split(","):
-        inputs.append(pattern.strip() or None)
-    output_guard.check_apart(config.output_dir, inputs, flag="--output_dir",
-                             allow_inside=True)
-    try:
-        return False, model_dir.check_run_dir(config.output_dir, record,
-                                              length_may_change=True)
-    except model_dir.RunMismatchError:
-        if not config.overwrite or same_dir:
-            raise
-        return True, None
+def _patterns(value: Optional[str]) -> list:
+    """The comma-separated globs of a records flag."""
+    return [p.strip() for p in (value or "").split(",") if p.strip()]
 
 
 def main(argv):

@@ -15,9 +15,12 @@ MiniLM's size, benchmarks/README.md). Padded keys get -10000 in attention, so th
 equal those of an unpadded run; per-token outputs are as long as the longest row.
 
 Every signature refuses, in the graph and with INVALID_ARGUMENT naming the limit, a
-request of more than `max_batch_size` rows, and the raw-text ones a string input longer
-than `max_text_length` UTF-8 bytes (NER and SQuAD split a long text into windows: one huge
-request would otherwise become thousands of rows). The ids signature refuses
+request of more than `max_batch_size` rows or whose inputs disagree on the rows (or, for
+ids, on the shape: TensorFlow would broadcast a 1-row input), and the raw-text ones a
+string input longer than `max_text_length` UTF-8 bytes; NER and SQuAD, which cut a long
+text into windows, also refuse a request that makes more than `max_batch_size` model rows
+(the request's total work is bounded, not only each string). An export refuses a vocab
+larger than the model's table (raw text would give ids past it). The ids signature refuses
 `input_word_ids` outside [0, vocab_size) and `input_type_ids` outside
 [0, type_vocab_size) the same way on every device (a GPU or TPU embedding lookup would
 read zeros for them silently). `export_model --max_batch_size --max_text_length` set the
@@ -108,6 +111,10 @@ def check_request(inputs: Sequence[tf.Tensor], max_batch_size: int,
     that many UTF-8 bytes. A request beyond them fails with INVALID_ARGUMENT.
 
     >>> ok = check_request([tf.constant(["ab", "c"])], max_batch_size=2, max_text_length=2)
+    >>> check_request([tf.constant(["a"]), tf.constant(["b", "c"])], 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensorflow.python.framework.errors_impl.InvalidArgumentError: ...disagree on the batch size...
     >>> check_request([tf.constant(["abc"])], 2, 2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -118,6 +125,12 @@ def check_request(inputs: Sequence[tf.Tensor], max_batch_size: int,
         tf.shape(first)[0], max_batch_size,
         message=f"request of more rows than max_batch_size={max_batch_size} (set at export: "
                 f"export_model --max_batch_size); split the request")]
+    # Every input one row per example: TensorFlow would broadcast a 1-row input against
+    # a 50-row one and answer 50 rows.
+    checks += [tf.debugging.assert_equal(
+        tf.shape(t)[0], tf.shape(first)[0],
+        message=f"the request's inputs disagree on the batch size (max_batch_size="
+                f"{max_batch_size}): give every input one row per example") for t in inputs[1:]]
     if max_text_length:
         longest = tf.reduce_max(tf.concat(
             [tf.reshape(tf.strings.length(t), [-1]) for t in inputs] + [[0]], 0))
@@ -129,11 +142,30 @@ def check_request(inputs: Sequence[tf.Tensor], max_batch_size: int,
         return [tf.identity(t) for t in inputs]
 
 
+def check_model_rows(word_ids: tf.Tensor, max_batch_size: int) -> tf.Tensor:
+    """`word_ids` (the model's input, [rows, ...]) gated on the request's total work: NER
+    and SQuAD cut long texts into windows, so a few rows of text may become many model
+    rows; the model runs on at most `max_batch_size` of them per request."""
+    check = tf.debugging.assert_less_equal(
+        tf.shape(word_ids)[0], max_batch_size,
+        message=f"the request's texts make more model rows (windows of long texts) than "
+                f"max_batch_size={max_batch_size} (set at export: export_model "
+                f"--max_batch_size); split the request or shorten its texts")
+    with tf.control_dependencies([check]):
+        return tf.identity(word_ids)
+
+
 def check_ids(word_ids: tf.Tensor, type_ids: tf.Tensor, vocab_size: int,
-              type_vocab_size: int):
+              type_vocab_size: int, mask: tf.Tensor = None):
     """(word_ids, type_ids) gated on range checks: ids outside the embedding tables fail
-    with INVALID_ARGUMENT on every device (a GPU/TPU lookup would read zeros)."""
-    checks = [
+    with INVALID_ARGUMENT on every device (a GPU/TPU lookup would read zeros); with
+    `mask`, the three inputs must have one shape (no broadcasting of a [1, S] input)."""
+    checks = [] if mask is None else [
+        tf.debugging.assert_equal(tf.shape(t), tf.shape(word_ids),
+                                  message="input_mask and input_type_ids must have the "
+                                          "shape of input_word_ids (rows x length)")
+        for t in (mask, type_ids)]
+    checks += [
         tf.debugging.assert_non_negative(word_ids, message="input_word_ids below 0"),
         tf.debugging.assert_less(word_ids, tf.constant(vocab_size, word_ids.dtype),
                                  message=f"input_word_ids >= vocab_size={vocab_size}: ids of "
@@ -201,6 +233,14 @@ class ServingModule(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(max_positions)
         self.has_text_signatures = bool(text_signatures) and tokenizer is not None
+        vocab_size = self.encoder_config.vocab_size
+        if self.has_text_signatures and tokenizer.vocab_size > vocab_size:
+            # The raw-text signatures' ids come from this vocab: checked here, at export.
+            from bert_tf.errors import UsageError
+
+            raise UsageError(f"{tokenizer.vocab_file} has {tokenizer.vocab_size} tokens but "
+                             f"the model's vocab_size is {vocab_size}: raw text would give "
+                             f"ids past its embedding table; export with the model's vocab")
         attach_tokenizer(self, tokenizer, text_signatures)
         self.serve_ids = tf.function(self.bounded(self._serve_ids, text=False),
                                      autograph=False, input_signature=ids_spec())
@@ -215,7 +255,7 @@ class ServingModule(tf.Module):
                 config = self.encoder_config
                 word_ids, mask, type_ids = inputs
                 word_ids, type_ids = check_ids(word_ids, type_ids, config.vocab_size,
-                                               config.type_vocab_size)
+                                               config.type_vocab_size, mask)
                 inputs = [word_ids, mask, type_ids]
             return fn(*inputs)
         # fn's parameter names (input_word_ids, ..., text): Python callers pass them by name.
@@ -384,8 +424,8 @@ class TaskServing(ServingModule):
                                                            for n in self.text_inputs])
 
     def _model(self, inputs):
-        inputs = dict(inputs, input_word_ids=check_length(inputs["input_word_ids"],
-                                                           self.max_positions))
+        word_ids = check_model_rows(inputs["input_word_ids"], self.max_batch_size)
+        inputs = dict(inputs, input_word_ids=check_length(word_ids, self.max_positions))
         return self.model({k: inputs[k] for k in MODEL_INPUTS}, training=False)
 
     def _serve_ids(self, input_word_ids, input_mask, input_type_ids):

@@ -127,7 +127,15 @@ def run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], me
     and `POINTS_FILE` records the same finetune flags for it (checkpoint, data and every flag
     passed through); a point dir made with other flags is refused (one line), never
     silently reused or retrained over. A point stopped by SIGTERM/SIGINT (exit 143/130)
-    stops the sweep with errors.Preempted (same code)."""
+    stops the sweep with errors.Preempted (same code). --output_dir is locked for the
+    whole sweep (one writer)."""
+    with output_guard.locked(output_dir, flag="--output_dir"):
+        return _run_sweep(points, output_dir, common, metric, runner)
+
+
+def _run_sweep(points: Sequence[Dict], output_dir: str, common: Sequence[str], metric: str,
+               runner) -> Dict:
+    """`run_sweep` inside the lock."""
     results = []
     output_guard.claim_output_dir(output_dir, "sweep", flag="--output_dir")
     record_file = os.path.join(output_dir, POINTS_FILE)

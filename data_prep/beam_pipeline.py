@@ -299,8 +299,11 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     summary_file = cfg.summary_file or (None if is_remote(cfg.output_file)
                                         else default_summary_path(cfg.output_file))
     inputs = list(paths) + [cfg.vocab_file]
-    for out in shards + ([summary_file] if summary_file else []):
+    for out in shards:
         output_guard.check_apart(out, inputs, flag="--output_file")
+    if summary_file:  # a file of the user's there is never replaced
+        output_guard.check_output_file(summary_file, "beam_pipeline", flag="--summary_file",
+                                       inputs=inputs)
     # The work dir is the job's own (a marked folder, or a marked subfolder of a folder of
     # the user's): only it is removed at the end (DESIGN 2.6).
     work_dir = output_guard.claim_work_dir(work_dir_path(cfg), "beam_pipeline",
@@ -329,7 +332,8 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
                    config={k: v for k, v in dataclasses.asdict(cfg).items()
                            if k not in ("progress", "num_workers")})
     if summary_file and not is_remote(summary_file):
-        output_guard.write_json(summary_file, summary, indent=1)
+        with output_guard.output_file(summary_file, "beam_pipeline") as tmp:
+            output_guard.write_json(tmp, summary, indent=1)
         summary["summary_file"] = summary_file
     return summary
 

@@ -100,10 +100,11 @@ def read_corpus_lines(paths: Sequence[str], stats: CorpusStats, *, max_input_lin
         stats.files += 1
         newline = corpus.sniff_text_file(path, file_io.open_file)  # CR-only files too
         with file_io.open_file(path, "rb") as f:
-            for number, raw in enumerate(corpus.iter_raw_lines(f, newline), start=1):
+            # Bounded pieces: a file without newlines is never read whole.
+            for piece, (number, raw) in enumerate(corpus.iter_line_pieces(f, newline)):
                 if on_bytes is not None:
                     on_bytes(len(raw))
-                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                if piece == 0 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]  # a UTF-8 byte-order mark is not text
                 try:
                     line = raw.decode("utf-8").strip()
@@ -379,8 +380,10 @@ def build_vocab_from_counts(word_counts: Mapping[str, int], vocab_size: int, *,
     return vocab
 
 
-def write_vocab(tokens: Sequence[str], path: str) -> None:
-    """Writes one token a line; the file appears complete or not at all.
+def write_vocab(tokens: Sequence[str], path: str, command: Optional[str] = None) -> None:
+    """Writes one token a line; the file appears complete or not at all. `command`: the
+    file is that command's output, with the sidecar marker that lets its next run replace
+    it (`output_guard.output_file`; check first with `output_guard.check_output_file`).
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "v.txt"); write_vocab(["[PAD]", "a"], p)
@@ -390,7 +393,12 @@ def write_vocab(tokens: Sequence[str], path: str) -> None:
     bad = [t for t in tokens if not t or any(c in t for c in "\n\r")]
     if bad:
         raise ValueError(f"vocab tokens must be non-empty single lines, got {bad[:3]!r}")
-    output_guard.write_text(path, "".join(t + "\n" for t in tokens))  # whole or not at all
+    text = "".join(t + "\n" for t in tokens).encode("utf-8")
+    if command is None:
+        output_guard.write_bytes(path, text)  # whole or not at all
+        return
+    with output_guard.output_file(path, command) as tmp, file_io.open_file(tmp, "wb") as f:
+        f.write(text)
 
 
 def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_case: bool,
@@ -407,7 +415,9 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
     Returns the vocabulary and what was read. Nothing is written if anything fails.
     """
     paths = corpus.expand_input_globs(input_file)
-    output_guard.check_apart(vocab_file, paths, flag="--vocab_file")  # never over the corpus
+    # Never over the corpus, a model dir's vocab or any file build_vocab did not write.
+    output_guard.check_output_file(vocab_file, "build_vocab", flag="--vocab_file",
+                                   inputs=paths)
     probe = pretokenize  # which characters the tokenizer isolates: never pre-split
     if pretokenize is None:
         probe = bert_pretokenizer(do_lower_case, strip_accents)
@@ -448,7 +458,10 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
     if len(vocab) < vocab_size:
         log(f"the corpus allows only {len(vocab)} tokens at min_frequency={min_frequency} "
             f"(asked for {vocab_size}); writing {len(vocab)}")
-    write_vocab(vocab, vocab_file)
+    with output_guard.locked(vocab_file, flag="--vocab_file"):
+        output_guard.check_output_file(vocab_file, "build_vocab", flag="--vocab_file",
+                                       inputs=paths)  # again: the corpus took a while
+        write_vocab(vocab, vocab_file, "build_vocab")
     log(f"wrote {vocab_file}: {len(vocab)} tokens ({num_unused + 5} reserved, "
         f"{n_chars} characters, {len(vocab) - num_unused - 5 - n_chars} learned)")
     return vocab, stats

@@ -196,6 +196,46 @@ def iter_raw_lines(f, newline: bytes = b"\n", limit: Optional[int] = None,
             raise LineTooLong(f"a line of more than {max_line} bytes")
 
 
+def iter_line_pieces(f, newline: bytes = b"\n",
+                     max_bytes: int = 1 << 20) -> Iterator[Tuple[int, bytes]]:
+    """(line number, bytes) of binary file `f`: each line whole (with its terminator)
+    when it holds at most `max_bytes`; a longer one, even a file without any newline, in
+    pieces of at most `max_bytes` cut after their last space (else at a UTF-8 character
+    boundary), so memory stays bounded and words whole.
+
+        >>> import io
+        >>> list(iter_line_pieces(io.BytesIO(b"ab\\ncd ef gh"), max_bytes=6))
+        [(1, b'ab\\n'), (2, b'cd ef '), (2, b'gh')]
+    """
+    number, pending = 1, b""
+    while True:
+        block = f.read(max_bytes)
+        data = pending + block
+        start = 0
+        while True:
+            end = data.find(newline, start)
+            if end < 0:
+                break
+            end += len(newline)
+            yield number, data[start:end]
+            number, start = number + 1, end
+        rest = data[start:]
+        if not block:
+            if rest:
+                yield number, rest
+            return
+        while len(rest) > max_bytes:
+            cut = rest.rfind(b" ", 0, max_bytes) + 1
+            if cut == 0:  # no space: the last whole UTF-8 character
+                cut = max_bytes
+                while cut > 0 and rest[cut] & 0xC0 == 0x80:
+                    cut -= 1
+                cut = cut or max_bytes
+            yield number, rest[:cut]
+            rest = rest[cut:]
+        pending = rest
+
+
 def sniff_text_file(path: str, opener=open) -> bytes:
     """Refuses a file that is clearly not a UTF-8 text corpus, before anything is written.
 

@@ -86,13 +86,14 @@ def run(config: FinetuningDataConfig) -> List[dict]:
     # cli.run_main), so a bad input leaves --output_dir as it was.
     converted = {split: convert_split(task, split, config.max_examples)
                  for split in config.splits}
-    output_guard.claim_output_dir(config.output_dir, "create_finetuning_data",
-                                  flag="--output_dir", inputs=inputs)
     from bert_tf.data.finetuning import write_split_records
 
-    return [write_split_records(task, split, config.output_dir, config.num_output_shards,
-                                len(examples), features)
-            for split, (examples, features) in converted.items()]
+    with output_guard.locked(config.output_dir, flag="--output_dir"):  # one writer
+        output_guard.claim_output_dir(config.output_dir, "create_finetuning_data",
+                                      flag="--output_dir", inputs=inputs)
+        return [write_split_records(task, split, config.output_dir, config.num_output_shards,
+                                    len(examples), features)
+                for split, (examples, features) in converted.items()]
 
 
 def main(argv):

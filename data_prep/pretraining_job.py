@@ -331,7 +331,13 @@ def _map(pool, fn, tasks):
 
 
 def run(cfg: JobConfig) -> Dict:
-    """Runs the job; returns the summary (also written to `summary_path(cfg)`)."""
+    """Runs the job; returns the summary (also written to `summary_path(cfg)`). One run
+    of a job at a time (a lock on its summary file)."""
+    with output_guard.locked(summary_path(cfg), flag="--summary_file"):
+        return _run(cfg)
+
+
+def _run(cfg: JobConfig) -> Dict:
     start = time.time()
     cfg.validate()
     for flag, value in (("--input_file", cfg.input_file), ("--output_file", cfg.output_file),
@@ -347,9 +353,15 @@ def run(cfg: JobConfig) -> Dict:
     fp = fingerprint(cfg, paths)
     summary_file = summary_path(cfg)
     inputs = list(paths) + [cfg.vocab_file]
-    for flag, out in [("--output_file", s) for s in shards] + [("--summary_file", summary_file)]:
-        output_guard.check_apart(out, inputs, flag=flag)
+    for shard in shards:
+        output_guard.check_apart(shard, inputs, flag="--output_file")
+    # The summary is this job's own file (a sidecar marker): a file of the user's at that
+    # path is refused, never read as an earlier run's summary nor replaced.
+    output_guard.check_output_file(summary_file, "create_pretraining_data",
+                                   flag="--summary_file", inputs=inputs)
     previous = _read_json(summary_file)
+    if not isinstance(previous, dict):
+        previous = None
     replaced: List[str] = []  # an earlier run's shards this one replaces (--overwrite)
     if previous is not None:
         if previous.get("fingerprint") != fp:
@@ -422,7 +434,8 @@ def run(cfg: JobConfig) -> Dict:
             pool.close()
             pool.join()
     os.makedirs(os.path.dirname(os.path.abspath(summary_file)), exist_ok=True)
-    _write_json(summary_file, summary)
+    with output_guard.output_file(summary_file, "create_pretraining_data") as tmp:
+        _write_json(tmp, summary)
     for path in set(replaced) - set(shards):  # the replaced run's surplus shards
         if os.path.isfile(path):
             os.remove(path)

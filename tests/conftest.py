@@ -40,6 +40,10 @@ def pytest_addoption(parser):
         help="run the suite as on another CPU: edits to the CPU flags bert_tf decides its "
              "defaults from (BERT_TF_CPU_FLAGS), e.g. +amx_bf16 (an AMX Xeon: bfloat16 "
              "by default), -avx512f (no AVX-512: XLA by default), -amx_bf16 (no AMX)")
+    parser.addoption(
+        "--without_tensorflow", action="store_true",
+        help="the test files given import no TensorFlow (Bazel's TensorFlow-free targets): "
+             "skip TensorFlow's device set-up, and fail if TensorFlow is imported after all")
 
 
 def pytest_configure(config):
@@ -50,7 +54,22 @@ def pytest_configure(config):
     # TensorFlow (whose C++ start-up lines it would print after the summary).
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    if config.getoption("without_tensorflow"):
+        return
     _configure_logical_cpus()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tensorflow_not_imported_when_declared_free(request):
+    """Under --without_tensorflow, fails the run if a test or the code it runs imported
+    TensorFlow: tools/update_build.py then misjudged the file as TensorFlow-free."""
+    yield
+    if request.config.getoption("without_tensorflow"):
+        import sys
+
+        assert "tensorflow" not in sys.modules, (
+            "TensorFlow was imported under --without_tensorflow: tools/update_build.py "
+            "should tag this test file manual (see its HEAVY imports)")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,6 @@
-"""BUILD parses as Starlark, names every module and test, and only files that exist.
-
-Bazel cannot fetch its rules offline here, so this is the check instead of `bazel build`.
+"""BUILD parses as Starlark, names every module and test, and only files that exist, and
+is what tools/update_build.py writes. `make bazel-test` builds and runs it with Bazel;
+this is the quick check `make test` makes without Bazel.
 """
 
 import ast
@@ -22,17 +22,16 @@ def _parse_build():
 
     source = (REPO_ROOT / "BUILD").read_text()
     ast.parse(source)  # Starlark's syntax is a subset of Python's
-    env = {"load": lambda *a, **k: None, "package": lambda **k: None,
-           "requirement": lambda name: f"@pip//{name}",
-           "py_library": rule("py_library"), "py_binary": rule("py_binary"),
-           "py_test": rule("py_test")}
+    env = {"package": lambda **k: None, "glob": lambda patterns: patterns,
+           "filegroup": rule("filegroup"), "py_library": rule("py_library"),
+           "py_binary": rule("py_binary"), "py_test": rule("py_test")}
     exec(compile(source, "BUILD", "exec"), env)  # noqa: S102 - our own file
     return targets
 
 
 def test_build_lists_every_module_and_only_existing_files():
     targets = _parse_build()
-    listed = {src for t in targets.values() for src in t["srcs"]}
+    listed = {src for t in targets.values() if t["kind"] != "filegroup" for src in t["srcs"]}
     for src in listed:
         assert (REPO_ROOT / src).is_file(), f"BUILD names {src}, which does not exist"
     tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True,
@@ -49,5 +48,29 @@ def test_deps_resolve_and_tests_are_py_test():
         for dep in target.get("deps", []):
             if dep.startswith(":"):
                 assert dep[1:] in targets, f"{name} depends on unknown target {dep}"
+        if target["kind"] == "filegroup":
+            continue
         if pathlib.Path(target["srcs"][0]).name.startswith("test_"):
             assert target["kind"] == "py_test", name
+        if target["kind"] == "py_test":
+            # pytest runs the file (or the module's docstring examples) given in args
+            assert target["main"] == "tools/bazel_pytest.py", name
+            assert (REPO_ROOT / [a for a in target["args"] if a.endswith(".py")][0]).is_file()
+
+
+def test_build_is_what_update_build_writes():
+    from tools import update_build
+
+    assert (REPO_ROOT / "BUILD").read_text() == update_build.render(), (
+        "BUILD is stale: run python tools/update_build.py")
+
+
+def test_a_file_importing_tensorflow_is_tagged_manual():
+    """`make bazel-test` runs the py_tests not tagged manual, with --without_tensorflow."""
+    targets = _parse_build()
+    light = targets["tests_test_pretraining_instances"]
+    assert "manual" not in light.get("tags", []) and "--without_tensorflow" in light["args"]
+    heavy = targets["tests_test_layers"]  # imports tensorflow at the top
+    assert heavy["tags"] == ["manual"] and "--without_tensorflow" not in heavy["args"]
+    runs_tensorflow = targets["tests_test_config"]  # its tests build a model
+    assert runs_tensorflow["tags"] == ["manual"]

@@ -314,11 +314,12 @@ def test_unusable_corpus_refused_naming_file(tmp_path, kind):
     else:
         path.write_bytes(b"\n\n   \n\n")
     out = tmp_path / "vocab.txt"
-    out.write_text("old vocab\n")
+    bv.write_vocab(["old", "vocab"], str(out), "build_vocab")  # an earlier run's, replaceable
     with pytest.raises(CorpusError, match=str(path)):
         bv.build_vocab(str(path), str(out), 100, do_lower_case=True, pretokenize=split_words)
-    assert out.read_text() == "old vocab\n"
-    assert sorted(os.listdir(tmp_path)) == sorted([path.name, "vocab.txt"])
+    assert out.read_text() == "old\nvocab\n"
+    assert sorted(os.listdir(tmp_path)) == sorted([path.name, "vocab.txt",
+                                                   ".vocab.txt.bert_tf_output.json"])
 
 
 def test_invalid_line_reported_and_skipped(tmp_path):

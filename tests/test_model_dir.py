@@ -187,3 +187,21 @@ def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp
                                                                     "learning_rate": 5e-5})
     assert "max_seq_length 128" in model_dir.check_run_dir(out, phase_2,
                                                             length_may_change=True)
+
+
+def test_a_resume_on_other_data_files_says_so_in_one_line(tmp_path, monkeypatch):
+    """Not a refusal (DESIGN 2.6's same run names model, vocab, text, task, optimizer and
+    schedule, not the data; phase 2 continues on other records on purpose), but the data
+    order cannot continue on other files: one warning line."""
+    warned = []
+    monkeypatch.setattr(model_dir.logging, "warning", lambda fmt, *a: warned.append(fmt % a))
+    out = str(tmp_path / "run")
+    run = model_dir.RunRecord("pretrain", CFG, None, model_dir.TextSettings(), "adamw", 128,
+                              data={"input_file": "a/*.tfrecord"})
+    model_dir.write_run_record(out, run)
+    assert model_dir.check_run_dir(out, run) is None and not warned
+    import dataclasses
+
+    model_dir.check_run_dir(out, dataclasses.replace(run, data={"input_file": "b/*"}))
+    assert len(warned) == 1 and "--input_file=a/*.tfrecord" in warned[0] \
+        and "--input_file=b/*" in warned[0] and "\n" not in warned[0]

@@ -357,6 +357,24 @@ def test_pytorch_bin_is_refused_with_a_torch_whose_weights_only_load_is_unsafe(
         huggingface.load_huggingface_tensors(str(path))
 
 
+def test_pytorch_bin_that_is_no_state_dict_is_one_line(tmp_path):
+    torch = pytest.importorskip("torch")
+    from bert_tf.checkpoints import huggingface
+    from bert_tf.checkpoints.weights import CheckpointFormatError
+
+    path = tmp_path / "pytorch_model.bin"
+    for content in ([torch.ones(2)], {"x": [1, 2]}):
+        torch.save(content, str(path))
+        with pytest.raises(CheckpointFormatError, match="not a state dict") as refused:
+            huggingface.load_huggingface_tensors(str(path))
+        assert "\n" not in str(refused.value)
+
+
+def test_a_checkpoint_path_holding_a_glob_character_is_one_line(tmp_path):
+    with pytest.raises(model_dir.ModelDirError, match="holds `\\[`"):
+        model_dir.check_checkpoint_files(str(tmp_path / "runs[1]" / "ckpt-1"))
+
+
 # ------------------------------------------------------------------ the other commands
 
 
@@ -427,3 +445,90 @@ def test_sweep_refuses_finetune_flags_that_set_the_output_dir(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "--finetune_flags sets --output_dir" in result.stderr
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------ one writer, recoverable swaps
+
+
+def test_a_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_taken(
+        tmp_path):
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from bert_tf import output_guard\n"
+         f"with output_guard.locked({str(out)!r}, flag='--output_dir'):\n"
+         "    print('held', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=REPO))
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(output_guard.OutputLockedError) as refused:
+            with output_guard.locked(str(out), flag="--output_dir"):
+                pass
+        message = str(refused.value)
+        assert "\n" not in message
+        assert f"pid {holder.pid} on {socket.gethostname()}" in message
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a kill -9: the lock file stays behind
+        holder.wait()
+    assert (tmp_path / ".run.lock").exists()
+    with output_guard.locked(str(out), flag="--output_dir"):  # taken over
+        assert json.loads((tmp_path / ".run.lock").read_text())["pid"] == os.getpid()
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_kill_between_the_two_renames_of_an_overwrite_is_repaired_not_deleted(
+        tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    with output_guard.new_output_dir(str(out), "c") as tmp:
+        output_guard.write_text(os.path.join(tmp, "a.txt"), "first")
+    real_rename = os.rename
+    calls = []
+
+    def killed_after_the_first(source, target):
+        calls.append(target)
+        real_rename(source, target)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # stands for a kill: nothing after the first rename
+
+    monkeypatch.setattr(os, "rename", killed_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        with output_guard.new_output_dir(str(out), "c", overwrite=True) as tmp:
+            output_guard.write_text(os.path.join(tmp, "a.txt"), "second")
+    monkeypatch.setattr(os, "rename", real_rename)
+    assert not out.exists() and any(n.endswith(".old") for n in os.listdir(tmp_path))
+    # The next run of any writer of that path puts the complete earlier output back.
+    output_guard.remove_left_overs(str(out))
+    assert (out / "a.txt").read_text() == "first" and os.listdir(tmp_path) == ["out"]
+
+
+def test_an_overwrite_that_failed_before_its_record_puts_the_earlier_run_back(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ckpt-1.index").write_text("earlier run")
+    output_guard.mark(str(out), "finetune")
+    before = snapshot(out)
+    with pytest.raises(OutputGuardError, match="output of finetune"):
+        output_guard.set_aside(str(out), "pretrain")  # another command's: never moved
+    aside = output_guard.set_aside(str(out), "finetune")
+    assert os.listdir(out) == [] and os.path.isdir(aside)
+    # Killed here (the new run wrote nothing): the next run's check restores it.
+    assert output_guard.restore_set_aside(str(out)) == aside
+    assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_single_file_outputs_replace_only_their_own_unchanged_file(tmp_path):
+    path = tmp_path / "features.jsonl"
+    assert output_guard.check_output_file(str(path), "extract_features",
+                                          flag="--output_file") is False
+    with output_guard.output_file(str(path), "extract_features") as tmp:
+        output_guard.write_text(tmp, "{}\n")
+    assert output_guard.check_output_file(str(path), "extract_features", flag="--output_file")
+    with pytest.raises(OutputGuardError, match="output of extract_features"):
+        output_guard.check_output_file(str(path), "build_vocab", flag="--vocab_file")
+    path.write_text("edited by the user\n")
+    with pytest.raises(OutputGuardError, match="changed since"):
+        output_guard.check_output_file(str(path), "extract_features", flag="--output_file")

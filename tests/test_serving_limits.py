@@ -58,6 +58,11 @@ def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
     types = {k: v.copy() for k, v in good.items()}
     types["input_type_ids"][0, 1] = 2
     _refused(ids_fn, "input_type_ids >= type_vocab_size=2", **types)
+    # Inputs that disagree are refused, not broadcast (1 row of ids, 3 of mask and types).
+    _refused(ids_fn, "disagree on the batch size",
+             **dict(good, input_word_ids=good["input_word_ids"][:1]))
+    _refused(ids_fn, "shape of input_word_ids",
+             **dict(good, input_mask=good["input_mask"][:, :2]))
     # Raw text: 40 bytes pass, 41 do not; a multi-byte character counts its bytes.
     assert call(text_fn, text=as_bytes(["a" * 40]))["pooled_output"].shape[0] == 1
     _refused(text_fn, "max_text_length=40 bytes", text=as_bytes(["ok", "a" * 41]))
@@ -103,6 +108,11 @@ def test_ner_and_squad_long_texts_are_refused_not_split_into_thousands_of_window
              context=as_bytes(["seoul is the capital of korea . " * 3]))
     _refused(fn, "max_batch_size=2", question=as_bytes(["q"] * 3),
              context=as_bytes(["c"] * 3))
+    # The total work is bounded: one question whose context makes 5 windows (> 2 rows).
+    _refused(fn, "more model rows", question=question,
+             context=as_bytes(["a b c d e f g h i j k l m n o p q r s t"]))
+    _refused(fn, "disagree on the batch size", question=question,
+             context=as_bytes(["seoul", "korea"]))
 
 
 def test_export_model_flags_set_the_limits_and_refuse_zero():

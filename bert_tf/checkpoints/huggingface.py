@@ -117,6 +117,15 @@ def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
         if type(e).__name__ != "UnpicklingError":
             raise
         raise _damaged_weights(path, e) from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(
+            state["state_dict"], dict):
+        state = state["state_dict"]  # a training checkpoint around the weights
+    if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise CheckpointFormatError(
+            f"{path}: holds a {type(state).__name__}, not a state dict (tensor names -> "
+            f"tensors) as Hugging Face's save_pretrained writes; save the model's "
+            f"state_dict(), or convert from model.safetensors")
     return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
             for k, v in state.items()}
 

@@ -93,6 +93,7 @@ import dataclasses
 import inspect
 import os
 import random
+import re
 import shutil
 import time
 from typing import Callable, Dict, Mapping, Optional, Sequence
@@ -189,6 +190,18 @@ class LoopOptions:
                    jit_compile=jit_compile)
 
 
+def _remove_partial_saves(directory: str) -> None:
+    """Removes the `ckpt-N_temp` folders TensorFlow writes a checkpoint's shards into
+    before merging them under the final name; one is left only by a failed save."""
+    try:
+        entries = tf.io.gfile.listdir(directory)
+    except tf.errors.NotFoundError:
+        return
+    for entry in entries:
+        if re.fullmatch(r"ckpt-\d+_temp/?", entry):
+            tf.io.gfile.rmtree(os.path.join(directory, entry.rstrip("/")))
+
+
 class Trainer:
     """Runs training and evaluation of one model under one strategy (see module doc)."""
 
@@ -233,6 +246,8 @@ class Trainer:
         self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
                                               **self._training_state())
         tf.io.gfile.makedirs(output_dir)
+        if self.is_chief:  # a save a kill cut short (the dir is this run's: locked)
+            _remove_partial_saves(output_dir)
         # Non-chief workers must take part in saving but write to a scratch dir.
         self._save_dir = output_dir if self.is_chief else file_io.scratch_dir("ckpt_worker_")
         self.manager = tf.train.CheckpointManager(
@@ -266,15 +281,17 @@ class Trainer:
                              "over replicas, so clipping sees the global gradient)")
 
     def restore_or_initialize(
-            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None) -> int:
+            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None, *,
+            resume: bool = True) -> int:
         """THE start of a run: resumes from the latest checkpoint in output_dir (model,
         optimizer, step, input seed); only when there is none, calls `initialize()`, the
         start point (`Task.initialize`, pretrain's --init_checkpoint: it restores what it
         chooses, through `model_dir.restore_start_point`, and returns that StartPoint, or
         None for random weights). So --init_checkpoint is read once, and never by a run
-        that resumes. Logs and returns the step training continues from.
+        that resumes. Logs and returns the step training continues from. `resume=False`:
+        a run that replaces an earlier one (--overwrite) never continues its checkpoints.
         """
-        step = self._resume()
+        step = self._resume() if resume else None
         if step is not None:
             return step
         start = initialize() if initialize is not None else None
@@ -312,8 +329,14 @@ class Trainer:
         return {OPTIMIZER: self.optimizer, STEP: self.step, INPUT_SEED: self.input_seed}
 
     def save(self) -> Optional[str]:
-        """Saves model, optimizer and step; returns the path (chief) or None."""
-        path = self.manager.save(checkpoint_number=self.step)
+        """Saves model, optimizer and step; returns the path (chief) or None. A save that
+        fails (a full disk) leaves the earlier checkpoints as they were and no partial
+        `ckpt-N_temp` folder behind."""
+        try:
+            path = self.manager.save(checkpoint_number=self.step)
+        except BaseException:
+            _remove_partial_saves(self._save_dir)
+            raise
         if not self.is_chief:
             tf.io.gfile.rmtree(self._save_dir)
             tf.io.gfile.makedirs(self._save_dir)
