@@ -92,13 +92,17 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
     calibration = None
     if calibration_texts is not None:
         calibration = _calibration_rows(calibration_texts, calibration_source)
-    ov = require("openvino", "openvino==2026.4.1")
+    require("openvino", "openvino==2026.4.1")
+    import openvino as ov
+
     plugin_config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[mixed_precision]}
 
     def convert(saved_model: str, out: str) -> dict:
         model = ov.convert_model(saved_model)
         if quantization == "dynamic_int8":
-            nncf = require("nncf", "nncf==3.4.0")
+            require("nncf", "nncf==3.4.0")  # a one-line error when it is not installed
+            import nncf
+
             model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
         elif quantization == "static_int8":
             length = export.serving_max_seq_length(resolved.config, max_seq_length,
@@ -198,7 +202,9 @@ def _calibration_inputs(model, rows: list, resolved, length: int, source: str) -
 def _quantized(model, inputs: list):
     """NNCF post-training int8 quantization of `model`, ranges measured on `inputs`
     (the transformer preset: softmax, LayerNorm and GELU stay in float)."""
-    nncf = require("nncf", "nncf==3.4.0")
+    require("nncf", "nncf==3.4.0")
+    import nncf
+
     return nncf.quantize(model, nncf.Dataset([{k: np.asarray(v) for k, v in x.items()}
                                               for x in inputs]),
                          model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs))

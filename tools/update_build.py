@@ -31,7 +31,8 @@ BINARIES = {"bert_tf/convert_checkpoint.py", "bert_tf/pretrain.py", "bert_tf/fin
 # Third-party packages (top-level import names) whose import alone takes seconds or that
 # train or convert models: a test file reaching one at import time is tagged manual.
 HEAVY = {"tensorflow", "tensorflow_text", "keras", "keras_hub", "tensorflow_serving", "torch",
-         "transformers", "apache_beam", "onnx", "onnxruntime", "openvino", "ai_edge_litert"}
+         "transformers", "apache_beam", "onnx", "onnxruntime", "openvino", "ai_edge_litert",
+         "nncf", "tf2onnx"}
 # A test file naming one of these starts our commands in Python processes of their own
 # (TensorFlow is imported there, out of --without_tensorflow's sight) or builds models:
 # tagged manual as well.
