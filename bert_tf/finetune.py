@@ -284,7 +284,8 @@ def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
             counts = records.record_counts()  # first: it may swap in a sound copy
             return data_lib.record_dataset(records.paths(), spec, batch, True, ctx,
                                            length_buckets=buckets, position=position,
-                                           records_per_file=counts)
+                                           records_per_file=counts,
+                                           group_by_length=not task.rows_share_text)
         return dataset_fn
     start = time.time()
     features = task.convert_examples(training.examples, "train")
@@ -294,7 +295,8 @@ def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
     def dataset_fn(ctx, position):
         batch = ctx.get_per_replica_batch_size(config.train_batch_size)
         return data_lib.array_dataset(features, task.label_names, batch, True, ctx,
-                                      length_buckets=buckets, position=position)
+                                      length_buckets=buckets, position=position,
+                                      group_by_length=not task.rows_share_text)
     return dataset_fn
 
 

@@ -120,3 +120,77 @@ def test_buckets_are_finer_when_the_step_is_not_compiled(tmp_path):
         {k: v[short] for k, v in features.items()}, ["label_ids"], 4, True, seed=1,
         length_buckets=data_lib.batch_bucket_lengths(SEQ, compiled=False)).take(6)}
     assert widths == {8}
+
+
+def _squad_slice(shared_data, tmp_path, questions):
+    """The first whole articles of the shared train-v1.1 up to `questions` questions,
+    written as a train file; returns its path."""
+    import json
+
+    with open(shared_data / "squad" / "train-v1.1.first44.json") as f:
+        articles = json.load(f)["data"]
+    taken, n = [], 0
+    for article in articles:
+        if n >= questions:
+            break
+        taken.append(article)
+        n += sum(len(p["qas"]) for p in article["paragraphs"])
+    path = tmp_path / "train-v1.1.json"
+    path.write_text(json.dumps({"version": "1.1", "data": taken}))
+    return path
+
+
+def test_squad_training_batches_are_random_windows_cut_to_their_bucket(shared_data,
+                                                                       minilm_dir, tmp_path):
+    """finetune's SQuAD training stream with length buckets on (the default): a
+    paragraph's questions have windows of about one length, so batches grouped by length
+    held a few paragraphs (7x the same-paragraph pairs of random batches on this slice);
+    they must be random batches (each window once per epoch) cut to the bucket of their
+    longest row."""
+    import collections
+    import types
+
+    from bert_tf import finetune
+    from bert_tf.data.position import InputPosition
+    from bert_tf.tasks.squad import SquadTask
+    from bert_tf.tokenization import BertTokenizer
+
+    task = SquadTask(tokenizer=BertTokenizer(str(minilm_dir / "vocab.txt"), do_lower_case=True),
+                     max_seq_length=256, doc_stride=128,
+                     files={"train": str(_squad_slice(shared_data, tmp_path, 600))})
+    examples = task.get_examples("train")
+    features = task.convert_examples(examples, "train")
+    paragraph_of_example = {}
+    for i, example in enumerate(examples):
+        paragraph_of_example[i] = paragraph_of_example.setdefault(
+            " ".join(example.doc_tokens), len(paragraph_of_example))
+    windows = [tuple(ids[mask > 0]) for ids, mask in zip(features["input_word_ids"],
+                                                        features["input_mask"])]
+    row_of_ids = {window: row for row, window in enumerate(windows)}  # same text: same row
+    paragraph = np.array([paragraph_of_example[e] for e in features["example_index"]])
+    n, batch = len(paragraph), 16
+    assert n > 500
+
+    buckets = data_lib.batch_bucket_lengths(256, compiled=False)
+    training = finetune._TrainingData(len(examples), n // batch, 0, examples)
+    dataset_fn = finetune._training_dataset_fn(types.SimpleNamespace(train_batch_size=batch),
+                                               task, training, buckets)
+    rows, widths, seen = [], [], collections.Counter()
+    for x, _ in dataset_fn(tf.distribute.InputContext(), InputPosition(seed=1)).take(n // batch):
+        ids, mask = x["input_word_ids"].numpy(), x["input_mask"].numpy()
+        widths.append(ids.shape[1])
+        # the bucket of the batch's longest row
+        assert widths[-1] == min(b for b in buckets if b >= mask.sum(1).max())
+        seen.update(tuple(r[m > 0]) for r, m in zip(ids, mask))
+        rows.append([row_of_ids[tuple(r[m > 0])] for r, m in zip(ids, mask)])
+    rows = np.array(rows)
+    assert not seen - collections.Counter(windows)  # each window at most once an epoch
+
+    def pairs(batch_rows):
+        _, counts = np.unique(paragraph[batch_rows], return_counts=True)
+        return (counts * (counts - 1) // 2).sum()
+
+    _, sizes = np.unique(paragraph, return_counts=True)
+    at_random = batch * (batch - 1) / 2 * (sizes * (sizes - 1)).sum() / (n * (n - 1))
+    assert np.mean([pairs(r) for r in rows]) < 1.5 * at_random, (
+        np.mean([pairs(r) for r in rows]), at_random)

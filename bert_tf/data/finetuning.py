@@ -171,6 +171,41 @@ def batch_bucket_lengths(max_seq_length: int, compiled: bool = True) -> Tuple[in
     return tuple(range(step, max_seq_length, step)) + (int(max_seq_length),)
 
 
+def _sequence_cutter(element_spec):
+    """`cut(features, labels, length)`: the model inputs, and the labels that have a
+    sequence axis (per-token tags), cut to `length` along their last axis; for the
+    `(features, labels)` elements of `element_spec` (rows or batches)."""
+    features_spec, labels_spec = element_spec
+    seq = features_spec["input_mask"].shape[-1]
+    rank = features_spec["input_mask"].shape.rank
+
+    def has_sequence_axis(spec):
+        return spec.shape.rank == rank and spec.shape[-1] == seq
+
+    def cut(features, labels, length):
+        cut_tree = lambda tree, specs: {
+            k: (v[..., :length] if has_sequence_axis(specs[k]) else v) for k, v in tree.items()}
+        return cut_tree(features, features_spec), cut_tree(labels, labels_spec)
+
+    return cut
+
+
+def _bucket_bounds(element_spec, lengths: Sequence[int]) -> tf.Tensor:
+    """`lengths` sorted, with the sequence length appended when they stop short of it."""
+    seq = element_spec[0]["input_mask"].shape[-1]
+    lengths = sorted(int(n) for n in lengths)
+    if lengths[-1] < seq:
+        lengths.append(int(seq))
+    return tf.constant(lengths, tf.int64)
+
+
+def _bucket_of_longest(bounds, features):
+    """Index in `bounds` of the shortest length holding every row (and choice) of
+    `features`' input_mask."""
+    length = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int64), -1))
+    return tf.reduce_sum(tf.cast(bounds < length, tf.int64))
+
+
 def bucket_by_length(dataset: tf.data.Dataset, batch_size: int,
                      lengths: Sequence[int]) -> tf.data.Dataset:
     """Unbatched `(features, labels)` -> batches of rows of similar length (training).
@@ -182,7 +217,8 @@ def bucket_by_length(dataset: tf.data.Dataset, batch_size: int,
     beyond a row's mask changes nothing in the model's outputs for that row (keys are
     masked), so this only removes work. Batches are [batch_size, ..., bucket length]:
     a fixed batch size and one of a few sequence lengths (the step is compiled once
-    per length under XLA).
+    per length under XLA). Rows of one length end up together: for rows that share a
+    text (SQuAD's questions on one paragraph) use `cut_to_bucket` on random batches.
 
     >>> import numpy as np
     >>> mask = np.array([[1, 1, 0, 0, 0, 0, 0, 0]] * 2 + [[1] * 8] * 2, "int32")
@@ -190,32 +226,16 @@ def bucket_by_length(dataset: tf.data.Dataset, batch_size: int,
     >>> [x["input_mask"].shape.as_list() for x, _ in bucket_by_length(rows, 2, (4, 8))]
     [[2, 4], [2, 8]]
     """
-    features_spec, labels_spec = dataset.element_spec
-    seq = features_spec["input_mask"].shape[-1]
-    rank = features_spec["input_mask"].shape.rank
-    lengths = sorted(int(n) for n in lengths)
-    if lengths[-1] < seq:
-        lengths.append(int(seq))
-    bounds = tf.constant(lengths, tf.int64)
-
-    def has_sequence_axis(spec):
-        return spec.shape.rank == rank and spec.shape[-1] == seq
-
-    def bucket(features, labels):
-        length = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int64), -1))
-        return tf.reduce_sum(tf.cast(bounds < length, tf.int64))
-
-    def trim(features, labels, length):
-        cut = lambda tree, specs: {
-            k: (v[..., :length] if has_sequence_axis(specs[k]) else v) for k, v in tree.items()}
-        return cut(features, features_spec), cut(labels, labels_spec)
+    bounds = _bucket_bounds(dataset.element_spec, lengths)
+    cut = _sequence_cutter(dataset.element_spec)
 
     def batches(key, window):
         length = tf.gather(bounds, key)
         return window.batch(batch_size, drop_remainder=True).map(
-            lambda f, l: trim(f, l, length))
+            lambda f, l: cut(f, l, length))
 
-    dataset = dataset.group_by_window(bucket, batches, window_size=batch_size)
+    dataset = dataset.group_by_window(lambda f, l: _bucket_of_longest(bounds, f), batches,
+                                      window_size=batch_size)
 
     def static_batch(features, labels):  # group_by_window forgets the batch size
         fix = lambda t: tf.ensure_shape(t, [batch_size] + [None] * (t.shape.rank - 1))
@@ -224,23 +244,47 @@ def bucket_by_length(dataset: tf.data.Dataset, batch_size: int,
     return dataset.map(static_batch)
 
 
+def cut_to_bucket(batches: tf.data.Dataset, lengths: Sequence[int]) -> tf.data.Dataset:
+    """Batches of `(features, labels)` -> each cut to the shortest of `lengths` that holds
+    its longest row, along the sequence axis (as `bucket_by_length` cuts).
+
+    The batches keep their rows (random ones, in training): for rows that share a text,
+    such as SQuAD's windows (the questions on one paragraph have windows of about one
+    length), where grouping rows by length would fill a batch with a few paragraphs.
+    The reference pipelines batch these at random too, padded to the longest row.
+
+    >>> import numpy as np
+    >>> mask = np.array([[1, 1, 0, 0, 0, 0, 0, 0], [1] * 3 + [0] * 5], "int32")
+    >>> rows = tf.data.Dataset.from_tensor_slices(({"input_mask": mask}, {}))
+    >>> [x["input_mask"].shape.as_list() for x, _ in cut_to_bucket(rows.batch(2), (4, 8))]
+    [[2, 4]]
+    """
+    bounds = _bucket_bounds(batches.element_spec, lengths)
+    cut = _sequence_cutter(batches.element_spec)
+    return batches.map(lambda f, l: cut(f, l, tf.gather(bounds, _bucket_of_longest(bounds, f))))
+
+
 def _training_stream(one_epoch, epoch_size: int, batch_size: int, parse,
-                     length_buckets, position: InputPosition, input_context):
+                     length_buckets, position: InputPosition, input_context,
+                     group_by_length: bool = True):
     """Epochs of `one_epoch(e)` (raw elements), parsed (`parse`, None: they are rows
     already) and batched, starting where `position` says: before parsing, by
-    arithmetic (`position.epochs`); with length
-    buckets, whose batches depend on the rows before them, by skipping batches."""
+    arithmetic (`position.epochs`); with length buckets grouping rows by length
+    (`bucket_by_length`), whose batches depend on the rows before them, by skipping
+    batches. `group_by_length=False`: batches of rows in their shuffled order, each cut
+    to its bucket (`cut_to_bucket`)."""
     skip = position.batches(input_context)
     if epoch_size == 0:
         raise ValueError("this input pipeline has no training rows")
     parsed = lambda dataset: (dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
                               if parse else dataset)
-    if length_buckets:
+    if length_buckets and group_by_length:
         dataset = bucket_by_length(parsed(position_lib.epochs(one_epoch)), batch_size,
                                    length_buckets)
         return dataset.skip(skip) if skip else dataset
     dataset = parsed(position_lib.epochs(one_epoch, skip * batch_size, epoch_size))
-    return dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    return cut_to_bucket(dataset, length_buckets) if length_buckets else dataset
 
 
 def _rows_of_pipeline(rows: int, pipelines: int, pipeline_id: int) -> int:
@@ -253,10 +297,12 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
                    seed: Optional[int] = None, shuffle_buffer: int = 10000,
                    length_buckets: Optional[Sequence[int]] = None,
                    position: Optional[InputPosition] = None,
-                   records_per_file: Optional[Sequence[int]] = None) -> tf.data.Dataset:
+                   records_per_file: Optional[Sequence[int]] = None,
+                   group_by_length: bool = True) -> tf.data.Dataset:
     """Task records -> batches of `(features, labels)`; static shapes (drop_remainder)
     when training, every record once otherwise. With `length_buckets` (training), rows
-    are batched by length (`bucket_by_length`).
+    are batched by length (`bucket_by_length`), or with `group_by_length=False` batched
+    in their shuffled order and each batch cut to its bucket (`cut_to_bucket`).
 
     Training reads epoch after epoch, epoch e shuffled by a seed drawn from (seed, e)
     (`bert_tf.data.position`), from where `position` (the Trainer's `InputPosition`; else
@@ -299,7 +345,7 @@ def record_dataset(file_patterns, spec: Spec, batch_size: int, is_training: bool
         if pipelines > 1 and not by_file:
             epoch_size = _rows_of_pipeline(epoch_size, pipelines, pipeline_id)
     return _training_stream(one_epoch, epoch_size, batch_size, _parse_fn(spec),
-                            length_buckets, position, input_context
+                            length_buckets, position, input_context, group_by_length
                             ).prefetch(tf.data.AUTOTUNE)
 
 
@@ -308,11 +354,13 @@ def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str]
                   input_context: Optional[tf.distribute.InputContext] = None,
                   seed: Optional[int] = None,
                   length_buckets: Optional[Sequence[int]] = None,
-                  position: Optional[InputPosition] = None) -> tf.data.Dataset:
+                  position: Optional[InputPosition] = None,
+                  group_by_length: bool = True) -> tf.data.Dataset:
     """In-memory features (Task.convert_examples) -> batches of `(features, labels)`.
 
     Training shuffles all rows each epoch, epoch e with a seed drawn from (seed, e), and
-    goes on without end, batched by length with `length_buckets` (`bucket_by_length`),
+    goes on without end, batched by length with `length_buckets` (`bucket_by_length`;
+    with `group_by_length=False` in the shuffled order, each batch cut to its bucket),
     from where `position` (the Trainer's `InputPosition`; else the start, with `seed`)
     says; evaluation keeps order.
     """
@@ -335,7 +383,7 @@ def array_dataset(features: Mapping[str, np.ndarray], label_names: Sequence[str]
             return position_lib.shuffle(rows_dataset, rows, position.seed, epoch)
 
         dataset = _training_stream(one_epoch, rows, batch_size, None,
-                                   length_buckets, position, input_context)
+                                   length_buckets, position, input_context, group_by_length)
     else:
         dataset = dataset.batch(batch_size)
     dataset = dataset.prefetch(tf.data.AUTOTUNE)

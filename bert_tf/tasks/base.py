@@ -193,6 +193,11 @@ class Task:
     #: the transformers class with the same head (`checkpoints.huggingface` import and
     #: export; keras-hub's classifier takes BertForSequenceClassification's), or None
     huggingface_class: Optional[str] = None
+    #: training rows share texts (SQuAD: the questions on one paragraph): rows of one
+    #: length then come from a few texts, so training batches are drawn at random and
+    #: only cut to their length bucket (`data.finetuning.cut_to_bucket`), never grouped
+    #: by length
+    rows_share_text: bool = False
 
     def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None,
                  data_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
