@@ -153,11 +153,17 @@ class TaskModel(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
+        return self.run(inputs, lambda x: self.encoder(x, training=training), training)
+
+    def run(self, inputs, encode, training=None):
+        """The forward pass with `encode` (model inputs -> the encoder's outputs) in the
+        encoder's place: `call` passes the encoder, a serving module its inference
+        encoder (`serving_graph.InferenceEncoder`)."""
         inputs = {k: inputs[k] for k in MODEL_INPUTS if k in inputs}
         if self.num_choices:
             seq = keras.ops.shape(inputs["input_word_ids"])[-1]
             inputs = {k: keras.ops.reshape(v, (-1, seq)) for k, v in inputs.items()}
-        encoder_outputs = self.encoder(inputs, training=training)
+        encoder_outputs = encode(inputs)
         outputs = self.task_head(encoder_outputs, training=training)
         if self.num_choices:
             outputs = {k: keras.ops.reshape(v, (-1, self.num_choices) + tuple(v.shape[1:]))
