@@ -233,7 +233,7 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
                   max_text_length: Optional[int] = None, parallel_branches: int = 1) -> str:
     """Saves a serving module (its signatures and warmup requests) as a new version.
 
-    `text_settings` (a `model_dir.TextSettings`) goes to
+    `text_settings` (a `model_dir.TokenizerConfig`) goes to
     `assets.extra/tokenizer_config.json`, so clients can see how text is tokenized (and
     whether they must pre-split it: `pre_tokenizer`). `max_batch_size` and
     `max_text_length` (UTF-8 bytes per string; None: the serving defaults) are the request

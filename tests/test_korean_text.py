@@ -189,7 +189,7 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
     assert json.load(open(os.path.join(d, "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
     got = model_dir.resolve(d).text
-    assert got == model_dir.TextSettings(True, False, "kiwi")
+    assert got == model_dir.TokenizerConfig(True, False, "kiwi")
     # A flag wins over the record; an old dir (no strip_accents key) infers from the vocab.
     assert model_dir.resolve(d, strip_accents=True).text.strip_accents is True
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
