@@ -215,10 +215,12 @@ def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):
     with pytest.raises(errors.UsageError, match="--task_name is required"):
         create_finetuning_data.FinetuningDataConfig.from_flags(parse(
             create_finetuning_data.define_flags, [f"--output_dir={tmp_path}"]))
-    # SQuAD's own default length unless given; the task flags are finetune's too.
+    # SQuAD's own default length unless given (its task decides); the task flags are
+    # finetune's too.
     squad = finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
         "--task_name=squad", f"--output_dir={tmp_path}", "--doc_stride=64"]))
-    assert squad.max_seq_length == 384 and squad.task.options["doc_stride"] == 64
+    assert squad.max_seq_length is None and squad.task.options["doc_stride"] == 64
+    assert squad.task.task_arguments(squad.max_seq_length)["max_seq_length"] == 384
     data_flags = parse(create_finetuning_data.define_flags, ["--task_name=squad"])
     assert set(settings.TASK_OPTION_FLAGS) <= set(data_flags)
     config = finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [

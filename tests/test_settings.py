@@ -96,5 +96,6 @@ def test_finetune_declares_its_own_step_defaults_and_the_tasks_length():
     trained = parse(cls=pretrain.PretrainConfig)
     assert tuned["num_train_steps"].default is None and trained["num_train_steps"].default == 100000
     config = finetune.FinetuneConfig.from_flags(tuned)
-    assert config.max_seq_length == 384 and config.do_lower_case is None
+    assert config.max_seq_length is None and config.do_lower_case is None  # the task's:
+    assert config.task.task_arguments(config.max_seq_length)["max_seq_length"] == 384
     assert config.task.options["doc_stride"] == 128

@@ -208,11 +208,16 @@ class Task:
             raise TypeError(f"{type(self).__name__}: unknown options {sorted(unknown)}; "
                             f"known: {list(self.option_names)}")
         self.tokenizer = tokenizer
-        self.max_seq_length = int(self.default_max_seq_length if max_seq_length is None
-                                  else max_seq_length)
+        self.max_seq_length = self.sequence_length(max_seq_length)
         self.data_dir = data_dir
         self.files = dict(files or {})
         self.options = options
+
+    @classmethod
+    def sequence_length(cls, max_seq_length: Optional[int] = None) -> int:
+        """`max_seq_length`, else (None) the task's `default_max_seq_length`: the one
+        place a run's length is decided when --max_seq_length is not given."""
+        return int(cls.default_max_seq_length if max_seq_length is None else max_seq_length)
 
     @classmethod
     def check_options(cls, max_seq_length: int, **options) -> None:
