@@ -100,10 +100,10 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
 def test_buckets_are_finer_when_the_step_is_not_compiled(tmp_path):
     """TF's kernels take any length at no cost: multiples of 8 (less padding); XLA
     compiles once per length: at most 8 coarser ones; TPUs and --nolength_bucketing: none."""
-    from bert_tf import finetune, settings
+    from bert_tf import finetune, setting_fields
 
     def config(*extra):
-        return finetune.FinetuneConfig.from_flags(settings.parse_args(
+        return finetune.FinetuneConfig.from_flags(setting_fields.parse_args(
             finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
                                     "--max_seq_length=64", *extra]))
 

@@ -7,12 +7,12 @@ from typing import List, Optional
 import pytest
 from absl import flags
 
-from bert_tf import errors, settings
-from bert_tf.settings import setting
+from bert_tf import errors, setting_fields
+from bert_tf.setting_fields import setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Toy(settings.Settings):
+class Toy(setting_fields.Settings):
     config_file: Optional[str] = setting(None, "YAML.")
     steps: int = setting(10, "Steps.", lower=1)
     share: float = setting(0.1, "A share.", lower=0.0, upper=1.0)
@@ -24,11 +24,11 @@ class Toy(settings.Settings):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LongerToy(Toy):
-    steps: int = settings.override(Toy, "steps", 99)
+    steps: int = setting_fields.override(Toy, "steps", 99)
 
 
 def parse(*argv, cls=Toy):
-    return settings.parse_args(cls.define_flags, list(argv))
+    return setting_fields.parse_args(cls.define_flags, list(argv))
 
 
 def test_fields_become_absl_flags_with_their_type_default_and_range():
@@ -68,7 +68,7 @@ def test_a_field_with_a_flag_default_holds_none_unless_given(tmp_path):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SourcedToy(Toy):
-    source: str = setting(settings.REQUIRED, "From where.")
+    source: str = setting(setting_fields.REQUIRED, "From where.")
 
 
 def test_a_required_field_is_a_flag_without_default_refused_when_not_given():
