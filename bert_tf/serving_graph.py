@@ -48,6 +48,13 @@ def _snapshot(value, name: str) -> tf.Variable:
     return tf.Variable(tf.convert_to_tensor(value), trainable=False, name=name)
 
 
+def _as_called(layer, *tensors):
+    """`tensors` cast to `layer`'s compute dtype, as Keras casts a layer call's inputs
+    (the serving graph computes what `layer(...)` would, without calling it)."""
+    return [keras.ops.cast(t, layer.compute_dtype) if t is not None else None
+            for t in tensors]
+
+
 def _check_branches(branches: int, *divides: tuple) -> int:
     if int(branches) != branches or branches < 1 or any(n % branches for _, n in divides):
         raise ValueError(f"branches={branches} must divide "
@@ -134,6 +141,7 @@ class InferenceAttention:
 
     def __call__(self, hidden_states, attention_bias=None):
         layer = self.layer
+        hidden_states, attention_bias = _as_called(layer, hidden_states, attention_bias)
         if len(self.groups) > 1:
             output = tf.add_n(self.partial_outputs(hidden_states, attention_bias))
             return keras.ops.reshape(keras.ops.cast(output, layer.compute_dtype),
@@ -191,8 +199,11 @@ class InferenceBlock:
 
     def __call__(self, hidden_states, attention_bias=None):
         if self.branches == 1:
+            hidden_states, attention_bias = _as_called(self.layer, hidden_states,
+                                                       attention_bias)
             return self.layer.after_attention(
                 hidden_states, self.attention(hidden_states, attention_bias), training=False)
+        # The split path reads the float32 residual stream and bias as they are.
         return self._split(hidden_states, attention_bias)
 
     def _split(self, hidden_states, attention_bias):
