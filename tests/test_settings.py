@@ -99,3 +99,28 @@ def test_finetune_declares_its_own_step_defaults_and_the_tasks_length():
     assert config.max_seq_length is None and config.do_lower_case is None  # the task's:
     assert config.task.task_arguments(config.max_seq_length)["max_seq_length"] == 384
     assert config.task.options["doc_stride"] == 128
+
+
+def test_setting_fields_names_are_imported_from_setting_fields_only():
+    """One import path per name: `bert_tf.settings` uses the generator and the text
+    groups but no caller reaches them through it."""
+    import ast
+    import subprocess
+
+    from tests.conftest import REPO_ROOT
+
+    own = {n for n in vars(setting_fields) if not n.startswith("_")}
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    wrong = []
+    for path in files:
+        tree = ast.parse(open(f"{REPO_ROOT}/{path}", encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "settings" and node.attr in own
+                    and path != "bert_tf/settings.py"):
+                wrong.append(f"{path}:{node.lineno}: settings.{node.attr}")
+            if (isinstance(node, ast.ImportFrom) and node.module == "bert_tf.settings"
+                    and any(a.name in own for a in node.names)):
+                wrong.append(f"{path}:{node.lineno}: from bert_tf.settings import ...")
+    assert not wrong, "import these from bert_tf.setting_fields:\n" + "\n".join(wrong)
