@@ -65,6 +65,7 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
     from bert_tf import tasks
     from bert_tf.encoder import BertEncoder
     from bert_tf.training import optimization
+    from bert_tf.settings import TrainingSettings
     from bert_tf.training.loop import LoopOptions, Trainer
 
     keras.mixed_precision.set_global_policy(precision)
@@ -77,9 +78,10 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
             decay_from_warmup_end=True)
     trainer = Trainer(model, task.loss, optimizer, strategy,
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
-                      options=LoopOptions(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
-                                          jit_compile=jit, handle_sigterm=False,
-                                          write_summaries=False, max_checkpoints_to_keep=1))
+                      options=LoopOptions.from_config(
+                          TrainingSettings(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
+                                           jit_compile=jit, keep_checkpoint_max=1),
+                          strategy, handle_sigterm=False, write_summaries=False))
     features = {"input_word_ids": arrays["ids"], "input_mask": arrays["mask"],
                 "input_type_ids": arrays["types"]}
     labels = {"label_ids": arrays["labels"]}

@@ -58,6 +58,7 @@ import tensorflow as tf  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from bert_tf.training import losses, optimization  # noqa: E402
+from bert_tf.settings import TrainingSettings  # noqa: E402
 from bert_tf.training.loop import LoopOptions, Trainer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -126,9 +127,10 @@ def make_ours(cfg, batch, seq, steps, jit, precision="float32"):
     trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
                       label_fn=losses.add_global_mlm_weight,
-                      options=LoopOptions(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
-                                          jit_compile=jit, handle_sigterm=False,
-                                          write_summaries=False, max_checkpoints_to_keep=1))
+                      options=LoopOptions.from_config(
+                          TrainingSettings(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
+                                           jit_compile=jit, keep_checkpoint_max=1),
+                          strategy, handle_sigterm=False, write_summaries=False))
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors((features, labels)).repeat()
 
     def run():

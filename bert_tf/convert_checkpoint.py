@@ -52,8 +52,8 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors, file_io, output_guard, settings
-from bert_tf.settings import setting
+from bert_tf import errors, file_io, output_guard, setting_fields
+from bert_tf.setting_fields import setting
 
 SOURCE_FORMATS = ("tf1", "huggingface", "keras_hub", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
@@ -187,7 +187,7 @@ def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvertConfig(settings.Settings):
+class ConvertConfig(setting_fields.Settings):
     """One conversion (what the flags say); `run(config)` does it."""
     source_format: Optional[str] = setting(
         None, "Format of --input: tf1 (original google-research/bert checkpoint), "

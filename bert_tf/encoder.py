@@ -78,22 +78,20 @@ class BertEncoder(keras.Model):
         """The [vocab, H] embedding variable (the masked-LM head's tied output matrix)."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs, training=None, output_attentions=False):
+    def embed(self, inputs, training=None):
+        """Inputs dict -> (the embeddings, the attention bias of its mask): what the blocks
+        take (the serving graph's encoder starts here too)."""
         word_ids = inputs["input_word_ids"]
         mask = inputs.get("input_mask")
-        type_ids = inputs.get("input_type_ids")
         if mask is None:
             mask = keras.ops.ones_like(word_ids)
-        x = self.embeddings(word_ids, type_ids, training=training)
-        bias = attention_bias_from_mask(mask)
+        x = self.embeddings(word_ids, inputs.get("input_type_ids"), training=training)
+        return x, attention_bias_from_mask(mask)
+
+    def call(self, inputs, training=None, output_attentions=False):
+        x, bias = self.embed(inputs, training=training)
         encoder_outputs, attention_probs = [], []
         for block in self.transformer_layers:
-            if block.inference_branches > 1 and not training and not output_attentions:
-                # Split for serving (export_model --parallel_branches): the float32
-                # residual stream goes from block to block without a round trip to 16 bits.
-                x = block.call_branches(x, bias)
-                encoder_outputs.append(x)
-                continue
             x = block(x, bias, training=training, return_probs=output_attentions)
             if output_attentions:
                 x, probs = x

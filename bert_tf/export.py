@@ -60,7 +60,7 @@ from bert_tf import output_guard
 from bert_tf.errors import BertTfError
 from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
-                             fused_for_inference, scratch_dir)
+                             scratch_dir)
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODEL_FILE = "saved_model.pb"  # copied last to an object store: TF Serving's trigger
@@ -233,13 +233,13 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
                   max_text_length: Optional[int] = None, parallel_branches: int = 1) -> str:
     """Saves a serving module (its signatures and warmup requests) as a new version.
 
-    `text_settings` (a `model_dir.TextSettings`) goes to
+    `text_settings` (a `model_dir.TokenizerConfig`) goes to
     `assets.extra/tokenizer_config.json`, so clients can see how text is tokenized (and
     whether they must pre-split it: `pre_tokenizer`). `max_batch_size` and
     `max_text_length` (UTF-8 bytes per string; None: the serving defaults) are the request
     limits every signature enforces (`serving.check_request`), recorded in
     `assets.extra/serving_limits.json`. `parallel_branches` > 1 splits each transformer
-    layer into that many independent chains (`serving.fused_for_inference`) for servers
+    layer into that many independent chains (`serving_graph.InferenceBlock`) for servers
     that run one request on that many inter-op threads (docs/serving.md, "Splitting each
     layer").
     """
@@ -253,11 +253,10 @@ def export_module(module, export_dir: str, version: Optional[int] = None,
     extra = {LIMITS_FILE: json.dumps(module.limits())}
     if text_settings is not None:
         extra["tokenizer_config.json"] = json.dumps(text_settings.to_json())
-    # Traced (and saved) on the serving fast path: query/key/value fused, layers split.
-    with fused_for_inference(module.model, parallel_branches):
-        return save_versioned(module, module.signatures(), export_dir, version,
-                              warmup_requests=_within_limits(module, module.warmup_requests()),
-                              extra_files=extra)
+    module.parallel_branches = parallel_branches
+    return save_versioned(module, module.signatures(), export_dir, version,
+                          warmup_requests=_within_limits(module, module.warmup_requests()),
+                          extra_files=extra)
 
 
 def check_parallel_branches(config, branches) -> int:

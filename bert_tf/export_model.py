@@ -28,7 +28,7 @@ from absl import flags, logging
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import settings
 from bert_tf.errors import UsageError
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 FLAGS = flags.FLAGS
 

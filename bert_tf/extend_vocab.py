@@ -35,9 +35,9 @@ import numpy as np
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, settings
+from bert_tf import output_guard, setting_fields, settings
 from bert_tf.errors import BertTfError
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -231,9 +231,9 @@ def _restore(resolved, model) -> List[str]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ExtendVocabConfig(settings.PreTokenizerSetting, settings.TextSettings):
+class ExtendVocabConfig(setting_fields.PreTokenizerSetting, setting_fields.TextSettings):
     """One extension (what the flags say): `extend_model_dir`'s arguments."""
-    init_checkpoint: Optional[str] = settings.override(
+    init_checkpoint: Optional[str] = setting_fields.override(
         settings.ModelDirSettings, "init_checkpoint",
         help="Model dir to extend (convert_checkpoint, pretrain or finetune output).")
     input_file: Optional[str] = setting(None, "The new corpus: comma-separated globs, the "
@@ -241,8 +241,8 @@ class ExtendVocabConfig(settings.PreTokenizerSetting, settings.TextSettings):
     output_dir: Optional[str] = setting(None, "Where the extended model dir goes.")
     num_new_tokens: int = setting(5000, "Pieces to add: the [unusedN] slots are filled "
                                   "first, then the vocab grows.", lower=1)
-    do_lower_case: Optional[bool] = settings.override(
-        settings.TextSettings, "do_lower_case",
+    do_lower_case: Optional[bool] = setting_fields.override(
+        setting_fields.TextSettings, "do_lower_case",
         help="Text settings for the new corpus (default: the checkpoint's).")
     min_frequency: int = setting(2, "A merged piece must occur this often.", lower=1)
     max_input_lines: int = setting(0, "Read at most this many lines (0: all).", lower=0)

@@ -43,9 +43,9 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import settings
+from bert_tf import setting_fields, settings
 from bert_tf.errors import UsageError
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -213,7 +213,7 @@ class ExtractConfig(settings.ModelDirSettings, settings.OriginalTpuSettings):
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "ExtractConfig":
-        settings.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
+        setting_fields.require(flag_values, ["input_file", "output_file", "init_checkpoint"])
         return super().from_flags(flag_values)
 
 

@@ -39,9 +39,9 @@ from typing import Callable, Dict, Optional, Sequence
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import settings
+from bert_tf import setting_fields, settings
 from bert_tf.errors import BertTfError
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -53,16 +53,17 @@ class FinetuneError(BertTfError, RuntimeError):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
     """One fine-tuning run (what the flags say): the trainers' settings, the task's and
-    fine-tuning's own. `max_seq_length` is the task's own default (SQuAD: 384, as
-    run_squad) unless given."""
+    fine-tuning's own. `max_seq_length` None: the task's own (`Task.sequence_length`),
+    which `run` puts in the config once the task is made."""
     # Epochs and a warmup proportion decide the steps unless these are given.
-    num_train_steps: Optional[int] = settings.override(settings.TrainingSettings,
-                                                       "num_train_steps", None)
-    num_warmup_steps: Optional[int] = settings.override(settings.TrainingSettings,
-                                                        "num_warmup_steps", None)
-    max_seq_length: Optional[int] = settings.override(settings.TrainingSettings,
-                                                      "max_seq_length", None,
-                                                      flag_default=128)
+    num_train_steps: Optional[int] = setting_fields.override(settings.TrainingSettings,
+                                                             "num_train_steps", None)
+    num_warmup_steps: Optional[int] = setting_fields.override(settings.TrainingSettings,
+                                                              "num_warmup_steps", None)
+    max_seq_length: Optional[int] = setting_fields.override(
+        settings.TrainingSettings, "max_seq_length", None,
+        help="Sequence length of the features. Default: the task's (384 for squad, as "
+        "run_squad; 128 for the others).")
     input_file: Optional[str] = setting(
         None, "Training records from data_prep.create_finetuning_data (comma-separated "
         "globs); default: features computed from --data_dir.")
@@ -107,14 +108,8 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuneConfig":
-        from bert_tf import tasks
-
-        settings.require(flag_values, ["task_name", "output_dir"])
-        config = super().from_flags(flag_values)
-        if config.max_seq_length is None:
-            return dataclasses.replace(config, max_seq_length=tasks.make_task(
-                config.task_name).default_max_seq_length)
-        return config
+        setting_fields.require(flag_values, ["task_name", "output_dir"])
+        return super().from_flags(flag_values)
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -157,6 +152,7 @@ def _run(config: FinetuneConfig, output) -> Dict:
     task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
                            **config.task.task_arguments(config.max_seq_length,
                                                         resolved.task_config))
+    config = dataclasses.replace(config, max_seq_length=task.max_seq_length)
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
@@ -401,7 +397,7 @@ def _predict(config: FinetuneConfig, task, trainer, buckets) -> None:
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    settings.apply_config_file(FLAGS)
+    setting_fields.apply_config_file(FLAGS)
     run(FinetuneConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 

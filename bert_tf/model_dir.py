@@ -184,7 +184,7 @@ def write_metadata(output_dir: str, config: BertConfig, *, vocab_file: Optional[
         if os.path.abspath(vocab_file) != os.path.abspath(target):
             output_guard.copy_file(vocab_file, target)
     if do_lower_case is not None:
-        settings = TextSettings(bool(do_lower_case), strip_accents, pre_tokenizer)
+        settings = TokenizerConfig(bool(do_lower_case), strip_accents, pre_tokenizer)
         output_guard.write_text(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
                                 json.dumps(settings.to_json()))
     if task_config is not None:
@@ -268,7 +268,7 @@ def read_tokenizer_config(path: str) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
-class TextSettings:
+class TokenizerConfig:
     """How text becomes words for a model (what tokenizer_config.json records).
 
     `strip_accents` None follows `do_lower_case` (the original); `pre_tokenizer` names
@@ -317,7 +317,7 @@ class ResolvedModelDir:
     path: Optional[str]
     config: Optional[BertConfig]
     vocab_file: Optional[str]
-    text: TextSettings
+    text: TokenizerConfig
     task_config: Optional[dict] = None
 
     @property
@@ -417,7 +417,7 @@ def resolve(path: Optional[str], *, bert_config_file: Optional[str] = None,
 
 def _resolve_text(recorded: Sequence[dict], vocab_file: Optional[str],
                   do_lower_case: Optional[bool], strip_accents: Optional[bool],
-                  pre_tokenizer: Optional[str]) -> TextSettings:
+                  pre_tokenizer: Optional[str]) -> TokenizerConfig:
     """Steps 1-4 of the precedence for the text settings (`recorded`: step 2's dicts)."""
     from bert_tf.text_rules import infer_do_lower_case, infer_strip_accents
 
@@ -436,7 +436,7 @@ def _resolve_text(recorded: Sequence[dict], vocab_file: Optional[str],
     if not known and lower and vocab_file:
         strip = infer_strip_accents(vocab_file)
     pre, _ = first("pre_tokenizer", pre_tokenizer)
-    return TextSettings(bool(lower), None if strip is None else bool(strip), pre or None)
+    return TokenizerConfig(bool(lower), None if strip is None else bool(strip), pre or None)
 
 
 _SHAPE_ERROR = re.compile(r"shape \(([^)]*)\) when attempting to restore variable with "
@@ -576,7 +576,7 @@ class RunRecord:
     command: str
     config: BertConfig
     vocab_file: Optional[str]
-    text: TextSettings
+    text: TokenizerConfig
     optimizer: Optional[str]  # None: a run that does not train (evaluate, predict)
     max_seq_length: int
     task_config: Optional[dict] = None
@@ -608,7 +608,7 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
     >>> import tempfile
     >>> cfg = BertConfig(vocab_size=3, hidden_size=8, num_hidden_layers=1,
     ...                  num_attention_heads=2, intermediate_size=16)
-    >>> run = RunRecord("pretrain", cfg, None, TextSettings(), "adamw", 128)
+    >>> run = RunRecord("pretrain", cfg, None, TokenizerConfig(), "adamw", 128)
     >>> d = tempfile.mkdtemp(); write_run_record(d, run)
     >>> check_run_dir(d, run) is None
     True
@@ -653,7 +653,7 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
         differences.append(("vocab", old_vocab, record.vocab_file))
     old_text = read_tokenizer_config(output_dir)
     if old_text:
-        was = TextSettings(bool(old_text.get("do_lower_case")), old_text.get("strip_accents"),
+        was = TokenizerConfig(bool(old_text.get("do_lower_case")), old_text.get("strip_accents"),
                            old_text.get("pre_tokenizer") or None)
         for name in ("do_lower_case", "strip_accents", "pre_tokenizer"):
             if getattr(was, name) != getattr(record.text, name):

@@ -26,15 +26,15 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import settings
+from bert_tf import setting_fields, settings
 from bert_tf.errors import UsageError
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainConfig(settings.PreTokenizerSetting, settings.TrainingSettings):
+class PretrainConfig(setting_fields.PreTokenizerSetting, settings.TrainingSettings):
     """One pretraining run (what the flags say): the trainers' settings, --pre_tokenizer
     (only recorded: records hold ids) and pretraining's own."""
     input_file: Optional[str] = setting(None, "Comma-separated globs of pretraining records.")
@@ -52,7 +52,7 @@ class PretrainConfig(settings.PreTokenizerSetting, settings.TrainingSettings):
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "PretrainConfig":
-        settings.require(flag_values, ["output_dir", "input_file"])
+        setting_fields.require(flag_values, ["output_dir", "input_file"])
         if not (flag_values.do_train or flag_values.do_eval):
             raise UsageError("at least one of --do_train and --do_eval must be set")
         return super().from_flags(flag_values)
@@ -231,7 +231,7 @@ def _patterns(value: Optional[str]) -> list:
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    settings.apply_config_file(FLAGS)
+    setting_fields.apply_config_file(FLAGS)
     run(PretrainConfig.from_flags(FLAGS))  # BertTfError: one line from cli.run_main
 
 

@@ -36,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from typing import Callable, Dict, List, Sequence
@@ -46,6 +45,7 @@ import tensorflow as tf
 
 from bert_tf import file_io
 from bert_tf.constants import MODEL_INPUTS
+from bert_tf.serving_graph import InferenceEncoder
 
 SERVING_DEFAULT = "serving_default"
 IDS_SIGNATURE = "serving_ids"
@@ -178,58 +178,28 @@ def check_ids(word_ids: tf.Tensor, type_ids: tf.Tensor, vocab_size: int,
         return tf.identity(word_ids), tf.identity(type_ids)
 
 
-@contextlib.contextmanager
-def fused_for_inference(model, branches: int = 1):
-    """Within the block, the transformer layers of `model` run their inference calls on
-    the serving fast path (`TransformerBlock.fuse_for_inference`); yields how many.
-
-    Exports trace their serving functions inside it (`export.export_module`): at batch 1
-    the attention's small ops (three matmuls, four transposes per layer) cost more in
-    dispatch than in math, so query/key/value run as one matmul. `branches` > 1 also
-    splits each layer into that many independent chains (heads and FFN units divided
-    between them) for a server that runs one request on that many inter-op threads
-    (`export_model --parallel_branches`, docs/serving.md). On exit the snapshots are
-    dropped, so the model's later calls follow its weights again (a model trained further
-    after an export is not served stale weights by Python callers); the traced functions
-    keep what they captured.
-
-    >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
-    >>> encoder = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2,
-    ...                                  num_attention_heads=2, intermediate_size=16))
-    >>> with fused_for_inference(encoder, branches=2) as fused:
-    ...     fused
-    2
-    """
-    from bert_tf.layers import TransformerBlock
-
-    blocks = [layer for layer in model._flatten_layers() if isinstance(layer, TransformerBlock)]
-    try:
-        for block in blocks:
-            block.fuse_for_inference(branches)
-        yield len(blocks)
-    finally:
-        for block in blocks:
-            block.unfuse_for_inference()
-
-
 class ServingModule(tf.Module):
     """What every serving module holds: the Keras model (kept out of tracking: its
-    variables are saved once, as `_serving_variables`; its attention fused while an
-    export traces, see `fused_for_inference`), the tokenizer, the ids signature
-    (`serve_ids`, calling `self._serve_ids`), the lengths and the request limits
-    (`max_batch_size`, `max_text_length`: read when the signatures are traced, so set
-    them before exporting, as `export.export_module` does). `has_text_signatures` says
-    whether the subclass adds the raw-text signature `serve_text` (asked for, and a
-    tokenizer to run in the graph)."""
+    variables are saved once, as `_serving_variables`), the tokenizer, the ids signature
+    (`serve_ids`, calling `self._serve_ids`), the lengths, the request limits
+    (`max_batch_size`, `max_text_length`) and `parallel_branches` (read when the
+    signatures are traced, so set them before exporting, as `export.export_module`
+    does). `has_text_signatures` says whether the subclass adds the raw-text signature
+    `serve_text` (asked for, and a tokenizer to run in the graph).
+
+    The signatures run the model through `run_model`: its encoder as the serving graph
+    (`serving_graph.InferenceEncoder`: query/key/value fused; each layer split into
+    `parallel_branches` chains), made from the model's weights when first traced."""
 
     max_batch_size = DEFAULT_MAX_BATCH_SIZE
     max_text_length = DEFAULT_MAX_TEXT_LENGTH
+    parallel_branches = 1
 
     def __init__(self, model, tokenizer, max_seq_length: int, max_positions: int, name: str,
                  text_signatures: bool = True):
         super().__init__(name=name)
         self._keras_model = Untracked(model)
+        self._inference_encoder = Untracked(None)
         self.max_seq_length = int(max_seq_length)
         self.max_positions = int(max_positions)
         self.has_text_signatures = bool(text_signatures) and tokenizer is not None
@@ -272,9 +242,27 @@ class ServingModule(tf.Module):
         return self._keras_model.value
 
     @property
+    def encoder(self):
+        """The served BertEncoder (the model itself, or a task model's)."""
+        return getattr(self.model, "encoder", self.model)
+
+    @property
     def encoder_config(self):
-        """The BertConfig of the served encoder (the model itself, or a task model's)."""
-        return getattr(self.model, "config", None) or self.model.encoder.config
+        """The BertConfig of the served encoder."""
+        return self.encoder.config
+
+    def run_model(self, inputs: Dict[str, tf.Tensor]):
+        """The served model's outputs on `inputs` (the model inputs), its encoder run as
+        the serving graph with `parallel_branches` chains (made once per value, from
+        the weights as they are then)."""
+        encode = self._inference_encoder.value
+        if encode is None or encode.branches != self.parallel_branches:
+            with tf.init_scope():  # its snapshots are variables: made eagerly
+                encode = InferenceEncoder(self.encoder, self.parallel_branches)
+            self._inference_encoder = Untracked(encode)
+        if self.model is self.encoder:
+            return encode(inputs)
+        return self.model.run(inputs, encode, training=False)
 
     @property
     def tok(self):
@@ -304,14 +292,10 @@ class EncoderServing(ServingModule):
             self.serve_text = tf.function(self.bounded(self._serve_text, text=True),
                                           autograph=False, input_signature=[text_spec("text")])
 
-    @property
-    def encoder(self):
-        return self.model
-
     def _run(self, word_ids, mask, type_ids):
         word_ids = check_length(word_ids, self.max_positions)
-        out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
-                            "input_type_ids": type_ids}, training=False)
+        out = self.run_model({"input_word_ids": word_ids, "input_mask": mask,
+                              "input_type_ids": type_ids})
         return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
                 "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
 
@@ -426,7 +410,7 @@ class TaskServing(ServingModule):
     def _model(self, inputs):
         word_ids = check_model_rows(inputs["input_word_ids"], self.max_batch_size)
         inputs = dict(inputs, input_word_ids=check_length(word_ids, self.max_positions))
-        return self.model({k: inputs[k] for k in MODEL_INPUTS}, training=False)
+        return self.run_model({k: inputs[k] for k in MODEL_INPUTS})
 
     def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
         return self.from_ids({"input_word_ids": input_word_ids, "input_mask": input_mask,

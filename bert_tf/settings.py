@@ -3,7 +3,7 @@
 A command's config is a frozen dataclass of `setting(...)` fields; the generator (`setting`,
 `override`, `Settings.define_flags` / `from_flags`, `apply_config_file`, `parse_args`) and
 the text groups (`TextSettings`, `PreTokenizerSetting`, `CorpusTextSettings`) are in the
-core module `bert_tf.setting_fields`, importable from here too. This module adds the
+core module `bert_tf.setting_fields` (import them from there). This module adds the
 groups on the bert_tf library that several commands share (`ModelDirSettings`,
 `OriginalTpuSettings`, `TrainingSettings`, `TaskSettings`); a command combines them, and a
 default that differs for one command is a field override in that command's config
@@ -13,11 +13,12 @@ ones where the concept is the same (DESIGN 2.3).
 The shape of every command module (pretrain, finetune, sweep, extract_features, ...):
 
     from bert_tf import cli   # first: quiets TensorFlow before anything loads it
-    from bert_tf import settings
+    from bert_tf import setting_fields, settings
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
-        predict_batch_size: int = settings.setting(8, "Global prediction batch size.", lower=1)
+        predict_batch_size: int = setting_fields.setting(8, "Global prediction batch size.",
+                                                         lower=1)
         ...
 
     def define_flags(flag_values):              # never at import
@@ -26,7 +27,7 @@ The shape of every command module (pretrain, finetune, sweep, extract_features, 
     def run(config: FinetuneConfig): ...        # the library entry: no FLAGS
 
     def main(argv):
-        settings.apply_config_file(FLAGS)       # before reading any flag value
+        setting_fields.apply_config_file(FLAGS)  # before reading any flag value
         run(FinetuneConfig.from_flags(FLAGS))
 
     if __name__ == "__main__":
@@ -45,11 +46,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from absl import flags
 
-# The generator and the text groups, here for the commands that import them from here.
-from bert_tf.setting_fields import (  # noqa: F401
-    REQUIRED, STRIP_ACCENTS_HELP, CorpusTextSettings, PreTokenizerSetting, Settings,
-    TextSettings, apply_config_file, define_flag, given, override, parse_args, require,
-    setting)
+from bert_tf.setting_fields import Settings, TextSettings, given, override, require, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -37,9 +37,9 @@ from typing import Dict, List, Optional, Sequence
 from absl import app, flags, logging
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, settings
+from bert_tf import output_guard, setting_fields, settings
 from bert_tf.errors import BertTfError, Preempted
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
 PAPER_EPOCHS = (2, 3, 4)
@@ -192,9 +192,9 @@ FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SweepConfig(settings.Settings):
+class SweepConfig(setting_fields.Settings):
     """One sweep (what the flags say): the grid, and what every point passes to finetune."""
-    task_name: Optional[str] = settings.override(settings.TaskSettings, "task_name",
+    task_name: Optional[str] = setting_fields.override(settings.TaskSettings, "task_name",
                                                  help="The task (as bert_tf.finetune).")
     output_dir: Optional[str] = setting(None, "One subdirectory per point, plus the summary.")
     learning_rates: List[str] = setting([str(v) for v in PAPER_LEARNING_RATES],
@@ -203,9 +203,9 @@ class SweepConfig(settings.Settings):
     batch_sizes: List[str] = setting([str(v) for v in PAPER_BATCH_SIZES], "Train batch sizes.")
     metric: Optional[str] = setting(None, "Metric to rank by; default the task's primary "
                                     "metric.")
-    data_dir: Optional[str] = settings.override(settings.TaskSettings, "data_dir",
+    data_dir: Optional[str] = setting_fields.override(settings.TaskSettings, "data_dir",
                                                 help="Passed to finetune.")
-    init_checkpoint: Optional[str] = settings.override(
+    init_checkpoint: Optional[str] = setting_fields.override(
         settings.ModelDirSettings, "init_checkpoint", help="Passed to finetune.")
     finetune_flags: str = setting("", "More finetune flags, e.g. \"--max_seq_length=128 "
                                   "--vocab_file=...\".")

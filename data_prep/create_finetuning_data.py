@@ -26,10 +26,10 @@ from typing import List, Optional, Sequence
 from absl import flags
 
 from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, settings
+from bert_tf import output_guard, setting_fields, settings
 from bert_tf.errors import UsageError
 from bert_tf import tasks
-from bert_tf.settings import setting
+from bert_tf.setting_fields import setting
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev")  # test has no labels to train on
@@ -39,7 +39,7 @@ SPLITS = ("train", "dev")  # test has no labels to train on
 class FinetuningDataConfig(settings.ModelDirSettings, settings.TaskSettings):
     """One run (what the flags say); `run(config)` writes it."""
     bert_config_file: Optional[str] = None  # not a flag: records need only the vocab
-    init_checkpoint: Optional[str] = settings.override(
+    init_checkpoint: Optional[str] = setting_fields.override(
         settings.ModelDirSettings, "init_checkpoint",
         help="A model dir whose vocab.txt / casing to use.")
     max_seq_length: int = setting(128, "Sequence length after WordPiece.", lower=3)
@@ -51,7 +51,7 @@ class FinetuningDataConfig(settings.ModelDirSettings, settings.TaskSettings):
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = FLAGS) -> "FinetuningDataConfig":
-        settings.require(flag_values, ["task_name", "output_dir"])
+        setting_fields.require(flag_values, ["task_name", "output_dir"])
         for split in flag_values.splits:
             if split not in SPLITS:
                 raise UsageError(f"--splits: {split!r} is not train or dev (test has no "

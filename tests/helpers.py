@@ -31,6 +31,20 @@ def tiny_config(**overrides):
     return BertConfig(**values)
 
 
+def loop_options(strategy=None, *, write_summaries: bool = True, **flags):
+    """A Trainer's LoopOptions as the training flags `flags` make them (the flags'
+    defaults otherwise; XLA off unless asked; no SIGTERM handler: tests share a process)."""
+    import tensorflow as tf
+
+    from bert_tf.settings import TrainingSettings
+    from bert_tf.training.loop import LoopOptions
+
+    flags.setdefault("jit_compile", False)
+    return LoopOptions.from_config(TrainingSettings(**flags),
+                                   strategy or tf.distribute.get_strategy(),
+                                   handle_sigterm=False, write_summaries=write_summaries)
+
+
 def first_lines(path, n: int, keep=str.strip) -> list:
     """The first `n` lines of a UTF-8 text file that `keep` accepts (non-blank ones by
     default), without their newlines."""

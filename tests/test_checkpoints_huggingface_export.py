@@ -180,7 +180,7 @@ def test_finetuned_classifier_gives_the_same_logits_in_bert_for_sequence_classif
     out = tmp_path / "finetuned"
     # finetune in process (the same run as `python -m bert_tf.finetune`, without a start-up)
     from bert_tf import finetune
-    from bert_tf.settings import parse_args
+    from bert_tf.setting_fields import parse_args
 
     finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
         "--task_name=SST-2", f"--data_dir={data}", f"--init_checkpoint={tmp_path / 'init'}",

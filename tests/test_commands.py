@@ -12,7 +12,7 @@ import keras
 import pytest
 from absl import flags
 
-from bert_tf import cli, errors, export_model, extract_features, finetune, settings
+from bert_tf import cli, errors, export_model, extract_features, finetune, setting_fields, settings
 from bert_tf import model_dir, pretrain
 from bert_tf.config import BertConfig
 from data_prep import create_finetuning_data
@@ -55,12 +55,12 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
 
     def finetune_text(*extra):
         config = finetune.FinetuneConfig.from_flags(
-            settings.parse_args(finetune.define_flags, finetune_args + list(extra)))
+            setting_fields.parse_args(finetune.define_flags, finetune_args + list(extra)))
         return finetune._resolve_model_dir(config).text
 
     def pretrain_text(*extra):
         config = pretrain.PretrainConfig.from_flags(
-            settings.parse_args(pretrain.define_flags, pretrain_args + list(extra)))
+            setting_fields.parse_args(pretrain.define_flags, pretrain_args + list(extra)))
         return pretrain._resolve_model_dir(config).text
 
     assert finetune_text().do_lower_case is False
@@ -74,7 +74,7 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
     # extract_features: cased pieces come out whole ("hello" would be [UNK]).
     (tmp_path / "in.txt").write_text("Hello world\n")
     out = tmp_path / "features.jsonl"
-    extract_features.run(extract_features.ExtractConfig.from_flags(settings.parse_args(
+    extract_features.run(extract_features.ExtractConfig.from_flags(setting_fields.parse_args(
         extract_features.define_flags, [f"--input_file={tmp_path / 'in.txt'}",
                                         f"--output_file={out}", f"--init_checkpoint={init}",
                                         "--layers=-1", "--max_seq_length=8"])))
@@ -84,7 +84,7 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
     # create_finetuning_data records the tokenizer it used.
     records = tmp_path / "records"
     (meta,) = create_finetuning_data.run(
-        create_finetuning_data.FinetuningDataConfig.from_flags(settings.parse_args(
+        create_finetuning_data.FinetuningDataConfig.from_flags(setting_fields.parse_args(
             create_finetuning_data.define_flags,
             ["--task_name=SST-2", f"--data_dir={cased_dir / 'sst2'}",
              f"--init_checkpoint={init}", "--max_seq_length=8",
@@ -92,7 +92,7 @@ def test_every_command_settles_casing_the_same_way(cased_dir, tmp_path):
     assert meta["task_config"]["do_lower_case"] is False and meta["num_examples"] == 8
 
     # export_model: the SavedModel records the settings its raw-text signature uses.
-    path = export_model.run(export_model.ExportConfig.from_flags(settings.parse_args(
+    path = export_model.run(export_model.ExportConfig.from_flags(setting_fields.parse_args(
         export_model.define_flags, [f"--init_checkpoint={init}", "--max_seq_length=16",
                                     f"--export_dir={tmp_path / 'export'}"])))
     with open(os.path.join(path, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)) as f:
@@ -110,7 +110,7 @@ def test_finetune_run_in_process(cased_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(tf.train.Checkpoint, "read",
                         lambda self, path, **kw: reads.append(str(path)) or read(self, path, **kw))
     out = tmp_path / "out"
-    config = finetune.FinetuneConfig.from_flags(settings.parse_args(
+    config = finetune.FinetuneConfig.from_flags(setting_fields.parse_args(
         finetune.define_flags,
         ["--task_name=SST-2", f"--data_dir={cased_dir / 'sst2'}",
          f"--init_checkpoint={cased_dir / 'init'}", f"--output_dir={out}", "--do_train",
@@ -157,7 +157,7 @@ def test_finetune_on_an_amx_cpu_trains_in_bfloat16_unless_told(cased_dir, tmp_pa
             "--do_train", "--do_eval", "--train_batch_size=4", "--eval_batch_size=4",
             "--num_train_epochs=1", "--steps_per_loop=1"]
     parse = lambda *extra: finetune.FinetuneConfig.from_flags(  # noqa: E731
-        settings.parse_args(finetune.define_flags, base + list(extra)))
+        setting_fields.parse_args(finetune.define_flags, base + list(extra)))
     out = lambda name: f"--output_dir={tmp_path / name}"  # noqa: E731
     assert parse(out("a")).mixed_precision is None
     assert parse(out("a"), "--mixed_precision=float32").mixed_precision == "float32"
@@ -208,17 +208,19 @@ def test_a_run_restores_the_process_state_it_sets():
 
 
 def test_bad_flags_are_usage_errors_before_any_work(cased_dir, tmp_path):
-    parse = settings.parse_args
+    parse = setting_fields.parse_args
     with pytest.raises(errors.UsageError, match="unknown task 'glue'"):
         finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
             "--task_name=glue", f"--output_dir={tmp_path}"]))
     with pytest.raises(errors.UsageError, match="--task_name is required"):
         create_finetuning_data.FinetuningDataConfig.from_flags(parse(
             create_finetuning_data.define_flags, [f"--output_dir={tmp_path}"]))
-    # SQuAD's own default length unless given; the task flags are finetune's too.
+    # SQuAD's own default length unless given (its task decides); the task flags are
+    # finetune's too.
     squad = finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
         "--task_name=squad", f"--output_dir={tmp_path}", "--doc_stride=64"]))
-    assert squad.max_seq_length == 384 and squad.task.options["doc_stride"] == 64
+    assert squad.max_seq_length is None and squad.task.options["doc_stride"] == 64
+    assert squad.task.task_arguments(squad.max_seq_length)["max_seq_length"] == 384
     data_flags = parse(create_finetuning_data.define_flags, ["--task_name=squad"])
     assert set(settings.TASK_OPTION_FLAGS) <= set(data_flags)
     config = finetune.FinetuneConfig.from_flags(parse(finetune.define_flags, [
@@ -284,7 +286,7 @@ def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_pat
     strategy = get_strategy("one_device")
 
     def jit(*extra):
-        config = finetune.FinetuneConfig.from_flags(settings.parse_args(
+        config = finetune.FinetuneConfig.from_flags(setting_fields.parse_args(
             finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
                                     "--do_train", *extra]))
         return LoopOptions.from_config(config, strategy).jit_compile

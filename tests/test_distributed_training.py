@@ -31,9 +31,9 @@ from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
-from bert_tf.training.loop import LoopOptions, Trainer
-from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,
-                           wait_all, write_sst2_dir, write_vocab)
+from bert_tf.training.loop import Trainer
+from tests.helpers import (SPECIAL_TOKENS, command_env, loop_options, make_model_dir,
+                           tiny_config, wait_all, write_sst2_dir, write_vocab)
 from tests.test_data_pretraining import PRED, SEQ, write_records
 from tests.test_pretrain_cli import _free_ports, _wait_for
 from tests.test_training_loop import _Linear
@@ -185,8 +185,8 @@ def test_mirrored_float16_accumulation_skipped_step_keeps_the_schedule(tmp_path)
         trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                           output_dir=str(tmp_path / "run"),
                           label_fn=losses.add_global_mlm_weight,
-                          options=LoopOptions(steps_per_loop=3, gradient_accumulation_steps=2,
-                                              handle_sigterm=False),
+                          options=loop_options(strategy, steps_per_loop=3,
+                                               gradient_accumulation_steps=2),
                           checkpoint_items=model.checkpoint_items())
         # A loss scale float16 gradients overflow at: the first steps are skipped.
         optimizer.dynamic_scale.assign(2.0 ** 22)
@@ -226,7 +226,7 @@ def test_evaluate_counts_the_empty_batch_of_a_replica_whose_data_ended(tmp_path)
             model.dense.kernel.assign([[0.5], [0.5]])
             optimizer = optimization.create_optimizer(0.1, 10)
         trainer = Trainer(model, loss_fn, optimizer, strategy, output_dir=str(tmp_path / name),
-                          metrics_fn=metrics_fn, options=LoopOptions(handle_sigterm=False))
+                          metrics_fn=metrics_fn, options=loop_options(strategy))
         # 9 rows in per-replica batches of 2: the last step has 1 row for replica 0 and
         # none for replica 1.
         results.append(trainer.evaluate(lambda ctx: tf.data.Dataset.from_tensor_slices(

@@ -99,12 +99,12 @@ def test_mixed_precision(policy, dtype):
 
 @pytest.mark.parametrize("dtype,atol", [("float32", 1e-5), ("bfloat16", 0.1)])
 def test_split_for_inference_keeps_outputs_and_the_other_paths(dtype, atol):
-    """An encoder whose layers are split for serving (serving.fused_for_inference with
-    branches=2, what export_model --parallel_branches=2 traces): inference outputs equal
-    the unsplit encoder's (bfloat16: within bfloat16's rounding, the split keeping the
-    residual in float32), while training and output_attentions calls keep the unsplit
-    layers (dropout runs; the same attention probabilities)."""
-    from bert_tf.serving import fused_for_inference
+    """The serving graph of an encoder split in two (serving_graph.InferenceEncoder with
+    branches=2, what export_model --parallel_branches=2 traces): its outputs equal the
+    encoder's inference outputs (bfloat16: within bfloat16's rounding, the split keeping
+    the residual in float32), while the encoder's own calls are unchanged (dropout runs
+    in training; the same attention probabilities)."""
+    from bert_tf.serving_graph import InferenceEncoder
 
     cfg = BertConfig(**{**TINY.to_dict(), "hidden_dropout_prob": 0.5})
     keras.utils.set_random_seed(3)
@@ -113,18 +113,17 @@ def test_split_for_inference_keeps_outputs_and_the_other_paths(dtype, atol):
     mask = inputs["input_mask"].astype(bool)
     want = encoder(inputs, training=False)
     probs = encoder(inputs, training=False, output_attentions=True)["attention_probs"]
-    with fused_for_inference(encoder, branches=2):
-        got = encoder(inputs, training=False)
-        assert got["sequence_output"].dtype == tf.float32  # the float32 residual stream
-        for a, b in zip(got["encoder_outputs"], want["encoder_outputs"]):
-            np.testing.assert_allclose(np.asarray(a, "float32")[mask],
-                                       np.asarray(tf.cast(b, "float32"))[mask], atol=atol)
-        split_probs = encoder(inputs, training=False, output_attentions=True)["attention_probs"]
-        for a, b in zip(split_probs, probs):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
-        trained = np.asarray(tf.cast(encoder(inputs, training=True)["sequence_output"],
-                                     "float32"))
-        assert np.abs(trained - np.asarray(got["sequence_output"])).max() > 0.1
+    got = InferenceEncoder(encoder, branches=2)(inputs)
+    assert got["sequence_output"].dtype == tf.float32  # the float32 residual stream
+    for a, b in zip(got["encoder_outputs"], want["encoder_outputs"]):
+        np.testing.assert_allclose(np.asarray(a, "float32")[mask],
+                                   np.asarray(tf.cast(b, "float32"))[mask], atol=atol)
+    again = encoder(inputs, training=False, output_attentions=True)["attention_probs"]
+    for a, b in zip(again, probs):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    trained = np.asarray(tf.cast(encoder(inputs, training=True)["sequence_output"],
+                                 "float32"))
+    assert np.abs(trained - np.asarray(got["sequence_output"])).max() > 0.1
 
 
 def test_builds_and_runs_in_mirrored_strategy_scope():

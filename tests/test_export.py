@@ -464,7 +464,7 @@ def test_each_weight_is_saved_once(exported):
 
 
 def test_export_runs_the_fused_attention(exported):
-    # The serving fast path (bert_tf.serving.fused_for_inference): each layer's
+    # The serving graph (bert_tf.serving_graph.InferenceEncoder): each layer's
     # query/key/value saved as one [H, 3H] kernel, no separate [H, H] query/key/value
     # kernels (only each layer's attention output and the pooler are [H, H]);
     # test_ids_signature_matches_keras checks it against the training-path encoder.

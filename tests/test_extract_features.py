@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf import extract_features as ef
-from bert_tf import settings
+from bert_tf import setting_fields
 from tests.helpers import make_model_dir, run_command, tiny_config
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
@@ -46,7 +46,7 @@ def input_file(tmp_path):
 
 
 def _run(model_dir, input_file, output, *extra):
-    fv = settings.parse_args(ef.define_flags, [
+    fv = setting_fields.parse_args(ef.define_flags, [
         f"--input_file={input_file}", f"--output_file={output}",
         f"--init_checkpoint={model_dir}", "--max_seq_length=8", "--batch_size=3", *extra])
     return ef.run(ef.ExtractConfig.from_flags(fv))
@@ -161,7 +161,7 @@ def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, in
     from bert_tf.training.strategy import original_tpu_strategy
     from tests.test_distributed_training import _FakeTpu
 
-    fv = settings.parse_args(ef.define_flags, [
+    fv = setting_fields.parse_args(ef.define_flags, [
         "--input_file=a", "--output_file=b", "--init_checkpoint=c",
         "--use_tpu", "--master=grpc://10.0.0.2:8470", "--num_tpu_cores=8",
         "--use_one_hot_embeddings"])

@@ -19,10 +19,10 @@ CONFIGS = sorted((REPO / "official_configs" / "finetuning").glob("*.yaml"))
 PROBE = """
 import json, sys
 from absl import flags
-from bert_tf import finetune, settings
+from bert_tf import finetune, setting_fields
 finetune.define_flags()
 flags.FLAGS(sys.argv)
-settings.apply_config_file(flags.FLAGS)
+setting_fields.apply_config_file(flags.FLAGS)
 F = flags.FLAGS
 print(json.dumps({"names": sorted(F), "task_name": F.task_name,
                   "learning_rate": F.learning_rate, "num_train_epochs": F.num_train_epochs,

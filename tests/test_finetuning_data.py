@@ -8,7 +8,8 @@ from bert_tf.data import finetuning as data_lib
 from bert_tf.encoder import BertEncoder
 from bert_tf.tasks.ner import Conll2003NerTask
 from bert_tf.training import optimization
-from bert_tf.training.loop import LoopOptions, Trainer
+from bert_tf.training.loop import Trainer
+from tests.helpers import loop_options
 
 SEQ = 16
 CFG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -71,8 +72,7 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
         optimizer = optimization.create_optimizer(1e-3, 12, 2)
     trainer = Trainer(model, task.loss, optimizer, strategy, output_dir=str(tmp_path),
                       checkpoint_items=model.checkpoint_items(),
-                      options=LoopOptions(steps_per_loop=6, handle_sigterm=False,
-                                          write_summaries=False))
+                      options=loop_options(strategy, steps_per_loop=6, write_summaries=False))
     features = _features()
     result = trainer.train(
         lambda ctx: data_lib.array_dataset(features, ["label_ids"], 4, True, ctx, seed=2,
@@ -100,10 +100,10 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
 def test_buckets_are_finer_when_the_step_is_not_compiled(tmp_path):
     """TF's kernels take any length at no cost: multiples of 8 (less padding); XLA
     compiles once per length: at most 8 coarser ones; TPUs and --nolength_bucketing: none."""
-    from bert_tf import finetune, settings
+    from bert_tf import finetune, setting_fields
 
     def config(*extra):
-        return finetune.FinetuneConfig.from_flags(settings.parse_args(
+        return finetune.FinetuneConfig.from_flags(setting_fields.parse_args(
             finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
                                     "--max_seq_length=64", *extra]))
 

@@ -7,7 +7,7 @@ import pytest
 from absl import flags
 
 from bert_tf import (convert_checkpoint, errors, export_model, extend_vocab, extract_features,
-                     finetune, pretrain, settings)
+                     finetune, pretrain, setting_fields)
 from data_prep import build_vocab, create_finetuning_data, create_pretraining_data
 from tests.helpers import run_command
 
@@ -62,7 +62,7 @@ def test_config_file_values_are_checked_against_the_same_ranges(tmp_path):
     yaml = tmp_path / "run.yaml"
     yaml.write_text("train_batch_size: 0\n")
     with pytest.raises(errors.UsageError, match=r"train_batch_size: 0.*positive integer"):
-        settings.parse_args(pretrain.define_flags, [f"--config_file={yaml}",
+        setting_fields.parse_args(pretrain.define_flags, [f"--config_file={yaml}",
                                                         "--output_dir=x", "--input_file=y"])
 
 
@@ -71,10 +71,10 @@ def test_keep_checkpoint_max_0_keeps_every_checkpoint_as_the_original(tmp_path):
     from bert_tf.training.strategy import get_strategy
 
     def keep(*extra):
-        config = pretrain.PretrainConfig.from_flags(settings.parse_args(
+        config = pretrain.PretrainConfig.from_flags(setting_fields.parse_args(
             pretrain.define_flags, [f"--output_dir={tmp_path}", "--input_file=x", "--do_train", *extra]))
         options = LoopOptions.from_config(config, get_strategy("one_device"))
-        return options.max_checkpoints_to_keep
+        return options.max_to_keep
 
     assert keep() == 5
     assert keep("--keep_checkpoint_max=0") is None  # tf.train.CheckpointManager: keep all

@@ -189,7 +189,7 @@ def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
     assert json.load(open(os.path.join(d, "tokenizer_config.json"))) == {
         "do_lower_case": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
     got = model_dir.resolve(d).text
-    assert got == model_dir.TextSettings(True, False, "kiwi")
+    assert got == model_dir.TokenizerConfig(True, False, "kiwi")
     # A flag wins over the record; an old dir (no strip_accents key) infers from the vocab.
     assert model_dir.resolve(d, strip_accents=True).text.strip_accents is True
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
@@ -314,14 +314,14 @@ def test_extract_features_reads_the_recorded_setting(tmp_path, keep_vocab):
     """The model dir's strip_accents=False reaches extract_features (syllable tokens);
     --strip_accents on the command line wins (jamo tokens)."""
     from bert_tf import extract_features as ef
-    from bert_tf import settings
+    from bert_tf import setting_fields
 
     d = tiny_model_dir(tmp_path / "model", keep_vocab)
     (tmp_path / "in.txt").write_text("대한민국은 민주공화국이다.\n", encoding="utf-8")
 
     def tokens(*extra):
         out = tmp_path / "out.jsonl"
-        fv = settings.parse_args(ef.define_flags, [
+        fv = setting_fields.parse_args(ef.define_flags, [
             f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
             f"--init_checkpoint={d}", "--layers=-1", *extra])
         ef.run(ef.ExtractConfig.from_flags(fv))

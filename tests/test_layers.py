@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import layers
+from bert_tf.serving_graph import InferenceAttention, InferenceBlock
 
 RNG = np.random.default_rng(0)
 
@@ -43,70 +44,27 @@ def test_layer_norm_epsilon_is_berts():
 
 
 def test_block_split_for_inference_equals_the_block():
-    """TransformerBlock.fuse_for_inference(branches): the inference call split into
+    """serving_graph.InferenceBlock(block, branches): the inference forward split into
     independent chains gives the block's outputs; the snapshots are no weights of the
-    block; training and return_probs calls keep the unsplit layer."""
+    block, and the block's own calls are untouched."""
     block = layers.TransformerBlock(hidden_size=16, num_heads=4, intermediate_size=32,
                                     hidden_dropout_rate=0.1, attention_dropout_rate=0.1)
     x = RNG.normal(size=(2, 6, 16)).astype("float32")
     bias = layers.attention_bias_from_mask(np.array([[1] * 6, [1] * 3 + [0] * 3]))
     want = np.asarray(block(x, bias))
     names = sorted(v.path for v in block.weights)
-    for branches in (2, 4):
-        block.fuse_for_inference(branches)
-        assert block.inference_branches == branches
-        np.testing.assert_allclose(np.asarray(block(x, bias)), want, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(block.call_branches(x, bias)), want, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(block(x, bias, return_probs=True)[0]), want,
-                                   atol=1e-5)
+    for branches in (1, 2, 4):
+        split = InferenceBlock(block, branches)
+        assert split.branches == branches
+        np.testing.assert_allclose(np.asarray(split(x, bias)), want, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(block(x, bias)), want, atol=1e-6)
         assert sorted(v.path for v in block.weights) == names
-        # Dropout on: the training path runs (and differs), not the snapshot.
+        # Dropout on: the training path runs (and differs).
         assert np.abs(np.asarray(block(x, bias, training=True)) - want).max() > 1e-3
-    block.unfuse_for_inference()
-    assert block.inference_branches == 1
     for bad in (3, 0):
         with pytest.raises(ValueError, match="must divide"):
-            block.fuse_for_inference(bad)
+            InferenceBlock(block, bad)
 
-
-def test_embeddings():
-    layer = layers.BertEmbeddings(vocab_size=30, hidden_size=8, max_position_embeddings=16,
-                                  type_vocab_size=2, dropout_rate=0.0)
-    ids = RNG.integers(0, 30, (2, 5))
-    types = RNG.integers(0, 2, (2, 5))
-    out = _roundtrip(layer, lambda l: l(ids, types))
-    assert out.layer_norm.epsilon == 1e-12
-    # By hand: LayerNorm(word + position + type) with gamma 1, beta 0.
-    w, p, t = (keras.ops.convert_to_numpy(v) for v in
-               (layer.word_embeddings, layer.position_embeddings, layer.token_type_embeddings))
-    s = w[ids] + p[None, :5] + t[types]
-    ref = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-12)
-    np.testing.assert_allclose(layer(ids, types), ref, atol=1e-5)
-
-
-def test_embeddings_refuse_more_positions_than_the_table_has():
-    layer = layers.BertEmbeddings(vocab_size=30, hidden_size=8, max_position_embeddings=16,
-                                  type_vocab_size=2)
-    with pytest.raises(ValueError, match="17 positions, more than max_position_embeddings=16"):
-        layer(np.zeros((1, 17), np.int32))
-
-
-def test_attention_masks_padded_keys_only():
-    layer = layers.BertSelfAttention(hidden_size=8, num_heads=2, attention_dropout_rate=0.0)
-    x = RNG.normal(size=(2, 5, 8)).astype("float32")
-    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
-    bias = layers.attention_bias_from_mask(mask)
-    out, probs = layer(x, bias, return_probs=True)
-    probs = np.asarray(probs)
-    assert probs.shape == (2, 2, 5, 5)
-    assert probs[0, :, :, 3:].max() < 1e-4  # padded keys get (almost) no weight
-    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
-    # Changing padded positions leaves real positions unchanged.
-    x2 = x.copy()
-    x2[0, 3:] = RNG.normal(size=(2, 8))
-    np.testing.assert_allclose(np.asarray(layer(x2, bias))[0, :3], np.asarray(out)[0, :3],
-                               atol=1e-5)
-    _roundtrip(layer, lambda l: l(x, bias))
     with pytest.raises(ValueError, match="not a multiple"):
         layers.BertSelfAttention(hidden_size=10, num_heads=3)
 
@@ -117,22 +75,24 @@ def test_attention_fused_for_inference_equals_three_matmuls():
     bias = layers.attention_bias_from_mask(np.array([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5]))
     want = np.asarray(layer(x, bias, training=False))
     names = sorted(v.path for v in layer.weights)
-    layer.fuse_for_inference()
-    np.testing.assert_allclose(np.asarray(layer(x, bias, training=False)), want, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(layer(x[:1, :1], bias[:1, :, :, :1])),
+    fused = InferenceAttention(layer)
+    np.testing.assert_allclose(np.asarray(fused(x, bias)), want, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(fused(x[:1, :1], bias[:1, :, :, :1])),
                                np.asarray(layer(x[:1, :1], bias[:1, :, :, :1],
                                                 return_probs=True)[0]), atol=1e-5)
     # The snapshot is no weight of the layer: same weights, same checkpoint.
     assert sorted(v.path for v in layer.weights) == names
     assert not [v for v in tf.train.Checkpoint(layer=layer)._checkpoint_dependencies
                 if "fused" in v.name]
-    # Training keeps the three separate kernels: it sees a changed query kernel ...
+    # The layer keeps its three kernels: it sees a changed query kernel, the snapshot not
+    # ...
     layer.query.kernel.assign(RNG.normal(size=(16, 16)).astype("float32") * 3)
     layer.dropout.rate = 0.0
     trained = np.asarray(layer(x, bias, training=True))
     assert np.abs(trained - want).max() > 0.1 * np.abs(want).max()
-    # ... and a graph trace of the fused call runs one matmul for query, key and value.
-    graph = tf.function(lambda t: layer(t, bias)).get_concrete_function(
+    np.testing.assert_allclose(np.asarray(fused(x, bias)), want, atol=1e-5)
+    # ... and a graph trace of the fused forward runs one matmul for query, key and value.
+    graph = tf.function(lambda t: fused(t, bias)).get_concrete_function(
         tf.TensorSpec([3, 7, 16], tf.float32)).graph
     assert sum(op.type == "MatMul" for op in graph.get_operations()) == 2  # qkv, output
 

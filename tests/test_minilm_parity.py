@@ -91,15 +91,15 @@ def test_minilm_fused_for_inference_equals_the_encoder(models, pad_to, branches)
     """The serving fast path (query/key/value fused at export; with `branches`, each layer
     split into that many chains, export_model --parallel_branches) on the real weights:
     the same outputs as the training-path encoder within 1e-5, every layer."""
-    from bert_tf.serving import fused_for_inference
+    from bert_tf.serving_graph import InferenceEncoder
 
     encoder, _, tokenizer, source = models
     ids, mask, types = _batch(tokenizer, pad_to)
     inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
-    with fused_for_inference(encoder, branches) as fused_layers:
-        assert fused_layers == 6
-        got = encoder(inputs, training=False)
-    want = encoder(inputs, training=False)  # unfused again: the training path's layers
+    fused = InferenceEncoder(encoder, branches)
+    assert len(fused.blocks) == 6
+    got = fused(inputs)
+    want = encoder(inputs, training=False)  # the layers' own calls
     # Split layers sum their parts in another order: float32 reassociation carried through
     # six LayerNorms, measured up to 2.2e-5 (outputs up to ~6 in size); a wrong slice of
     # heads or units would be off by tenths.

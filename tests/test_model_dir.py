@@ -89,10 +89,10 @@ def test_resolve_precedence_flag_then_dir_then_vocab_then_default(tmp_path):
     cased = _metadata_dir(tmp_path / "cased")            # nothing recorded
     got = model_dir.resolve(cased)
     assert got.config == CFG and got.vocab_file.endswith("vocab.txt")
-    assert got.text == model_dir.TextSettings(False, None, None)          # 3: the vocab
+    assert got.text == model_dir.TokenizerConfig(False, None, None)          # 3: the vocab
     assert model_dir.resolve(cased, do_lower_case=True).text.do_lower_case  # 1: the flag
     recorded = _metadata_dir(tmp_path / "recorded", do_lower_case=True, strip_accents=False)
-    assert model_dir.resolve(recorded).text == model_dir.TextSettings(True, False)  # 2: dir
+    assert model_dir.resolve(recorded).text == model_dir.TokenizerConfig(True, False)  # 2: dir
     assert model_dir.resolve(recorded, do_lower_case=False).text.do_lower_case is False
     # A fine-tuned dir's task_config.json records casing too (after tokenizer_config.json).
     (tmp_path / "cased" / model_dir.TASK_CONFIG_FILE).write_text(
@@ -101,7 +101,7 @@ def test_resolve_precedence_flag_then_dir_then_vocab_then_default(tmp_path):
     assert model_dir.resolve(cased).task_config["task_name"] == "SST-2"
     # 4: nothing anywhere: lower case, no config, no vocab (require says what to pass).
     empty = model_dir.resolve(str(tmp_path / "none"))
-    assert empty.text == model_dir.TextSettings() and empty.config is None
+    assert empty.text == model_dir.TokenizerConfig() and empty.config is None
     with pytest.raises(model_dir.ModelDirError,
                        match=r"needs bert_config.json and vocab.txt .* --bert_config_file "
                              r"and --vocab_file"):
@@ -166,7 +166,7 @@ def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp
     monkeypatch.setattr(model_dir.logging, "info", lambda fmt, *a: logged.append(fmt % a))
     out = str(tmp_path / "run")
     schedule = {"learning_rate": 1e-4, "train_batch_size": 32, "warmup_proportion": 0.1}
-    run = model_dir.RunRecord("finetune", CFG, None, model_dir.TextSettings(), "adamw", 128,
+    run = model_dir.RunRecord("finetune", CFG, None, model_dir.TokenizerConfig(), "adamw", 128,
                               schedule=schedule, training_length={"num_train_epochs": 3.0})
     model_dir.write_run_record(out, run)
     assert model_dir.check_run_dir(out, run) is None

@@ -265,7 +265,7 @@ def finetuned(tmp_path_factory):
     # In process (the command line runs below, on the refusals): a fine-tuned dir as
     # finetune writes it.
     from bert_tf import finetune
-    from bert_tf.settings import parse_args
+    from bert_tf.setting_fields import parse_args
 
     finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
         "--task_name=SST-2", "--max_seq_length=16", f"--data_dir={root / 'sst2'}",
@@ -304,7 +304,7 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
     assert_kept(before, finetuned / "out")
     # ... and the other settings in process (the same refusal, no interpreter start-up).
     from bert_tf import finetune
-    from bert_tf.settings import parse_args
+    from bert_tf.setting_fields import parse_args
 
     for flags, setting in [(["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
                              "--optimizer=lamb"], "optimizer adamw"),
@@ -380,7 +380,7 @@ def test_a_checkpoint_path_holding_a_glob_character_is_one_line(tmp_path):
 
 def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
     from bert_tf import export_model, extract_features
-    from bert_tf.settings import parse_args
+    from bert_tf.setting_fields import parse_args
     from data_prep import build_vocab
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
@@ -407,7 +407,7 @@ def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
 
 
 def test_create_finetuning_data_writes_nothing_on_bad_input_and_keeps_others_files(tmp_path):
-    from bert_tf.settings import parse_args
+    from bert_tf.setting_fields import parse_args
     from data_prep import create_finetuning_data as cfd
 
     words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})

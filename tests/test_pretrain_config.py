@@ -6,7 +6,7 @@ import os
 import pytest
 from absl import flags
 
-from bert_tf import settings, pretrain
+from bert_tf import pretrain, setting_fields
 from bert_tf.config import BertConfig
 
 FLAGS = flags.FlagValues()
@@ -31,7 +31,7 @@ def test_yaml_values_apply_and_command_line_wins(tmp_path, parsed):
     path.write_text("learning_rate: 2.0e-4\nnum_train_steps: 77\nmax_seq_length: 64\n"
                     "do_train: true\noptimizer: lamb\n")
     values = parsed(f"--config_file={path}", "--num_train_steps=5")
-    applied = settings.apply_config_file(values)
+    applied = setting_fields.apply_config_file(values)
     assert values.learning_rate == pytest.approx(2e-4)
     assert values.num_train_steps == 5  # the flag wins
     assert values.max_seq_length == 64 and values.do_train and values.optimizer == "lamb"
@@ -42,16 +42,16 @@ def test_unknown_key_and_bad_value_name_the_file_and_key(tmp_path, parsed):
     path = tmp_path / "bad.yaml"
     path.write_text("learning_rat: 1.0\n")
     with pytest.raises(ValueError, match=r"bad\.yaml: `learning_rat` is not a flag"):
-        settings.apply_config_file(parsed(f"--config_file={path}"))
+        setting_fields.apply_config_file(parsed(f"--config_file={path}"))
     path.write_text("optimizer: sgd\n")
     with pytest.raises(ValueError, match=r"bad\.yaml: `optimizer: 'sgd'`"):
-        settings.apply_config_file(parsed(f"--config_file={path}"))
+        setting_fields.apply_config_file(parsed(f"--config_file={path}"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_official_pretraining_configs_are_valid(path, parsed):
     values = parsed(f"--config_file={path}")
-    settings.apply_config_file(values)
+    setting_fields.apply_config_file(values)
     assert values.max_seq_length in (128, 512)
     if "phase1" in path or "tiny" in path:
         config = BertConfig.from_file(values.bert_config_file)  # resolved beside the YAML

@@ -34,9 +34,9 @@ from bert_tf.data.position import InputPosition
 from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.data.records import RecordFiles
 from bert_tf.training import optimization
-from bert_tf.training.loop import LoopOptions, Trainer
-from tests.helpers import (SPECIAL_TOKENS, command_env, make_model_dir, tiny_config,
-                           write_sst2_dir, write_vocab)
+from bert_tf.training.loop import Trainer
+from tests.helpers import (SPECIAL_TOKENS, command_env, loop_options, make_model_dir,
+                           tiny_config, write_sst2_dir, write_vocab)
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -233,10 +233,10 @@ def _train(strategy, output_dir, features, num_steps, seen=None, input_seed=7, b
         return tf.reduce_mean(ce) + 0.0 * tf.cast(tf.reduce_sum(ids), tf.float32)
 
     trainer = Trainer(model, loss, optimizer, strategy, output_dir=str(output_dir),
-                      options=LoopOptions(steps_per_loop=3, save_checkpoints_steps=100,
-                                          handle_sigterm=False, write_summaries=False,
-                                          gradient_accumulation_steps=accumulation,
-                                          jit_compile=jit_compile))
+                      options=loop_options(strategy, steps_per_loop=3, save_checkpoints_steps=100,
+                                           write_summaries=False,
+                                           gradient_accumulation_steps=accumulation,
+                                           jit_compile=jit_compile))
     trainer.restore_or_initialize()
 
     def dataset_fn(ctx, position):

@@ -7,12 +7,12 @@ from typing import List, Optional
 import pytest
 from absl import flags
 
-from bert_tf import errors, settings
-from bert_tf.settings import setting
+from bert_tf import errors, setting_fields
+from bert_tf.setting_fields import setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Toy(settings.Settings):
+class Toy(setting_fields.Settings):
     config_file: Optional[str] = setting(None, "YAML.")
     steps: int = setting(10, "Steps.", lower=1)
     share: float = setting(0.1, "A share.", lower=0.0, upper=1.0)
@@ -24,11 +24,11 @@ class Toy(settings.Settings):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LongerToy(Toy):
-    steps: int = settings.override(Toy, "steps", 99)
+    steps: int = setting_fields.override(Toy, "steps", 99)
 
 
 def parse(*argv, cls=Toy):
-    return settings.parse_args(cls.define_flags, list(argv))
+    return setting_fields.parse_args(cls.define_flags, list(argv))
 
 
 def test_fields_become_absl_flags_with_their_type_default_and_range():
@@ -68,7 +68,7 @@ def test_a_field_with_a_flag_default_holds_none_unless_given(tmp_path):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SourcedToy(Toy):
-    source: str = setting(settings.REQUIRED, "From where.")
+    source: str = setting(setting_fields.REQUIRED, "From where.")
 
 
 def test_a_required_field_is_a_flag_without_default_refused_when_not_given():
@@ -96,5 +96,31 @@ def test_finetune_declares_its_own_step_defaults_and_the_tasks_length():
     trained = parse(cls=pretrain.PretrainConfig)
     assert tuned["num_train_steps"].default is None and trained["num_train_steps"].default == 100000
     config = finetune.FinetuneConfig.from_flags(tuned)
-    assert config.max_seq_length == 384 and config.do_lower_case is None
+    assert config.max_seq_length is None and config.do_lower_case is None  # the task's:
+    assert config.task.task_arguments(config.max_seq_length)["max_seq_length"] == 384
     assert config.task.options["doc_stride"] == 128
+
+
+def test_setting_fields_names_are_imported_from_setting_fields_only():
+    """One import path per name: `bert_tf.settings` uses the generator and the text
+    groups but no caller reaches them through it."""
+    import ast
+    import subprocess
+
+    from tests.conftest import REPO_ROOT
+
+    own = {n for n in vars(setting_fields) if not n.startswith("_")}
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    wrong = []
+    for path in files:
+        tree = ast.parse(open(f"{REPO_ROOT}/{path}", encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "settings" and node.attr in own
+                    and path != "bert_tf/settings.py"):
+                wrong.append(f"{path}:{node.lineno}: settings.{node.attr}")
+            if (isinstance(node, ast.ImportFrom) and node.module == "bert_tf.settings"
+                    and any(a.name in own for a in node.names)):
+                wrong.append(f"{path}:{node.lineno}: from bert_tf.settings import ...")
+    assert not wrong, "import these from bert_tf.setting_fields:\n" + "\n".join(wrong)

@@ -17,7 +17,8 @@ from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
-from bert_tf.training.loop import LoopOptions, NonFiniteLossError, Trainer
+from bert_tf.training.loop import NonFiniteLossError, Trainer
+from tests.helpers import loop_options
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
 CFG = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -41,7 +42,7 @@ def _pretrainer_trainer(strategy, output_dir, weights=None, num_steps=20, **kwar
                       metrics_finalizer=losses.finalize_pretraining_metrics,
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items=model.checkpoint_items(),
-                      options=LoopOptions(handle_sigterm=False, **kwargs))
+                      options=loop_options(strategy, **kwargs))
     return model, trainer
 
 
@@ -96,7 +97,7 @@ def test_step_function_traces_once_with_static_shapes_and_checkpoints_on_boundar
         records, tmp_path):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     _, trainer = _pretrainer_trainer(strategy, tmp_path, steps_per_loop=3,
-                                     save_checkpoints_steps=4, max_checkpoints_to_keep=2)
+                                     save_checkpoints_steps=4, keep_checkpoint_max=2)
     result = trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=9)
     assert result["status"] == "finished" and result["step"] == 9
     assert trainer.train_loop_traces == 1  # loops of 3, 1 (to the save at 4), 3, 1, 1
@@ -221,8 +222,8 @@ def test_nan_loss_stops_at_the_loop_end_naming_that_step_without_saving(tmp_path
         optimizer = optimization.create_optimizer(0.1, 10)
     trainer = Trainer(model, lambda l, o: tf.reduce_mean((o["y"] - l["y"]) ** 2), optimizer,
                       strategy, output_dir=str(tmp_path),
-                      options=LoopOptions(steps_per_loop=4, save_checkpoints_steps=2,
-                                          handle_sigterm=False))
+                      options=loop_options(strategy, steps_per_loop=4,
+                                           save_checkpoints_steps=2))
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(
         ({"x": x}, {"y": y})).batch(2, drop_remainder=True)
     with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3; stopped without "
@@ -245,7 +246,7 @@ def test_mixed_float16_with_dynamic_loss_scaling_trains(records, tmp_path):
         assert model.encoder.compute_dtype == "float16"
         trainer = Trainer(model, losses.pretraining_loss, optimizer, strategy,
                           output_dir=str(tmp_path), label_fn=losses.add_global_mlm_weight,
-                          options=LoopOptions(steps_per_loop=4, handle_sigterm=False))
+                          options=loop_options(strategy, steps_per_loop=4))
         result = trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=4)
     finally:
         keras.mixed_precision.set_global_policy("float32")

@@ -111,8 +111,10 @@ class TaskSpec:
                                   ("dev", self.validation_file or self.predict_file),
                                   ("test", self.test_file or self.predict_file)) if v}
 
-    def task_arguments(self, max_seq_length: int, recorded: Optional[dict] = None) -> dict:
-        """`make_task`'s keyword arguments for these flags at `max_seq_length`: the data
+    def task_arguments(self, max_seq_length: Optional[int],
+                       recorded: Optional[dict] = None) -> dict:
+        """`make_task`'s keyword arguments for these flags at `max_seq_length` (None: the
+        task's own, `Task.sequence_length`): the data
         and the task's own options, after the task's cross-flag check (`check_options`:
         a UsageError naming the flags, before any data is read).
 
@@ -134,6 +136,7 @@ class TaskSpec:
                 if (options.get(name) is None and recorded.get(name) is not None
                         and not (name == "label_list" and training_data)):
                     options[name] = recorded[name]
+        max_seq_length = cls.sequence_length(max_seq_length)
         cls.check_options(max_seq_length, **options)
         return dict(max_seq_length=max_seq_length, data_dir=self.data_dir,
                     files=self.files(), **options)

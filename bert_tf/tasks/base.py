@@ -153,11 +153,17 @@ class TaskModel(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
+        return self.run(inputs, lambda x: self.encoder(x, training=training), training)
+
+    def run(self, inputs, encode, training=None):
+        """The forward pass with `encode` (model inputs -> the encoder's outputs) in the
+        encoder's place: `call` passes the encoder, a serving module its inference
+        encoder (`serving_graph.InferenceEncoder`)."""
         inputs = {k: inputs[k] for k in MODEL_INPUTS if k in inputs}
         if self.num_choices:
             seq = keras.ops.shape(inputs["input_word_ids"])[-1]
             inputs = {k: keras.ops.reshape(v, (-1, seq)) for k, v in inputs.items()}
-        encoder_outputs = self.encoder(inputs, training=training)
+        encoder_outputs = encode(inputs)
         outputs = self.task_head(encoder_outputs, training=training)
         if self.num_choices:
             outputs = {k: keras.ops.reshape(v, (-1, self.num_choices) + tuple(v.shape[1:]))
@@ -207,11 +213,16 @@ class Task:
             raise TypeError(f"{type(self).__name__}: unknown options {sorted(unknown)}; "
                             f"known: {list(self.option_names)}")
         self.tokenizer = tokenizer
-        self.max_seq_length = int(self.default_max_seq_length if max_seq_length is None
-                                  else max_seq_length)
+        self.max_seq_length = self.sequence_length(max_seq_length)
         self.data_dir = data_dir
         self.files = dict(files or {})
         self.options = options
+
+    @classmethod
+    def sequence_length(cls, max_seq_length: Optional[int] = None) -> int:
+        """`max_seq_length`, else (None) the task's `default_max_seq_length`: the one
+        place a run's length is decided when --max_seq_length is not given."""
+        return int(cls.default_max_seq_length if max_seq_length is None else max_seq_length)
 
     @classmethod
     def check_options(cls, max_seq_length: int, **options) -> None:

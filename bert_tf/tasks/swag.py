@@ -209,7 +209,7 @@ class MultipleChoiceServing(serving.TaskServing):
         flat = serving.check_length(tf.reshape(ids, [-1, tf.shape(ids)[-1]]),
                                     self.max_positions)
         inputs = dict(inputs, input_word_ids=tf.reshape(flat, tf.shape(ids)))
-        return self.model({k: inputs[k] for k in MODEL_INPUTS}, training=False)
+        return self.run_model({k: inputs[k] for k in MODEL_INPUTS})
 
     def from_ids(self, inputs):
         logits = tf.cast(self._model(inputs)["logits"], tf.float32)

@@ -49,7 +49,7 @@ Example (a fine-tuning task would look the same):
                       output_dir="/tmp/run",
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items=model.checkpoint_items(),
-                      options=LoopOptions(steps_per_loop=100, save_checkpoints_steps=500))
+                      options=LoopOptions.from_config(run_settings, strategy))  # the flags
     # Resumes (logs "resumed from step N"), else restores the start point, if any.
     trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
         model_dir.resolve(init_checkpoint), model.checkpoint_items(),
@@ -150,30 +150,41 @@ def _split(tree, parts: int):
     return tf.nest.map_structure(reshape, tree)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LoopOptions:
-    """How a Trainer runs, whatever it trains: steps per host round trip, checkpoint
-    cadence and how many to keep (None: all), gradient accumulation, XLA, summaries and
-    the stop signals. A command builds it once from its flags: `from_config`.
+    """How a Trainer runs: the training flags it reads, named and valued as the flags
+    (`settings.TrainingSettings`, where their defaults live), with `jit_compile` decided,
+    and the process's stop signals and summaries. Made by `from_config` only.
 
-    >>> LoopOptions(steps_per_loop=10).save_checkpoints_steps
+    >>> from bert_tf.settings import TrainingSettings
+    >>> LoopOptions.from_config(TrainingSettings(steps_per_loop=10, jit_compile=False),
+    ...                         tf.distribute.get_strategy()).save_checkpoints_steps
     1000
     """
-    steps_per_loop: int = 100
-    save_checkpoints_steps: int = 1000
-    max_checkpoints_to_keep: Optional[int] = 5
-    gradient_accumulation_steps: int = 1
-    jit_compile: bool = False
-    write_summaries: bool = True
-    handle_sigterm: bool = True
+    steps_per_loop: int
+    save_checkpoints_steps: int
+    keep_checkpoint_max: int  # 0: every checkpoint, as the original's
+    gradient_accumulation_steps: int
+    jit_compile: bool
+    write_summaries: bool
+    handle_sigterm: bool
     # Polled while training (a cloud's maintenance notice): True stops it as SIGTERM does.
-    termination_watcher_fn: Optional[Callable[[], bool]] = None
+    termination_watcher_fn: Optional[Callable[[], bool]]
+
+    @property
+    def max_to_keep(self) -> Optional[int]:
+        """`keep_checkpoint_max` as tf.train.CheckpointManager takes it (None: all)."""
+        return self.keep_checkpoint_max or None
 
     @classmethod
-    def from_config(cls, config, strategy: tf.distribute.Strategy) -> "LoopOptions":
+    def from_config(cls, config, strategy: tf.distribute.Strategy, *,
+                    write_summaries: bool = True, handle_sigterm: bool = True,
+                    termination_watcher_fn: Optional[Callable[[], bool]] = None
+                    ) -> "LoopOptions":
         """The options a command's training flags set (`settings.TrainingSettings`);
         `--jit_compile` unset: XLA on `strategy`'s CPUs when they lack AVX-512
-        (`strategy.default_jit_compile`)."""
+        (`strategy.default_jit_compile`). The keywords are the process's, no flags
+        (benchmarks and tests turn summaries and the SIGTERM handler off)."""
         from bert_tf.training.strategy import default_jit_compile
 
         jit_compile = config.jit_compile
@@ -184,10 +195,11 @@ class LoopOptions:
                              "(--nojit_compile to turn off)")
         return cls(steps_per_loop=config.steps_per_loop,
                    save_checkpoints_steps=config.save_checkpoints_steps,
-                   # 0 keeps every checkpoint, as the original's (None for the manager).
-                   max_checkpoints_to_keep=config.keep_checkpoint_max or None,
+                   keep_checkpoint_max=config.keep_checkpoint_max,
                    gradient_accumulation_steps=config.gradient_accumulation_steps,
-                   jit_compile=jit_compile)
+                   jit_compile=jit_compile, write_summaries=write_summaries,
+                   handle_sigterm=handle_sigterm,
+                   termination_watcher_fn=termination_watcher_fn)
 
 
 def _remove_partial_saves(directory: str) -> None:
@@ -207,7 +219,7 @@ class Trainer:
 
     def __init__(self, model: keras.Model, loss_fn: Callable, optimizer,
                  strategy: Optional[tf.distribute.Strategy] = None, *, output_dir: str,
-                 options: LoopOptions = LoopOptions(),
+                 options: LoopOptions,
                  metrics_fn: Optional[Callable] = None,
                  metrics_finalizer: Optional[Callable] = None,
                  label_fn: Optional[Callable] = None,
@@ -222,11 +234,6 @@ class Trainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.output_dir = output_dir
         self.options = options
-        self.steps_per_loop = max(1, int(options.steps_per_loop))
-        self.save_checkpoints_steps = max(1, int(options.save_checkpoints_steps))
-        self.accumulation = max(1, int(options.gradient_accumulation_steps))
-        self.jit_compile = options.jit_compile
-        self.write_summaries = options.write_summaries
         self.tokens_per_example = tokens_per_example
         self.is_chief = is_chief(self.strategy)
         self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
@@ -251,7 +258,7 @@ class Trainer:
         # Non-chief workers must take part in saving but write to a scratch dir.
         self._save_dir = output_dir if self.is_chief else file_io.scratch_dir("ckpt_worker_")
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self._save_dir, max_to_keep=options.max_checkpoints_to_keep,
+            self.checkpoint, self._save_dir, max_to_keep=options.max_to_keep,
             step_counter=self.step, checkpoint_name="ckpt")
         self._train_loop = None
         self.inference = InferenceLoop(lambda inputs: self.model(inputs, training=False),
@@ -356,7 +363,8 @@ class Trainer:
         """Loss, gradients (this replica's share) and metric sums of one micro-batch;
         its dropout masks from the step's `seed` and `micro_step` (see the module doc)."""
         variables = self.model.trainable_variables
-        shards = self.strategy.num_replicas_in_sync * self.accumulation
+        shards = (self.strategy.num_replicas_in_sync
+                  * self.options.gradient_accumulation_steps)
         with tf.GradientTape() as tape:
             with dropout.step_masks(tf.random.experimental.stateless_fold_in(
                     seed, micro_step)):
@@ -371,10 +379,11 @@ class Trainer:
         return loss, grads, metrics
 
     def _accumulate(self, features, labels, seed):
-        """Sums gradients over `accumulation` micro-batches, one after another."""
-        if self.accumulation == 1:
+        """Sums gradients over `gradient_accumulation_steps` micro-batches, one after
+        another."""
+        if self.options.gradient_accumulation_steps == 1:
             return self._forward_backward(features, labels, seed, 0)
-        parts = self.accumulation
+        parts = self.options.gradient_accumulation_steps
         f_split, l_split = _split(features, parts), _split(labels, parts)
         take = lambda tree, i: tf.nest.map_structure(lambda t: t[i], tree)
         loss, grads, metrics = self._forward_backward(take(f_split, 0), take(l_split, 0),
@@ -396,7 +405,7 @@ class Trainer:
         if self.label_fn is not None:
             labels = self.label_fn(labels)
         accumulate = self._accumulate
-        if self.jit_compile:
+        if self.options.jit_compile:
             accumulate = tf.function(accumulate, jit_compile=True, autograph=False)
         # Dropout masks: a function of the run's seed (kept in the checkpoint), the step,
         # the replica and the micro-batch, so a resumed run draws the uninterrupted
@@ -600,7 +609,8 @@ class Trainer:
                eval_steps: Optional[int] = None,
                eval_on_data_loss: Optional[Callable] = None,
                input_seed: Optional[int] = None) -> Dict:
-        divisor = self.strategy.num_replicas_in_sync * self.accumulation
+        divisor = (self.strategy.num_replicas_in_sync
+                   * self.options.gradient_accumulation_steps)
         if global_batch_size % divisor:
             raise UsageError(
                 f"train_batch_size {global_batch_size} must be a multiple of replicas x "
@@ -636,8 +646,9 @@ class Trainer:
         # read after its first step.
         logging.info("training from step %d to %d", step, num_steps)
         while step < num_steps:
-            next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
-            n = min(self.steps_per_loop, num_steps - step, next_save - step)
+            every = self.options.save_checkpoints_steps
+            next_save = (step // every + 1) * every
+            n = min(self.options.steps_per_loop, num_steps - step, next_save - step)
             if eval_every > 0:
                 n = min(n, (step // eval_every + 1) * eval_every - step)
             start = time.time()
@@ -665,7 +676,7 @@ class Trainer:
             result = self._report(out, step, seconds, global_batch_size, seq_length)
             if bool(out["stopped"]):
                 return self._stopped(result, "")
-            if step % self.save_checkpoints_steps == 0 or step >= num_steps:
+            if step % self.options.save_checkpoints_steps == 0 or step >= num_steps:
                 path = self.save()
                 if path:
                     logging.info("saved checkpoint %s", path)
@@ -745,7 +756,7 @@ class Trainer:
         return dict(values)
 
     def _summaries(self, kind, values, step):
-        if not (self.write_summaries and self.is_chief):
+        if not (self.options.write_summaries and self.is_chief):
             return
         if kind not in self._writers:
             self._writers[kind] = tf.summary.create_file_writer(

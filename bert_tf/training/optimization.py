@@ -8,7 +8,7 @@ that the linear warmup `lr * step / warmup` replaces for the first `num_warmup_s
 
 Options: `bias_correction=True` (standard AdamW), `decay_from_warmup_end=True`,
 `optimizer="lamb"` (layer-wise trust ratio, for large batches). Gradient accumulation
-is done by the training loop (`LoopOptions(gradient_accumulation_steps=N)`), not here.
+is done by the training loop (`--gradient_accumulation_steps`, `LoopOptions`), not here.
 
 Gradients given to these optimizers must already be summed over replicas: the
 training loop all-reduces them first, so clipping sees the global gradient (Keras
