@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import cli, file_io, finetune, model_dir
-from bert_tf.settings import parse_args
+from bert_tf.setting_fields import parse_args
 from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, tiny_config,
                            write_sst2_dir)
 from tests.test_user_files_property import snapshot

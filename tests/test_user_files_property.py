@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from bert_tf import cli, output_guard
-from bert_tf.settings import parse_args
+from bert_tf.setting_fields import parse_args
 from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, tiny_config,
                            write_sst2_dir, write_vocab)
 
