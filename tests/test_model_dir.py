@@ -196,7 +196,7 @@ def test_a_resume_on_other_data_files_says_so_in_one_line(tmp_path, monkeypatch)
     warned = []
     monkeypatch.setattr(model_dir.logging, "warning", lambda fmt, *a: warned.append(fmt % a))
     out = str(tmp_path / "run")
-    run = model_dir.RunRecord("pretrain", CFG, None, model_dir.TextSettings(), "adamw", 128,
+    run = model_dir.RunRecord("pretrain", CFG, None, model_dir.TokenizerConfig(), "adamw", 128,
                               data={"input_file": "a/*.tfrecord"})
     model_dir.write_run_record(out, run)
     assert model_dir.check_run_dir(out, run) is None and not warned
