@@ -205,7 +205,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
             contestants[name + suffix] = lambda call=call: [call(t) for t in feeds]
             # Two clients on the caller thread only: a Session with one inter-op thread,
             # called from two threads at once, left onnxruntime's two threads slower for the
-            # rest of the process (5.5 -> 7.6 ms a sentence; benchmarks/README.md, runs 3-5).
+            # rest of the process (5.5 -> 7.6 ms a sentence; benchmarks/HISTORY.md, runs 3-5).
             if threads == 1 and inter_op_threads < 0:
                 contestants[name + suffix + CLIENTS] = (
                     lambda call=call: from_two_clients(call, feeds))

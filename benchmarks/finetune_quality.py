@@ -25,7 +25,7 @@ with the reference's recipe (keras AdamW, decay off LayerNorm/bias, global_clipn
 the same warmup + linear decay), fed the same token ids; keras-hub has no length grouping,
 so the plain variants pad every row to max_seq_length and the `_buckets` variants are fed
 bert_tf's length buckets (bucket_by_length). onnxruntime is an inference engine and is
-not a contestant here (see benchmarks/README.md).
+not a contestant here (see benchmarks/HISTORY.md).
 
 Speed = training examples per second in steady state (ours: the last training loop,
 after tracing; reference and keras-hub: after their first 5 steps), plus the total

@@ -11,7 +11,7 @@ Raw text is packed, then cut to the longest row of the request (as Hugging Face'
 nothing is padded at all, and short requests cost what their length costs. The graph
 takes any length without retracing (fixed input signatures, dynamic sequence axis); a
 length the process has not seen yet costs oneDNN's kernel planning once (a few ms at
-MiniLM's size, benchmarks/README.md). Padded keys get -10000 in attention, so the outputs
+MiniLM's size, benchmarks/HISTORY.md). Padded keys get -10000 in attention, so the outputs
 equal those of an unpadded run; per-token outputs are as long as the longest row.
 
 Every signature refuses, in the graph and with INVALID_ARGUMENT naming the limit, a
@@ -73,7 +73,7 @@ def cut_to_longest(inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
 
     The columns past the longest row are padding in every row. No coarser grid: padding
     SST-2 sentences to multiples of 16 made batch-1 requests cost 12% more on two threads
-    and 16% on one (benchmarks/README.md); a length not seen before costs kernel planning
+    and 16% on one (benchmarks/HISTORY.md); a length not seen before costs kernel planning
     once.
     """
     longest = tf.cast(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=-1)), tf.int32)
