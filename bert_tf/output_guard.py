@@ -264,7 +264,11 @@ def remove_left_overs(path: str) -> None:
         if not match or match.group("name") != name:
             continue
         left = os.path.join(directory, entry)
-        if match.group("kind") == "old" and not _exists(path) and is_ours(left):
+        cut_short = remote and _exists(path) and not _exists(os.path.join(path, MARKER_FILE))
+        if match.group("kind") == "old" and is_ours(left) and (not _exists(path)
+                                                               or cut_short):
+            if cut_short:  # an object-store copy killed before its marker: not whole
+                _rmtree(path)
             _rename(left, path)  # the earlier output, whole: the swap never finished
         elif _isdir(left):
             _rmtree(left)
@@ -276,8 +280,11 @@ def remove_left_overs(path: str) -> None:
 
 
 def _rename(source: str, target: str) -> None:
+    """Moves a directory. On an object store a directory is its objects, which no rename
+    moves at once (TensorFlow's in-memory and some remote file systems move only the
+    name and lose the files): each file is copied, the marker last, then `source` goes."""
     if file_io.is_remote(source):
-        _gfile().rename(source, target)
+        _publish(source, target, last=())
     else:
         os.rename(source, target)
 
@@ -364,10 +371,12 @@ def _publish(tmp: str, target: str, last: Sequence[str]) -> None:
         gfile.makedirs(os.path.join(target, relative))
         for name in files:
             pair = (os.path.join(root, name), os.path.join(target, relative, name))
-            if name in last:
+            if name in last or name == MARKER_FILE:
                 deferred.append(pair)
             else:
                 gfile.copy(*pair, overwrite=True)
+    # The marker after everything: a copy that holds it is whole (remove_left_overs).
+    deferred.sort(key=lambda pair: os.path.basename(pair[0]) == MARKER_FILE)
     for source, dest in deferred:
         gfile.copy(source, dest, overwrite=True)
     gfile.rmtree(tmp)
@@ -443,10 +452,23 @@ def _build_output_dir(output_dir, target, command, *, overwrite, flag, last, mar
 
 
 def _publish_replacing(tmp: str, target: str, last: Sequence[str]) -> None:
-    """Object stores: the old output's files are removed, then the new one copied in
-    (there is no atomic directory swap; `last` files go in last)."""
-    _gfile().rmtree(target)
-    _publish(tmp, target, last)
+    """Object stores have no atomic directory swap: the earlier output is copied aside
+    (`.NAME.<hex>.old`), the new one copied in (`last` files, then the marker, last),
+    then the earlier one removed. Until the new copy is whole, the new output is whole
+    in `tmp` and the earlier one in `.old`, so no moment holds neither; a copy that fails
+    puts the earlier output back, and after a kill the next run does
+    (`remove_left_overs`: a target without its marker is a copy cut short)."""
+    parent, name = os.path.split(target)
+    old = os.path.join(parent, f".{name}.{uuid.uuid4().hex[:12]}.old")
+    _rename(target, old)
+    try:
+        _publish(tmp, target, last)
+    except BaseException:
+        if _exists(target):
+            _rmtree(target)
+        _rename(old, target)
+        raise
+    _rmtree(old)
 
 
 def claim_output_dir(directory: str, command: str, *, flag: str,

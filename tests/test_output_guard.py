@@ -137,6 +137,87 @@ def test_saved_model_on_an_object_store_gets_saved_model_pb_last(monkeypatch):
     assert loaded.signatures["serving_default"](x=tf.constant([3.0]))["y"].numpy() == [6.0]
 
 
+def _tree(root):
+    """Every file below `root` on any file system -> its bytes."""
+    files = {}
+    for directory, _, names in tf.io.gfile.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            with tf.io.gfile.GFile(path, "rb") as f:
+                files[os.path.relpath(path, root)] = f.read()
+    return files
+
+
+def _write_output(root, files, command="demo", overwrite=False):
+    with output_guard.new_output_dir(root, command, overwrite=overwrite) as tmp:
+        for name, data in files.items():
+            tf.io.gfile.makedirs(os.path.dirname(os.path.join(tmp, name)))
+            with tf.io.gfile.GFile(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
+
+
+@pytest.mark.parametrize("fail_at", [None, 0, 1, 2, 3])
+def test_an_object_store_overwrite_never_holds_neither_output(monkeypatch, fail_at):
+    """On an object store (ram:// for gs://: no atomic rename of a folder) an --overwrite
+    copies file by file. After every copy, the whole earlier output or the whole new one
+    is somewhere under the parent; a copy that fails (`fail_at`: the copy that raises)
+    leaves the earlier output in place, whole, and nothing else."""
+    parent = f"ram://swap_{fail_at}"
+    target = f"{parent}/out"
+    old = {"a.txt": b"old a", "sub/b.txt": b"old b", "checkpoint": b"old ckpt"}
+    new = {"a.txt": b"new a", "sub/b.txt": b"new b", "checkpoint": b"new ckpt",
+           "c.txt": b"new c"}
+    _write_output(target, old)
+    marker = output_guard.MARKER_FILE
+
+    def whole_copies():
+        found = []
+        for directory, _, _ in tf.io.gfile.walk(parent):
+            if tf.io.gfile.exists(os.path.join(directory, marker)):
+                tree = {k: v for k, v in _tree(directory).items() if k != marker}
+                found += [name for name, want in (("old", old), ("new", new)) if tree == want]
+        return found
+
+    real_copy, copies_of_new = tf.io.gfile.copy, []
+
+    def checked_copy(source, dest, overwrite=False):
+        assert whole_copies(), f"neither output whole before copying {dest}"
+        if ".tmp/" in source:  # a file of the new output going in
+            if len(copies_of_new) == fail_at:
+                raise tf.errors.ResourceExhaustedError(None, None, "quota exceeded")
+            copies_of_new.append(dest)
+        real_copy(source, dest, overwrite=overwrite)
+        assert whole_copies(), f"neither output whole after copying {dest}"
+
+    monkeypatch.setattr(tf.io.gfile, "copy", checked_copy)
+    if fail_at is None:
+        _write_output(target, new, overwrite=True)
+        assert {k: v for k, v in _tree(target).items() if k != marker} == new
+    else:
+        with pytest.raises(tf.errors.ResourceExhaustedError):
+            _write_output(target, new, overwrite=True)
+        assert {k: v for k, v in _tree(target).items() if k != marker} == old
+    assert tf.io.gfile.listdir(parent) == ["out"]  # no .tmp or .old left
+
+
+def test_an_object_store_swap_killed_mid_copy_is_put_back_by_the_next_run():
+    """A kill while the new output was being copied in leaves a target without its
+    marker (the marker is copied last) beside the whole earlier output in `.old`: the
+    next run puts the earlier output back."""
+    parent = "ram://swap_killed"
+    target = f"{parent}/out"
+    _write_output(target, {"a.txt": b"old a", "checkpoint": b"old"})
+    aside = f"{parent}/.out.0123456789ab.old"
+    output_guard._rename(target, aside)
+    tf.io.gfile.makedirs(target)  # the cut-short copy, as _publish starts it
+    with tf.io.gfile.GFile(f"{target}/a.txt", "wb") as f:
+        f.write(b"new a")
+    output_guard.remove_left_overs(target)
+    assert tf.io.gfile.listdir(parent) == ["out"]
+    assert {k: v for k, v in _tree(target).items()
+            if k != output_guard.MARKER_FILE} == {"a.txt": b"old a", "checkpoint": b"old"}
+
+
 # ------------------------------------------------------------------ create_pretraining_data
 
 
