@@ -61,7 +61,7 @@ from serving_latency import BF16, FROZEN_WEIGHTS_ENV, SPLIT, cpu_description, de
     minilm_dir, openvino_models, openvino_run
 
 ORT = "HF tokenizer + onnxruntime"
-OPENVINO = "HF tokenizer + OpenVINO"  # in its default precision for this CPU (issue 25 goal 6)
+OPENVINO = "HF tokenizer + OpenVINO"  # in its default precision for this CPU
 OURS = {"ours float32 raw text": "sst-2", "ours bfloat16 raw text": "sst-2" + BF16}
 # The contestants run as TF Serving runs a SavedModel, by inter-op setting: one inter-op
 # thread, or every op on the thread that calls Session::Run.

@@ -1,6 +1,6 @@
 r"""kill -9 fault injection: does every command survive being killed at any moment?
 
-Issue 23 / DESIGN 2.6: a command killed at any moment, then run again with the same flags,
+docs/contracts.md §6: a command killed at any moment, then run again with the same flags,
 completes, and leaves exactly what an uninterrupted run leaves; nothing the user had is
 changed. For each command below this script
 

@@ -1,6 +1,6 @@
 r"""Can TensorFlow's own int8 ops beat bfloat16 for the encoder's dense layers on this CPU?
 
-The question behind an int8 SavedModel (issue 25, goal 3): TF Serving runs only TF ops, and
+The question behind an int8 SavedModel: TF Serving runs only TF ops, and
 TF 2.21's CPU int8 matmuls are (a) `tf.linalg.matmul` on int8 with an int32 result (Keras'
 `Dense.quantize("int8")` path) and (b) the quantized-op family that oneDNN implements,
 `QuantizeV2` + `QuantizedMatMulWithBiasAndDequantize` (uint8 activations x int8 weights,

@@ -1,6 +1,6 @@
 """bert_tf: BERT (Devlin et al., 2018) for TensorFlow 2 / Keras 3.
 
-The public names (DESIGN 2.4) are imported lazily, so that `import bert_tf` stays cheap
+The public names (docs/contracts.md §4) are imported lazily, so that `import bert_tf` stays cheap
 for the offline data tools:
 
     import bert_tf

@@ -7,7 +7,7 @@ One config loads from any of the three places BERT configs live:
 * a Hugging Face `config.json` (`model_type: bert`).
 
 Keys that do not describe the encoder (`directionality`, `pooler_*`, `architectures`,
-...) are ignored, as DESIGN 2.1 requires.
+...) are ignored, as docs/contracts.md §1 requires.
 
 Example:
 

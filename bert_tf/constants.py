@@ -1,6 +1,6 @@
 """Names and bytes every part of bert_tf and data_prep agrees on, in one place (TF-free).
 
-* The model's input names (DESIGN 2.4), which the readers, the tasks, packing and the
+* The model's input names (docs/contracts.md §4), which the readers, the tasks, packing and the
   SavedModel signatures all use.
 * BERT's special tokens; every vocab must hold them (`text_rules.check_special_tokens`).
 * The root children of a model dir's checkpoint (`bert_tf.model_dir` documents the

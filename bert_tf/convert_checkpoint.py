@@ -1,4 +1,4 @@
-"""Converts BERT checkpoints between formats (DESIGN 2.3).
+"""Converts BERT checkpoints between formats (docs/contracts.md §3).
 
 Into a bert_tf model dir (what `--init_checkpoint=DIR` and `bert_tf.load_encoder` read):
 
@@ -126,7 +126,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
         logging.info("%s: already holds this conversion, nothing to do", output_dir)
         return _written_prefix(output_dir)
     # Built beside --output_dir and swapped in when complete; --overwrite replaces only an
-    # earlier bert_tf output, never an input or a folder holding one (DESIGN 2.6).
+    # earlier bert_tf output, never an input or a folder holding one (docs/contracts.md §6).
     with output_guard.new_output_dir(output_dir, "convert_checkpoint", overwrite=overwrite,
                                      inputs=inputs, job=job) as tmp_dir:
         prefix = _convert_into(source_format, target_format, input_path, tmp_dir,

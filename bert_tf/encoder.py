@@ -8,7 +8,7 @@ from bert_tf.layers import BertEmbeddings, Pooler, TransformerBlock, attention_b
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertEncoder(keras.Model):
-    """Embeddings, `num_hidden_layers` transformer blocks and the pooler (DESIGN 2.4).
+    """Embeddings, `num_hidden_layers` transformer blocks and the pooler (docs/contracts.md §4).
 
     Inputs: a dict with `input_word_ids`, `input_mask` (1 = real token) and
     `input_type_ids`, each [batch, seq] integers; any seq up to

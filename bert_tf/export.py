@@ -1,4 +1,4 @@
-"""SavedModel export for TF Serving (DESIGN 2.5).
+"""SavedModel export for TF Serving (docs/contracts.md §5).
 
 `export_model_dir(model_dir.resolve(DIR), EXPORT_DIR)` exports what a model dir holds
 (read once by `model_dir.resolve`, with any overrides) and returns
@@ -64,7 +64,7 @@ from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODEL_FILE = "saved_model.pb"  # copied last to an object store: TF Serving's trigger
-#: What an export's `mixed_precision` (export_model --mixed_precision, DESIGN 2.3) takes.
+#: What an export's `mixed_precision` (export_model --mixed_precision, docs/contracts.md §3) takes.
 #: mixed_bfloat16: the encoder's dense kernels (query/key/value, attention output, FFN,
 #: pooler) are bfloat16 variables and its matmuls (those and the attention products) run in
 #: bfloat16; embeddings, LayerNorm, softmax, the task head (logits) and every input and

@@ -1,4 +1,4 @@
-"""Exports a model dir as a SavedModel for TF Serving (DESIGN 2.5), or for LiteRT.
+"""Exports a model dir as a SavedModel for TF Serving (docs/contracts.md §5), or for LiteRT.
 
     python -m bert_tf.export_model --init_checkpoint=DIR --export_dir=EXPORT_DIR \\
         [--version=N] [--max_seq_length=128] [--mixed_precision=mixed_bfloat16] \\
@@ -9,7 +9,7 @@ DIR is what convert_checkpoint, pretrain or finetune wrote. The SavedModel goes 
 EXPORT_DIR/<version> (default: the next free integer, 1 for a new EXPORT_DIR), ready for
 `tensorflow_model_server --model_base_path=EXPORT_DIR`; the path is printed last.
 See docs/serving.md for the signatures and client requests. `--mixed_precision=mixed_bfloat16`
-(the trainers' flag, DESIGN 2.3: matmuls in 16 bits, the rest in float32) stores and runs
+(the trainers' flag, docs/contracts.md §3: matmuls in 16 bits, the rest in float32) stores and runs
 the encoder's matmuls in bfloat16, inputs and outputs float32: for serving CPUs with
 AVX512-BF16 or AMX (docs/serving.md, "Which precision"). `--format=litert` writes
 EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
@@ -149,7 +149,7 @@ def _run(config: ExportConfig) -> str:
     from bert_tf import output_guard
 
     # EXPORT_DIR gains a version folder: never the model dir it exports nor a parent of it
-    # (DESIGN 2.6); a folder inside the model dir (MODEL/export/1) changes no input file.
+    # (docs/contracts.md §6); a folder inside the model dir (MODEL/export/1) changes no input file.
     output_guard.check_apart(config.export_dir, [config.init_checkpoint, config.vocab_file,
                                                  config.bert_config_file], flag="--export_dir",
                              allow_inside=True)

@@ -183,7 +183,7 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
     """Writes one JSON object per line as extract_features' output; returns how many."""
     import tensorflow as tf
 
-    from bert_tf import output_guard  # whole or not at all (DESIGN 2.6)
+    from bert_tf import output_guard  # whole or not at all (docs/contracts.md §6)
 
     count = 0
     with output_guard.output_file(path, "extract_features") as tmp, \

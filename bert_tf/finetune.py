@@ -5,7 +5,7 @@ swag, squad; the Korean nsmc, korsts, kornli, klue-nli, klue-sts, klue-ner, klue
 the user's own files: classification, regression, token_classification (--train_file,
 --validation_file, --test_file, --text_column, --label_column, ...: tasks/classification.py,
 tasks/token_classification.py). Flags keep the original run_classifier / run_squad names
-(DESIGN 2.3).
+(docs/contracts.md §3).
 
     python -m bert_tf.finetune --task_name=MRPC --data_dir=glue/MRPC \
         --init_checkpoint=converted_base/ --do_train --do_eval --do_predict \
@@ -153,7 +153,7 @@ def _run(config: FinetuneConfig, output) -> Dict:
                            **config.task.task_arguments(config.max_seq_length,
                                                         resolved.task_config))
     config = dataclasses.replace(config, max_seq_length=task.max_seq_length)
-    # DESIGN 2.6: --output_dir is checked before anything is written there, and written
+    # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
     record = model_dir.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,

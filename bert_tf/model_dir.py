@@ -57,7 +57,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import file_io, output_guard  # each file whole or not at all (DESIGN 2.6)
+from bert_tf import file_io, output_guard  # each file whole or not at all (docs/contracts.md §6)
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
 from bert_tf.errors import BertTfError
@@ -563,7 +563,7 @@ def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):
 
 
 class RunMismatchError(BertTfError, ValueError):
-    """An --output_dir that holds another run than the one asked for (DESIGN 2.6)."""
+    """An --output_dir that holds another run than the one asked for (docs/contracts.md §6)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -692,7 +692,7 @@ def check_run_dir(output_dir: str, record: RunRecord, *, flag: str = "--output_d
             f"{new}: choose another {flag} (with --init_checkpoint={output_dir} to start "
             f"from it), or pass --overwrite to start over there")
     if note is None and record.data and marker.get("data") not in (None, record.data):
-        # Not a mismatch (DESIGN 2.6's same run is model, vocab, text, task, optimizer and
+        # Not a mismatch (docs/contracts.md §6's same run is model, vocab, text, task, optimizer and
         # schedule; phase 2 continues on other records on purpose), but the input stream
         # cannot continue where it stopped on other files: said in one line.
         logging.warning("%s: resuming a run that read %s; this one reads %s: the data "

@@ -1,4 +1,4 @@
-"""What every command promises about the user's files (DESIGN 2.6), written once.
+"""What every command promises about the user's files (docs/contracts.md §6), written once.
 
 Every command that writes a directory or a file a user reads goes through here:
 

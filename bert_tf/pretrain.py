@@ -1,6 +1,6 @@
 r"""Pretrains BERT (masked LM + next sentence) on create_pretraining_data records.
 
-Flags as the original run_pretraining.py (DESIGN 2.3), plus --config_file,
+Flags as the original run_pretraining.py (docs/contracts.md §3), plus --config_file,
 --distribution_strategy, --tpu, --mixed_precision, --steps_per_loop, --optimizer,
 --gradient_accumulation_steps. Rerunning the same command resumes from the latest
 checkpoint in --output_dir (the log says `resumed from step N`).
@@ -116,7 +116,7 @@ def _run(config: PretrainConfig, output) -> None:
     resolved = _resolve_model_dir(config)
     config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
         config.mixed_precision, config.seed, strategy))
-    # DESIGN 2.6: --output_dir is checked before anything is written there, and written
+    # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
     record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,

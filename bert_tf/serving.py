@@ -1,6 +1,6 @@
 """The serving modules' shared pieces: signatures, in-graph text encoding, padding.
 
-A serving module is a `tf.Module` whose signatures are plain `tf.function`s (DESIGN 2.5).
+A serving module is a `tf.Module` whose signatures are plain `tf.function`s (docs/contracts.md §5).
 `EncoderServing` serves a bare encoder; each task provides its own `TaskServing`
 subclass next to the host postprocessing it must equal (`GlueTask.serving_module`,
 `Conll2003NerTask.serving_module`, `SwagTask.serving_module`, `SquadTask.serving_module`).

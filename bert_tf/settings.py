@@ -8,7 +8,7 @@ groups on the bert_tf library that several commands share (`ModelDirSettings`,
 `OriginalTpuSettings`, `TrainingSettings`, `TaskSettings`); a command combines them, and a
 default that differs for one command is a field override in that command's config
 (`override`). Flag names are the original run_pretraining / run_classifier / run_squad
-ones where the concept is the same (DESIGN 2.3).
+ones where the concept is the same (docs/contracts.md §3).
 
 The shape of every command module (pretrain, finetune, sweep, extract_features, ...):
 
@@ -209,7 +209,7 @@ class TrainingSettings(ModelDirSettings, OriginalTpuSettings):
 
     def schedule_settings(self) -> Tuple[dict, dict]:
         """What --output_dir records of this run's training, for a resume to be checked
-        against (DESIGN 2.6 "optimizer"): (what a resume must keep, or its updates would
+        against (docs/contracts.md §6 "optimizer"): (what a resume must keep, or its updates would
         follow another schedule than its checkpoint's; what it may change, logged: how
         long to train, e.g. to stop a run early)."""
         return ({name: getattr(self, name) for name in (

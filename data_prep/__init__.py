@@ -1,4 +1,4 @@
-"""Offline data jobs for bert_tf (DESIGN 1, 2.2, 2.3).
+"""Offline data jobs for bert_tf (docs/contracts.md §2, §3).
 
 - `pretraining_instances`: the original create_pretraining_data algorithm as pure functions
   over token-id lists with an explicit `random.Random`.

@@ -305,7 +305,7 @@ def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
         output_guard.check_output_file(summary_file, "beam_pipeline", flag="--summary_file",
                                        inputs=inputs)
     # The work dir is the job's own (a marked folder, or a marked subfolder of a folder of
-    # the user's): only it is removed at the end (DESIGN 2.6).
+    # the user's): only it is removed at the end (docs/contracts.md §6).
     work_dir = output_guard.claim_work_dir(work_dir_path(cfg), "beam_pipeline",
                                            inputs=inputs, outputs=shards)
 

@@ -1,4 +1,4 @@
-r"""Learn a WordPiece vocabulary from a pretraining corpus (DESIGN 2.3).
+r"""Learn a WordPiece vocabulary from a pretraining corpus (docs/contracts.md §3).
 
     python -m data_prep.build_vocab --input_file=corpus/*.txt --vocab_file=vocab.txt \
         --vocab_size=30522 --do_lower_case [--num_unused=99] \

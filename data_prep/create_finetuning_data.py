@@ -15,7 +15,7 @@ run_classifier's record names (input_ids, input_mask, segment_ids, label_ids).
 Unlike the rest of data_prep this command imports TensorFlow: the features are the
 task library's (bert_tf.tasks), and the record files and their meta are written by
 `bert_tf.data.finetuning.write_split_records`, beside the reader of the same files. It
-lives here by its DESIGN 2.3 name; this module holds only its flags, config and run.
+lives here by its docs/contracts.md §3 name; this module holds only its flags, config and run.
 """
 
 from __future__ import annotations

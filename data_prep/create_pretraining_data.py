@@ -6,7 +6,7 @@ r"""Pretraining TFRecords from a text corpus: the original tool's data, fast and
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 --dupe_factor=10 \
       --num_workers=8 --num_output_shards=64
 
-How (DESIGN 2.2 / 2.3): four passes (tokenize -> document store, instances -> shuffle
+How (docs/contracts.md §2 / 2.3): four passes (tokenize -> document store, instances -> shuffle
 buckets, shuffle each bucket, assemble the shards), each in bounded memory
 (`data_prep.pretraining_passes`), run on `--num_workers` processes and resumable
 (`data_prep.pretraining_job`). This module is the command line: its flags and `main`.

@@ -55,7 +55,7 @@ def continuation_table(vocab_tokens: Sequence[str]) -> bytes:
 
 
 class TrainingInstance(NamedTuple):
-    """One pretraining example before padding (DESIGN 2.2 holds the padded record).
+    """One pretraining example before padding (docs/contracts.md §2 holds the padded record).
 
     `input_ids` is `[CLS] A [SEP] B [SEP]` after masking; `masked_lm_ids` are the original ids
     at `masked_lm_positions` (sorted); `is_random_next` is the NSP label (True = random B).

@@ -378,7 +378,7 @@ def _run(cfg: JobConfig) -> Dict:
             for work in (requested, os.path.join(requested, "create_pretraining_data.work")):
                 output_guard.release_work_dir(work, "create_pretraining_data")
             return previous
-    # Only the job's own files there are removed at the end (DESIGN 2.6): a --work_dir of
+    # Only the job's own files there are removed at the end (docs/contracts.md §6): a --work_dir of
     # the user's, or the output directory itself, gets a marked subfolder.
     work = output_guard.claim_work_dir(work_dir_path(cfg), "create_pretraining_data",
                                        inputs=inputs, outputs=shards + [summary_file])

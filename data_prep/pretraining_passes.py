@@ -1,4 +1,4 @@
-"""The four passes of create_pretraining_data, each in bounded memory (DESIGN 2.2).
+"""The four passes of create_pretraining_data, each in bounded memory (docs/contracts.md §2).
 
 1. Tokenize. The corpus is cut into work units (1 MB of text, more on corpora over 2 GB so that
    there are at most ~2,048 units; optionally at most `--pool_size` documents; in corpus

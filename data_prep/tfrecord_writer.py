@@ -3,7 +3,7 @@
 `ExampleEncoder.encode` writes the protobuf wire format by hand (precomputed varint bytes per
 id, constant field headers), about 10x faster than building a `tf.train.Example` message. Its
 bytes equal `tf.train.Example(...).SerializeToString(deterministic=True)` of the original
-tool's feature dict (DESIGN 2.2; the test checks byte for byte), so the records parse with the
+tool's feature dict (docs/contracts.md §2; the test checks byte for byte), so the records parse with the
 original reader's feature spec.
 
     >>> enc = ExampleEncoder(max_seq_length=8, max_predictions_per_seq=2)
@@ -54,7 +54,7 @@ FEATURE_ORDER = ("input_ids", "input_mask", "masked_lm_ids", "masked_lm_position
 
 
 class ExampleEncoder:
-    """Encodes instances as serialized `tf.train.Example` bytes (DESIGN 2.2 schema).
+    """Encodes instances as serialized `tf.train.Example` bytes (docs/contracts.md §2 schema).
 
     `input_ids`/`segment_ids` are the unpadded `[CLS] A [SEP] B [SEP]` sequence;
     `masked_lm_positions`/`masked_lm_ids` the predictions (original ids); padding to

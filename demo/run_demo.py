@@ -505,7 +505,7 @@ def main(argv=None):
     out = os.path.abspath(args.output_dir or os.path.join(
         REPO_ROOT, "demo_output_korean" if args.korean else "demo_output"))
     # A rerun replaces the demo's own earlier output only: never a folder of the user's,
-    # nor one holding the demo's inputs (`--output_dir=.` in the checkout) (DESIGN 2.6).
+    # nor one holding the demo's inputs (`--output_dir=.` in the checkout) (docs/contracts.md §6).
     output_guard.claim_output_dir(out, "run_demo", flag="--output_dir", inputs=[DATA],
                                   clear=True)
     summary = {"fast": args.fast, "korean": args.korean, "output_dir": out}

@@ -173,7 +173,7 @@ def test_tf1_import_matches_numpy_reference(tf1_source, tmp_path):
     out = tmp_path / "converted"
     convert("tf1", os.path.dirname(prefix), str(out))  # the directory form of --input
     cfg = model_dir.find_config(str(out))
-    assert cfg.hidden_act == "gelu_approximate"  # DESIGN 2.1: what the TF1 code computed
+    assert cfg.hidden_act == "gelu_approximate"  # docs/contracts.md §1: what the TF1 code computed
     # from the `uncased_` dir name
     assert model_dir.read_tokenizer_config(str(out))["do_lower_case"] is True
     assert (out / "vocab.txt").read_text().split() == VOCAB

@@ -1,5 +1,5 @@
 """Every command's flags (names, types, defaults, ranges, enum values) are what they were
-when each setting was declared once (issue 27): checked against a golden file dumped from
+when each setting was declared once: checked against a golden file dumped from
 the code before that change, so moving declarations changes no command line.
 
 Regenerate only for an intended flag change:

@@ -13,7 +13,7 @@ SEQ, PRED = 16, 4
 
 
 def make_example(rng, seq=SEQ, pred=PRED, vocab=100, drop=None, lengths=None):
-    """One random pretraining tf.train.Example in the DESIGN 2.2 schema."""
+    """One random pretraining tf.train.Example in the docs/contracts.md §2 schema."""
     n = int(rng.integers(6, seq + 1))
     ids = np.zeros(seq, np.int64)
     ids[:n] = rng.integers(5, vocab, n)

@@ -1,4 +1,4 @@
-"""A full disk (DESIGN 2.6): a checkpoint, eval_results.json, prediction file or export
+"""A full disk (docs/contracts.md §6): a checkpoint, eval_results.json, prediction file or export
 that cannot be written ends the command in one line (cli's message, exit 1, no
 traceback), leaves what was there before byte for byte, and leaves no temporary file or
 folder (`.NAME.<id>.tmp`, TensorFlow's `ckpt-N_temp`). The full disk is simulated where

@@ -1,4 +1,4 @@
-"""Training where BERT is trained (issue 13), checked on this CPU-only machine:
+"""Training where BERT is trained, checked on this CPU-only machine:
 
 * the TPU strategy from our flags and the original ones (`--tpu=local`, `--use_tpu
   --tpu_name=...`), with the resolver / initializer / strategy injected (no TPU here);

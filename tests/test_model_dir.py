@@ -157,7 +157,7 @@ def test_model_dir_imports_nothing_above_it():
 
 def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp_path,
                                                                            monkeypatch):
-    """DESIGN 2.6: the optimizer a dir holds includes its schedule. A resume under another
+    """docs/contracts.md §6: the optimizer a dir holds includes its schedule. A resume under another
     learning rate or batch is refused (one line naming it); another step count is how long
     to train (logged); an evaluation (no schedule) and phase 2 (a new length) pass."""
     import dataclasses
@@ -190,7 +190,7 @@ def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp
 
 
 def test_a_resume_on_other_data_files_says_so_in_one_line(tmp_path, monkeypatch):
-    """Not a refusal (DESIGN 2.6's same run names model, vocab, text, task, optimizer and
+    """Not a refusal (docs/contracts.md §6's same run names model, vocab, text, task, optimizer and
     schedule, not the data; phase 2 continues on other records on purpose), but the data
     order cannot continue on other files: one warning line."""
     warned = []

@@ -1,4 +1,4 @@
-"""DESIGN 2.6: nothing a user already has is lost or changed by a failed or mistaken
+"""docs/contracts.md §6: nothing a user already has is lost or changed by a failed or mistaken
 command. Each test makes the mistake a user would (a folder of theirs as --work_dir, the
 output dir as the work dir, --overwrite onto a parent of the input, a rerun into a dir of
 another task, a failed run into a fine-tuned dir) and checks the bytes of every file that

@@ -136,7 +136,7 @@ def test_two_workers_on_loopback_train_and_write_one_checkpoint(setup, tmp_path)
 
 
 def test_a_dir_of_another_run_is_refused_and_phase_2_says_what_it_does(setup, tmp_path):
-    """DESIGN 2.6: an --output_dir holding another run is refused before anything there is
+    """docs/contracts.md §6: an --output_dir holding another run is refused before anything there is
     written (one line naming the setting); the paper's phase 2 in phase 1's dir continues
     its step count at the new length, and says so."""
     import hashlib

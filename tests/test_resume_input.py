@@ -1,4 +1,4 @@
-"""Resuming continues the input stream (DESIGN 2.6, issue 24): a run stopped at step N and
+"""Resuming continues the input stream (docs/contracts.md §6): a run stopped at step N and
 started again reads, from step N on, what the uninterrupted run would have read.
 
 * the three training pipelines (pretraining records, task records, in-memory features;

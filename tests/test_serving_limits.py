@@ -1,4 +1,4 @@
-"""Serving bounds (issue 24): every signature refuses more rows than `max_batch_size`, the
+"""Serving bounds: every signature refuses more rows than `max_batch_size`, the
 raw-text ones strings longer than `max_text_length` UTF-8 bytes, and the ids signatures
 ids outside the embedding tables, in the graph with INVALID_ARGUMENT naming the limit
 (the same on every device); the limits come from export_model's flags and are recorded

@@ -1,4 +1,4 @@
-"""Stop requests honoured outside the step loop too (issue 24), `python -m bert_tf.pretrain`
+"""Stop requests honoured outside the step loop too, `python -m bert_tf.pretrain`
 in subprocesses (tiny model, tiny records):
 
 * SIGINT (Ctrl-C) during training saves a checkpoint and exits 130;

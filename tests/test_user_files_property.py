@@ -1,4 +1,4 @@
-"""DESIGN 2.6 as a property rather than cases: for every command x every flag that names
+"""docs/contracts.md §6 as a property rather than cases: for every command x every flag that names
 an output x every mistaken target (a folder of the user's files, a user's file, `.` inside
 that folder, a path through a symlink to it, an input, a folder holding an input, another
 command's output, the same job's own output) x with and without --overwrite, every file

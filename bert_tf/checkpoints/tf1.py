@@ -3,7 +3,7 @@
     read_tf1_checkpoint(path)           `bert_model.ckpt` (+ bert_config.json, vocab.txt)
     write_tf1_checkpoint(weights, dir)  -> `bert_model.ckpt` + `bert_config.json` + `vocab.txt`
 
-GELU (DESIGN 2.1): the original TF1 code computed the tanh form although its configs say
+GELU (docs/contracts.md §1): the original TF1 code computed the tanh form although its configs say
 `gelu`, so TF1 imports record `gelu_approximate`; Hugging Face's `gelu` is the exact form,
 which is our `gelu`. The original code cannot compute the exact form: exporting an exact-GELU
 model to TF1 writes `hidden_act: gelu` (the closest it has) and logs a warning.
@@ -86,7 +86,7 @@ def tf1_config(config_file: str) -> BertConfig:
     """Reads an original bert_config.json, recording the GELU form the TF1 code computed.
 
     The original code's `gelu` is the tanh approximation, so `gelu` becomes
-    `gelu_approximate` (DESIGN 2.1) unless the file was written by our export of an
+    `gelu_approximate` (docs/contracts.md §1) unless the file was written by our export of an
     exact-GELU model (key `bert_tf_hidden_act`).
     """
     require_file(config_file, "bert_config.json")

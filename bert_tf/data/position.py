@@ -1,7 +1,7 @@
 """Where a training input stream starts: epochs whose order depends only on (seed, epoch).
 
 A run stopped at step N and started again must read, from step N on, what the
-uninterrupted run would have read (DESIGN 2.6). Every training pipeline of bert_tf is
+uninterrupted run would have read (docs/contracts.md §6). Every training pipeline of bert_tf is
 therefore a sequence of epochs in which epoch `e` is shuffled with a seed derived from
 `(seed, e)` only (no shuffle buffer, file order or random state carries over from one
 epoch to the next), and `epochs` starts that sequence at any element: whole epochs are

@@ -1,4 +1,4 @@
-"""tf.data reader of pretraining records (DESIGN 2.2), ours or the original tool's.
+"""tf.data reader of pretraining records (docs/contracts.md §2), ours or the original tool's.
 
 Each element is `(features, labels)`:
 
@@ -89,7 +89,7 @@ def check_record_file(path: str, max_seq_length: int, max_predictions_per_seq: i
         if name not in feature:
             raise RecordFormatError(
                 f"{path}: record lacks feature `{name}`; is it a pretraining record file "
-                f"(DESIGN 2.2) from create_pretraining_data?")
+                f"(docs/contracts.md §2) from create_pretraining_data?")
         values = (feature[name].float_list.value if dtype == tf.float32
                   else feature[name].int64_list.value)
         if len(values) != lengths[kind]:

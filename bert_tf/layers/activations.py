@@ -1,7 +1,7 @@
 """Activation functions by their config name.
 
 `gelu` is the exact erf form and `gelu_approximate`/`gelu_new` the tanh form
-(DESIGN 2.1); Keras' own defaults differ between `keras.activations.gelu` and
+(docs/contracts.md §1); Keras' own defaults differ between `keras.activations.gelu` and
 `keras.ops.gelu`, so the form is always passed explicitly here.
 
 Example:

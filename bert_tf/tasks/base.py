@@ -1,4 +1,4 @@
-"""The Task interface: one object per fine-tuning task (DESIGN 4).
+"""The Task interface: one object per fine-tuning task (the TF Model Garden's pattern: one Task object per task).
 
 A Task holds everything that differs between tasks -- the example reader, the
 conversion of examples into fixed-size features, the head on top of the encoder, the
@@ -331,7 +331,7 @@ class Task:
 
 
 def write_tsv_lines(path: str, lines: Sequence[str]) -> str:
-    from bert_tf import output_guard  # whole or not at all (DESIGN 2.6)
+    from bert_tf import output_guard  # whole or not at all (docs/contracts.md §6)
 
     output_guard.write_text(path, "\n".join(lines) + "\n")
     return path

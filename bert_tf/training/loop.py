@@ -15,7 +15,7 @@ Contracts:
   traces its step function once. A training `dataset_fn(input_context, position)` of
   two parameters also gets an `InputPosition` (`bert_tf.data.position`): the run's
   data seed and the step the pipeline starts at, so that a resumed run reads, from
-  step N on, what the uninterrupted run would have read (DESIGN 2.6). The seed is the
+  step N on, what the uninterrupted run would have read (docs/contracts.md §6). The seed is the
   `input_seed` given to `train`, or drawn at the first start; the checkpoint keeps it
   (root child `input_seed`), so every restart continues the same order. It also seeds
   the dropout masks: a step's masks are a function of (seed, step, micro-batch,
@@ -729,7 +729,7 @@ class Trainer:
 
     @staticmethod
     def _sequence_length(dataset):
-        # The readers rename the records' `input_ids` (DESIGN 2.4): one name to look for.
+        # The readers rename the records' `input_ids` (docs/contracts.md §4): one name to look for.
         features = dataset.element_spec[0]
         if isinstance(features, dict) and INPUT_WORD_IDS in features:
             spec = tf.nest.flatten(features[INPUT_WORD_IDS], expand_composites=True)[0]

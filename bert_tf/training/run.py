@@ -1,4 +1,4 @@
-"""The training run's --output_dir lifecycle, shared by pretrain and finetune (DESIGN 2.6).
+"""The training run's --output_dir lifecycle, shared by pretrain and finetune (docs/contracts.md §6).
 
     check -> lock -> [build, read inputs, restore the start point] -> set aside the
     replaced run -> write the run record -> [train, evaluate, predict] -> remove it

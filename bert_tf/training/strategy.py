@@ -361,7 +361,7 @@ def default_jit_compile(strategy: tf.distribute.Strategy,
     """Whether the training step is XLA-compiled when `--jit_compile` is not given: on
     CPU replicas of an x86 CPU without AVX-512. On such a CPU (2 cores, AVX2) XLA made
     the fine-tuning step 1.24x and the pretraining step 1.25x faster than oneDNN's
-    (issue 15, padded batches). An emulated AVX2 cap on an AVX-512 CPU only brackets it
+    (padded batches). An emulated AVX2 cap on an AVX-512 CPU only brackets it
     (benchmarks/README.md, finetune_quality.py --isa_cap=avx2): XLA's dots at their
     lower bound trail oneDNN with its finer length buckets, at their upper bound they
     lead; a run on a real AVX2-only CPU decides. With AVX-512 oneDNN's step is as fast
@@ -384,7 +384,7 @@ def default_mixed_precision(strategy: tf.distribute.Strategy,
     """The Keras dtype policy training uses when `--mixed_precision` is not given:
     `mixed_bfloat16` on CPU replicas of a CPU with AMX, `float32` everywhere else.
 
-    AMX runs bfloat16 matmuls at about 3.3x float32's rate (issue 25: 386-439 against
+    AMX runs bfloat16 matmuls at about 3.3x float32's rate (386-439 against
     113-131 GFLOP/s on a 2-core Xeon), and bfloat16 fine-tuning (float32 variables,
     LayerNorm, softmax and loss) scores as float32 does (benchmarks/README.md). On CPUs
     with AVX512-BF16 but no AMX bfloat16 is faster too (1.48-1.70x measured on a Zen 4
