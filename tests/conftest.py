@@ -46,7 +46,38 @@ def pytest_addoption(parser):
              "skip TensorFlow's device set-up, and fail if TensorFlow is imported after all")
 
 
+# A test that starts a process (a command through helpers.run_command, a subprocess, a
+# worker of a multi-worker cluster) is `slow`: seconds of TensorFlow start-up each.
+_STARTS_A_PROCESS = ("run_command(", "run_clean(", "subprocess.", "Popen(", "_start(",
+                     "multi_worker", "run_demo(")
+
+
+def pytest_collection_modifyitems(config, items):
+    import inspect
+
+    sources = {}
+
+    def source(function) -> str:
+        if function not in sources:
+            try:
+                sources[function] = inspect.getsource(function)
+            except (OSError, TypeError):
+                sources[function] = ""
+        return sources[function]
+
+    for item in items:
+        functions = [getattr(item, "function", None)]  # the test and the fixtures it uses
+        info = getattr(item, "_fixtureinfo", None)
+        for definitions in (info.name2fixturedefs.values() if info else ()):
+            functions += [definition.func for definition in definitions]
+        if any(call in source(f) for f in functions if f for call in _STARTS_A_PROCESS):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: starts a process or a cluster worker (`-m 'not slow'` leaves "
+                   "them out; set by conftest from the test's code)")
     # Set in the controller too: xdist workers and the commands tests start inherit it.
     if config.getoption("cpu_flags"):
         os.environ["BERT_TF_CPU_FLAGS"] = config.getoption("cpu_flags")
