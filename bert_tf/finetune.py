@@ -187,6 +187,7 @@ def _check_output_dir(config: FinetuneConfig, record) -> bool:
         config.output_dir)
     output_guard.check_apart(config.output_dir,
                              [None if same_dir else init, config.task.data_dir,
+                              *config.task.files().values(),
                               *(config.input_file or "").split(",")],
                              flag="--output_dir", allow_inside=True)
     try:

@@ -233,14 +233,35 @@ class TaskSettings(Settings):
     data and the options the tasks name in `option_names`; `task` is its `TaskSpec`."""
     task_name: Optional[str] = setting(
         None, "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, conll2003, "
-        "swag, squad.")
+        "swag, squad; nsmc, korsts, kornli, klue-nli, klue-sts, klue-ner, klue-ynat; or "
+        "your own files: classification, regression, token_classification.")
     data_dir: Optional[str] = setting(
         None, "The task's data directory (GLUE tsv files, CoNLL-2003 eng.* files, SWAG csv "
-        "files).")
+        "files, the Korean tasks' official files).")
     train_file: Optional[str] = setting(
-        None, "Training data file (SQuAD); overrides --data_dir's.")
+        None, "Training data file (SQuAD; your own data: .tsv/.txt, .csv, .json, .jsonl); "
+        "overrides --data_dir's.")
+    validation_file: Optional[str] = setting(
+        None, "Dev data file that --do_eval scores; overrides --data_dir's.")
+    test_file: Optional[str] = setting(
+        None, "Test data file that --do_predict predicts into OUTPUT_DIR/predictions.tsv "
+        "(.jsonl for JSON input); overrides --data_dir's.")
     predict_file: Optional[str] = setting(
         None, "Dev/predict file (SQuAD); overrides --data_dir's.")
+    text_column: Optional[str] = setting(
+        None, "Your own data: the text's column (header name or JSON key; default text; "
+        "token_classification: tokens).")
+    text_b_column: Optional[str] = setting(
+        None, "Your own data: the second text's column, for sentence pairs.")
+    label_column: Optional[str] = setting(
+        None, "Your own data: the label's column (default label; token_classification: "
+        "tags). A JSON key may be a path: labels.real-label.")
+    id_column: Optional[str] = setting(
+        None, "Your own data: the column whose value names each row in the predictions "
+        "(default: id or guid when the file has one).")
+    label_list: List[str] = setting(
+        [], "Your own data: the labels in their order (comma-separated); default: the "
+        "sorted labels of --train_file.")
     doc_stride: int = setting(128, "SQuAD: stride between context windows.", lower=1)
     max_query_length: int = setting(64, "SQuAD: question tokens kept.", lower=1)
     n_best_size: int = setting(20, "SQuAD: candidates per start/end.", lower=1)
@@ -263,12 +284,16 @@ class TaskSettings(Settings):
         """The `tasks.TaskSpec` these settings name."""
         from bert_tf import tasks
 
-        options = {name: getattr(self, name) for name in TASK_OPTION_FLAGS}
+        # An empty list flag is "not given" (the task's own labels).
+        options = {name: getattr(self, name) or None if name == "label_list"
+                   else getattr(self, name) for name in TASK_OPTION_FLAGS}
         return tasks.TaskSpec(self.task_name, self.data_dir, self.train_file,
-                              self.predict_file, options)
+                              self.predict_file, options, self.validation_file,
+                              self.test_file)
 
 
 # The task's options (`Task.option_names`): TaskSettings' flags after its data's.
+TASK_DATA_FLAGS = ("task_name", "data_dir", "train_file", "validation_file", "test_file",
+                   "predict_file")
 TASK_OPTION_FLAGS: List[str] = [f.name for f in dataclasses.fields(TaskSettings)
-                                if f.name not in ("task_name", "data_dir", "train_file",
-                                                  "predict_file")]
+                                if f.name not in TASK_DATA_FLAGS]

@@ -77,7 +77,8 @@ def run(config: FinetuningDataConfig) -> List[dict]:
     """Writes the records `config` asks for; returns each split's meta dict. --output_dir
     must be new, empty or an earlier output of this command (whose records of the same
     split are replaced, each file whole, and its surplus shards removed)."""
-    inputs = [config.init_checkpoint, config.task.data_dir, config.vocab_file]
+    inputs = [config.init_checkpoint, config.task.data_dir, config.vocab_file,
+              *config.task.files().values()]
     output_guard.check_apart(config.output_dir, inputs, flag="--output_dir")
     task = tasks.make_task(config.task.task_name, config.resolve().tokenizer(),
                            **config.task.task_arguments(config.max_seq_length))

@@ -8,7 +8,7 @@ the one a fine-tuned model dir records).
 >>> type(make_task("SST-2")).__name__
 'Sst2Task'
 >>> sorted(TASKS)[:3]
-['cola', 'conll2003', 'mnli']
+['classification', 'cola', 'conll2003']
 """
 
 import dataclasses
@@ -34,10 +34,23 @@ TASKS = {
     "ner": "bert_tf.tasks.ner:Conll2003NerTask",
     "swag": "bert_tf.tasks.swag:SwagTask",
     "squad": "bert_tf.tasks.squad:SquadTask",
+    # the user's own files
+    "classification": "bert_tf.tasks.classification:TextClassificationTask",
+    "regression": "bert_tf.tasks.classification:TextRegressionTask",
+    # Korean benchmarks, on their official files
+    "nsmc": "bert_tf.tasks.classification:NsmcTask",
+    "korsts": "bert_tf.tasks.classification:KorStsTask",
+    "kornli": "bert_tf.tasks.classification:KorNliTask",
+    "klue-nli": "bert_tf.tasks.classification:KlueNliTask",
+    "klue-sts": "bert_tf.tasks.classification:KlueStsTask",
+    "klue-ynat": "bert_tf.tasks.classification:KlueYnatTask",
 }
 
 # Spellings people use for the same GLUE tasks (sst2, stsb, ...).
-_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "conll": "conll2003"}
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "conll": "conll2003",
+            "kluenli": "klue-nli", "kluests": "klue-sts", "klueynat": "klue-ynat",
+            "ynat": "klue-ynat", "kluener": "klue-ner",
+            "tokenclassification": "token-classification"}
 
 
 def canonical_task_name(name: str) -> str:
@@ -86,11 +99,15 @@ class TaskSpec:
     train_file: Optional[str] = None
     predict_file: Optional[str] = None
     options: Mapping = dataclasses.field(default_factory=dict)
+    validation_file: Optional[str] = None
+    test_file: Optional[str] = None
 
     def files(self) -> dict:
-        """Split -> file given explicitly (SQuAD): --predict_file serves dev and test."""
-        return {k: v for k, v in (("train", self.train_file), ("dev", self.predict_file),
-                                  ("test", self.predict_file)) if v}
+        """Split -> file given explicitly: --train_file, --validation_file, --test_file;
+        SQuAD's --predict_file serves dev and test when those two are not given."""
+        return {k: v for k, v in (("train", self.train_file),
+                                  ("dev", self.validation_file or self.predict_file),
+                                  ("test", self.test_file or self.predict_file)) if v}
 
     def task_arguments(self, max_seq_length: int) -> dict:
         """`make_task`'s keyword arguments for these flags at `max_seq_length`: the data

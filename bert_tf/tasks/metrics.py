@@ -36,6 +36,37 @@ def binary_f1(labels: Sequence, predictions: Sequence, positive=1) -> float:
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
 
 
+def f1_per_class(labels: Sequence, predictions: Sequence, classes: Sequence = None,
+                 zero_division: float = 0.0) -> Dict:
+    """One-vs-rest F1 of each class, 2 TP / (2 TP + FP + FN); `zero_division` for a class
+    in neither sequence. `classes` default: those in either, sorted (sklearn's labels).
+
+    >>> f1_per_class(["a", "a", "b"], ["a", "b", "b"])
+    {'a': 0.6666666666666666, 'b': 0.6666666666666666}
+    """
+    labels, predictions = list(labels), list(predictions)
+    _same_length(labels, predictions)
+    if classes is None:
+        classes = sorted(set(labels) | set(predictions))
+    scores = {}
+    for c in classes:
+        tp = sum(1 for t, p in zip(labels, predictions) if t == c and p == c)
+        wrong = sum(1 for t, p in zip(labels, predictions) if (t == c) != (p == c))
+        scores[c] = 2 * tp / (2 * tp + wrong) if tp + wrong else float(zero_division)
+    return scores
+
+
+def macro_f1(labels: Sequence, predictions: Sequence, classes: Sequence = None,
+             zero_division: float = 0.0) -> float:
+    """The mean of `f1_per_class` (sklearn's f1_score(average="macro"); YNAT's metric).
+
+    >>> round(macro_f1([0, 0, 1, 2], [0, 1, 1, 1]), 4)  # (2/3 + 1/2 + 0) / 3
+    0.3889
+    """
+    scores = f1_per_class(labels, predictions, classes, zero_division)
+    return float(np.mean(list(scores.values()))) if scores else 0.0
+
+
 def matthews_corr(labels: Sequence, predictions: Sequence) -> float:
     """Matthews correlation (CoLA), multiclass form; 0 when undefined (as sklearn)."""
     labels, predictions = np.asarray(labels), np.asarray(predictions)
