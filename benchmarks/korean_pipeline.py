@@ -51,6 +51,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,8 +70,9 @@ BUDGETS = {
                   train_batch_size=16, eval_every=30, nsmc_train_rows=300, nsmc_dev_rows=200,
                   korsts_train_rows=200, korsts_dev_rows=100, ner_train_sentences=150,
                   ner_dev_sentences=60, epochs=1.0),
-    "default": dict(corpus_documents=0, vocab_size=8000, vocab_input_lines=100000, num_train_steps=3000,
-                    train_batch_size=64, eval_every=500, nsmc_train_rows=20000,
+    "default": dict(corpus_documents=0, vocab_size=8000, vocab_input_lines=100000,
+                    num_train_steps=2000, train_batch_size=64, eval_every=250,
+                    nsmc_train_rows=10000,
                     nsmc_dev_rows=0, korsts_train_rows=0, korsts_dev_rows=0,
                     ner_train_sentences=2400, ner_dev_sentences=0, epochs=2.0),
 }
@@ -106,7 +108,10 @@ def parse_args(argv=None):
     p.add_argument("--max_predictions_per_seq", type=int, default=10)
     p.add_argument("--train_dupe_factor", type=int, default=1)
     p.add_argument("--reference_threads", type=int, default=1)
-    p.add_argument("--budget_points", type=int, default=3,
+    p.add_argument("--mixed_precision", default="float32",
+                   help="ours, pretraining and fine-tuning (the reference runs float32; "
+                        "'' = the machine default, mixed_bfloat16 on AMX CPUs)")
+    p.add_argument("--budget_points", type=int, default=2,
                    help="NSMC is also fine-tuned from this many evenly spaced pretraining "
                         "checkpoints (1: the last only)")
     p.add_argument("--nsmc_train_rows", type=int)
@@ -136,14 +141,16 @@ class Timings:
     def __init__(self, path):
         self.path = path
         self.seconds = json.load(open(path)) if os.path.exists(path) else {}
+        self.lock = threading.Lock()
 
     def run(self, name, fn, *a, **k):
         start = time.time()
         out = fn(*a, **k)
-        if name not in self.seconds:
-            self.seconds[name] = time.time() - start
-            with open(self.path, "w") as f:
-                json.dump(self.seconds, f, indent=1)
+        with self.lock:
+            if name not in self.seconds:
+                self.seconds[name] = time.time() - start
+                with open(self.path, "w") as f:
+                    json.dump(self.seconds, f, indent=1)
         return out
 
 
@@ -160,7 +167,8 @@ def parity_argv(args):
             f"--train_batch_size={args.train_batch_size}",
             f"--learning_rate={args.learning_rate}", f"--eval_every={args.eval_every}",
             f"--save_every={args.num_train_steps // max(args.budget_points, 1)}",
-            f"--reference_threads={args.reference_threads}", f"--seed={args.seed}"]
+            f"--reference_threads={args.reference_threads}", f"--seed={args.seed}",
+            f"--mixed_precision={args.mixed_precision}"]
 
 
 def corpus_path(args):
@@ -307,6 +315,7 @@ def finetune_ours(args, task, files, init, name):
     out = os.path.join(args.work_dir, "finetune", f"{task}_{name}")
     return finetune_quality.run_ours(task, None, init, out, max_len, lr, args.epochs, None,
                                      None, args.seed, "adamw_bias_correction", True,
+                                     mixed_precision=args.mixed_precision or None,
                                      files=files)
 
 
@@ -318,7 +327,8 @@ def finetune_reference(args, task_name, files):
     out = os.path.join(args.work_dir, "finetune", f"{task_name}_transformers.json")
     if not os.path.exists(out):
         max_len, lr = TASKS[task_name]
-        task = tasks.make_task(task_name, files=files)
+        task = tasks.make_task(task_name, files={"train": files["train_file"],
+                                                 "dev": files["validation_file"]})
         results = finetune_quality.run_reference(
             task, task.get_examples("train"), task.get_examples("dev"), max_len, lr,
             args.epochs, args.seed, model_path=parity.paths(args.parity)["reference_model"])
@@ -345,10 +355,22 @@ def char_ngram_floor(files):
     return {"accuracy": accuracy, "train_seconds": time.time() - start}
 
 
-def finetune_stage(args, timings):
+def unpretrained_stage(args, timings):
+    """The contestants that need no pretraining: (a), (c) and (d) (cached on disk, so
+    finetune_stage then reads them back)."""
     p = parity.paths(args.parity)
     files = task_files(args)
     minilm = timings.run("4. convert MiniLM", finetune_quality.convert, args.work_dir)
+    for task in args.tasks.split(","):
+        for name, init in (("(a) random init", p["init"]), ("(c) MiniLM", minilm)):
+            timings.run(f"4. {task} {name}", finetune_ours, args, task, files[task], init,
+                        name.split(" ")[-1])
+
+
+def finetune_stage(args, timings):
+    p = parity.paths(args.parity)
+    files = task_files(args)
+    minilm = finetune_quality.convert(args.work_dir)
     inits = {"ours": p["ours"], "(a) random init": p["init"], "(c) MiniLM": minilm}
     results = {}
     for task in args.tasks.split(","):
@@ -471,7 +493,11 @@ def main(argv=None):
     for split in ("train_rec", "held_rec"):
         with open(p[split] + ".summary.json") as f:
             log(f"{split}: {json.load(f)}")
+    # Fine-tuning that needs no pretrained model runs beside the pretraining.
+    unpretrained = threading.Thread(target=unpretrained_stage, args=(args, timings))
+    unpretrained.start()
     pretraining = pretrain_stage(args, timings)
+    unpretrained.join()
     results, curve = finetune_stage(args, timings)
     report(args, stats, pretraining, results, curve, timings)
 

@@ -83,6 +83,9 @@ def parse_args(argv=None):
     p.add_argument("--learning_rate", type=float, default=2e-3)
     p.add_argument("--warmup_fraction", type=float, default=0.1)
     p.add_argument("--eval_every", type=int, default=1000)
+    p.add_argument("--mixed_precision", default=None,
+                   help="ours: pretrain --mixed_precision (default: the machine's; the "
+                        "reference runs float32)")
     p.add_argument("--save_every", type=int, default=None,
                    help="ours: keep a checkpoint every this many steps (default: the last only)")
     p.add_argument("--eval_batch_size", type=int, default=128)
@@ -211,7 +214,8 @@ def run_ours(args):
              "--weight_decay_rate=0.01", "--clip_norm=1.0",
              f"--eval_every_steps={args.eval_every}", f"--steps_per_loop={args.eval_every}",
              f"--save_checkpoints_steps={args.save_every or args.num_train_steps}",
-             f"--seed={args.seed}"],
+             f"--seed={args.seed}",
+             *([f"--mixed_precision={args.mixed_precision}"] if args.mixed_precision else [])],
             p["ours_log"])
     result = ours_results(args)
     for row in result["curve"]:
