@@ -1,7 +1,11 @@
 r"""Fine-tunes, evaluates and predicts one task: `python -m bert_tf.finetune --task_name=NAME`.
 
 Tasks: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (GLUE), conll2003 (NER),
-swag, squad. Flags keep the original run_classifier / run_squad names (DESIGN 2.3).
+swag, squad; the Korean nsmc, korsts, kornli, klue-nli, klue-sts, klue-ner, klue-ynat; and
+the user's own files: classification, regression, token_classification (--train_file,
+--validation_file, --test_file, --text_column, --label_column, ...: tasks/classification.py,
+tasks/token_classification.py). Flags keep the original run_classifier / run_squad names
+(DESIGN 2.3).
 
     python -m bert_tf.finetune --task_name=MRPC --data_dir=glue/MRPC \
         --init_checkpoint=converted_base/ --do_train --do_eval --do_predict \
@@ -20,7 +24,8 @@ once with `python -m data_prep.create_finetuning_data` and pass them as --input_
 Outputs in --output_dir: checkpoints + bert_config.json, vocab.txt, tokenizer_config.json,
 task_config.json (a model dir that export_model and --init_checkpoint accept),
 eval_results.json (--do_eval: the task's official metrics) and the prediction files
-(--do_predict: GLUE's <TASK>.tsv from test.tsv, ...).
+(--do_predict: GLUE's <TASK>.tsv from test.tsv, predictions.tsv / .jsonl for the
+user's files and the Korean tasks, ...).
 """
 
 from __future__ import annotations
@@ -137,7 +142,8 @@ def run(config: FinetuneConfig) -> Dict:
     config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
         config.mixed_precision, config.seed, strategy))
     task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
-                           **config.task.task_arguments(config.max_seq_length))
+                           **config.task.task_arguments(config.max_seq_length,
+                                                        resolved.task_config))
     # DESIGN 2.6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)

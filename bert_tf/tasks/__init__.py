@@ -37,6 +37,7 @@ TASKS = {
     # the user's own files
     "classification": "bert_tf.tasks.classification:TextClassificationTask",
     "regression": "bert_tf.tasks.classification:TextRegressionTask",
+    "token-classification": "bert_tf.tasks.token_classification:TokenClassificationTask",
     # Korean benchmarks, on their official files
     "nsmc": "bert_tf.tasks.classification:NsmcTask",
     "korsts": "bert_tf.tasks.classification:KorStsTask",
@@ -44,6 +45,7 @@ TASKS = {
     "klue-nli": "bert_tf.tasks.classification:KlueNliTask",
     "klue-sts": "bert_tf.tasks.classification:KlueStsTask",
     "klue-ynat": "bert_tf.tasks.classification:KlueYnatTask",
+    "klue-ner": "bert_tf.tasks.token_classification:KlueNerTask",
 }
 
 # Spellings people use for the same GLUE tasks (sst2, stsb, ...).
@@ -109,15 +111,39 @@ class TaskSpec:
                                   ("dev", self.validation_file or self.predict_file),
                                   ("test", self.test_file or self.predict_file)) if v}
 
-    def task_arguments(self, max_seq_length: int) -> dict:
+    def task_arguments(self, max_seq_length: int, recorded: Optional[dict] = None) -> dict:
         """`make_task`'s keyword arguments for these flags at `max_seq_length`: the data
         and the task's own options, after the task's cross-flag check (`check_options`:
-        a UsageError naming the flags, before any data is read)."""
+        a UsageError naming the flags, before any data is read).
+
+        `recorded`: the task_config.json of --init_checkpoint's dir. When it is this
+        task's, the options the flags leave unset are its (the columns, the layout),
+        and so are its labels when no training data is given: a fine-tuned dir predicts
+        a --test_file with the labels and reader it was trained with.
+
+        >>> spec = TaskSpec("classification", test_file="t.tsv", options={"label_list": None})
+        >>> spec.task_arguments(64, {"task_name": "classification", "label_list": ["b", "a"],
+        ...                          "text_column": "review"})["label_list"]
+        ['b', 'a']
+        """
         cls = _task_class(self.task_name)
         options = {k: v for k, v in self.options.items() if k in cls.option_names}
+        if recorded and _same_task(recorded.get("task_name"), self.task_name):
+            training_data = self.data_dir or self.train_file
+            for name in cls.option_names:
+                if (options.get(name) is None and recorded.get(name) is not None
+                        and not (name == "label_list" and training_data)):
+                    options[name] = recorded[name]
         cls.check_options(max_seq_length, **options)
         return dict(max_seq_length=max_seq_length, data_dir=self.data_dir,
                     files=self.files(), **options)
+
+
+def _same_task(recorded_name: Optional[str], name: str) -> bool:
+    try:
+        return canonical_task_name(recorded_name or "") == canonical_task_name(name)
+    except UsageError:
+        return False
 
 
 def task_from_config(task_config: dict, tokenizer=None) -> "Task":

@@ -116,7 +116,9 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
 
 # ---------------------------------------------------------------- NER (conlleval)
 
-def _split_tag(tag: str) -> Tuple[str, str]:
+def split_tag(tag: str) -> Tuple[str, str]:
+    """(prefix, type) of a tag: ("O", "") for O, ("B", "PER") for B-PER; a bare type is
+    an I- ("PER" -> ("I", "PER")), as conlleval's raw mode reads it."""
     if tag == "O" or not tag:
         return "O", ""
     if len(tag) > 2 and tag[1] == "-":
@@ -137,7 +139,7 @@ def get_entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
     entities = []
     start, current = None, ""
     for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, kind = _split_tag(tag)
+        prefix, kind = split_tag(tag)
         ends = start is not None and (prefix in ("O", "B") or kind != current)
         if ends:
             entities.append((current, start, i - 1))
@@ -172,6 +174,79 @@ def entity_scores(gold: Sequence[Sequence[str]],
                       / tokens if tokens else 0.0)
     return {"precision": precision, "recall": recall, "f1": f1,
             "token_accuracy": token_accuracy}
+
+
+def entity_f1_per_type(gold: Sequence[Sequence[str]],
+                       predicted: Sequence[Sequence[str]]) -> Dict[str, float]:
+    """Entity-level F1 of each type (conlleval's entities, exact span), over the types in
+    either side; a type with no correct entity scores 0.
+
+    >>> entity_f1_per_type([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "B-ORG"]])
+    {'LOC': 0.0, 'ORG': 0.0, 'PER': 1.0}
+    """
+    gold_set = {(n,) + e for n, tags in enumerate(gold) for e in get_entities(tags)}
+    pred_set = {(n,) + e for n, tags in enumerate(predicted) for e in get_entities(tags)}
+    return _f1_by_type(gold_set, pred_set)
+
+
+def _f1_by_type(gold_set, pred_set) -> Dict[str, float]:
+    """F1 per entity type of (sentence, type, start, end) sets, over the types in either."""
+    scores = {}
+    for kind in sorted({e[1] for e in gold_set | pred_set}):
+        g = {e for e in gold_set if e[1] == kind}
+        p = {e for e in pred_set if e[1] == kind}
+        correct = len(g & p)
+        scores[kind] = 2 * correct / (len(g) + len(p)) if correct else 0.0
+    return scores
+
+
+def strict_entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
+    """Entities as seqeval's strict IOB2 mode finds them (KLUE-NER's official scorer): a
+    B-X and the I-X right after it; an I- that starts nothing is no entity.
+
+    >>> strict_entities(["B-PS", "I-PS", "O", "I-LC", "B-LC", "I-OG"])
+    [('PS', 0, 1), ('LC', 4, 4)]
+    """
+    entities, i = [], 0
+    while i < len(tags):
+        _, kind = split_tag(tags[i])
+        if tags[i].startswith("B-"):
+            end = i
+            while end + 1 < len(tags) and tags[end + 1] == "I-" + kind:
+                end += 1
+            entities.append((kind, i, end))
+            i = end + 1
+        else:
+            i += 1
+    return entities
+
+
+def klue_ner_entity_macro_f1(gold: Sequence[Sequence[str]],
+                             predicted: Sequence[Sequence[str]]) -> float:
+    """KLUE-NER `entity_f1`: seqeval's f1_score(mode="strict", scheme=IOB2,
+    average="macro") -- the mean over the entity types in either side of each type's F1
+    of exactly matching strict entities.
+
+    >>> klue_ner_entity_macro_f1([["B-PS", "I-PS", "O", "B-LC"]], [["B-PS", "I-PS", "O", "I-LC"]])
+    0.5
+    """
+    gold_set = {(n,) + e for n, tags in enumerate(gold) for e in strict_entities(tags)}
+    pred_set = {(n,) + e for n, tags in enumerate(predicted) for e in strict_entities(tags)}
+    scores = _f1_by_type(gold_set, pred_set)
+    return float(np.mean(list(scores.values()))) if scores else 0.0
+
+
+def klue_ner_char_macro_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
+                           label_list: Sequence[str]) -> float:
+    """KLUE-NER `char_f1`: sklearn's f1_score(labels=every tag of `label_list`, "O"
+    included, average="macro", zero_division=1) over the characters' tags.
+
+    >>> klue_ner_char_macro_f1([["B-PS", "O"]], [["B-PS", "B-PS"]], ["B-PS", "I-PS", "O"])
+    0.5555555555555555
+    """
+    flat_gold = [t for tags in gold for t in tags]
+    flat_pred = [t for tags in predicted for t in tags]
+    return macro_f1(flat_gold, flat_pred, classes=list(label_list), zero_division=1.0)
 
 
 def _same_length(a, b) -> None:

@@ -43,6 +43,9 @@ class NerExample:
     words: List[str]
     tags: List[str]  # IOB2
     source: str = ""  # "file:line" of the first word
+    # WordPiece ids of each word when fixed by the caller (a character-level sentence's
+    # units are its pieces: `token_classification`), else None: each word is tokenized
+    pieces: Optional[List[List[int]]] = None
 
 
 def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
@@ -56,11 +59,12 @@ def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
     return out
 
 
-def read_conll(path: str, labels: Sequence[str] = CONLL2003_LABELS) -> List[NerExample]:
+def read_conll(path: str, labels: Optional[Sequence[str]] = CONLL2003_LABELS,
+               missing_hint: str = "--data_dir must hold the CoNLL-2003 files (eng.train, "
+                                   "eng.testa, eng.testb)") -> List[NerExample]:
     """Sentences of a CoNLL-2003 file with IOB2 tags (the NER tag is the last column);
-    every tag's B- form must be one of `labels`."""
-    lines = read_task_text(path, "--data_dir must hold the CoNLL-2003 files (eng.train, "
-                                 "eng.testa, eng.testb)", encoding="utf-8").split("\n")
+    every tag's B- form must be one of `labels` (None: any tag)."""
+    lines = read_task_text(path, missing_hint, encoding="utf-8").split("\n")
     examples, words, tags, first_line = [], [], [], 0
 
     def flush():
@@ -80,7 +84,7 @@ def read_conll(path: str, labels: Sequence[str] = CONLL2003_LABELS) -> List[NerE
             raise TaskDataError(f"{path}:{line_no}: expected `word ... NER-tag` columns, "
                                 f"got {line!r}; is this a CoNLL-2003 file?")
         tag = fields[-1]
-        if tag != "O" and (tag[:2] not in ("B-", "I-") or "B-" + tag[2:] not in labels):
+        if labels is not None and tag != "O" and (tag[:2] not in ("B-", "I-") or "B-" + tag[2:] not in labels):
             kinds = ", ".join(sorted({t[2:] for t in labels if t != "O"}))
             what = ("a CoNLL-2003 NER tag" if list(labels) == CONLL2003_LABELS
                     else "one of the model's tags")
@@ -135,6 +139,8 @@ class Conll2003NerTask(Task):
     # ------------------------------------------------------------------ features
     def _word_pieces(self, examples, batch_size=50000) -> List[List[int]]:
         """WordPiece ids of every word of every example, flattened in order."""
+        if examples and all(e.pieces is not None for e in examples):
+            return [ids for e in examples for ids in e.pieces]
         words = [w for e in examples for w in e.words]
         unk = self._special_id("unk_id", "[UNK]")
         pieces = []
@@ -288,12 +294,24 @@ class TaggerServing(serving.TaskServing):
     The ids signature returns `logits` [b, seq, C] and `tag_ids` [b, seq].
     """
 
-    def __init__(self, model, tokenizer, max_seq_length, labels, text_signatures=True):
+    def __init__(self, model, tokenizer, max_seq_length, labels, text_signatures=True,
+                 units: str = "words", entities: bool = False):
         super().__init__(model, tokenizer, max_seq_length, name="bert_tagger_serving",
                          text_signatures=text_signatures)
         self.labels = list(labels)
         self.labels_asset = tf.saved_model.Asset(serving.write_labels(self.labels))
         self._label_names = tf.constant(self.labels)
+        if units not in ("words", "pieces"):
+            raise ValueError(f"units={units!r}: words or pieces")
+        self.units, self.entities = units, bool(entities)
+        # Each tag's entity type (index into `types`, -1 for O) and whether it is a B-,
+        # as metrics.get_entities reads tags.
+        split = [metrics_lib.split_tag(t) for t in self.labels]
+        types = sorted({kind for prefix, kind in split if prefix != "O"})
+        self._entity_types = tf.constant(types or [""])
+        self._tag_type = tf.constant([types.index(k) if p != "O" else -1 for p, k in split],
+                                     tf.int32)
+        self._tag_begins = tf.constant([p == "B" for p, _ in split])
 
     def from_ids(self, inputs):
         logits = tf.cast(self._model(inputs)["logits"], tf.float32)
@@ -314,6 +332,8 @@ class TaggerServing(serving.TaskServing):
         position_in_row = tf.ragged.range(ids.row_lengths()).flat_values
         previous_end = tf.concat([[-1], flat_end[:-1]], 0)
         new_word = tf.equal(position_in_row, 0) | (flat_start > previous_end)
+        if self.units == "pieces":  # every piece is a unit of its own (character input)
+            new_word = tf.ones_like(new_word)
         word_of_piece = tf.cumsum(tf.cast(new_word, tf.int64)) - 1
         num_words = tf.reduce_sum(tf.cast(new_word, tf.int64))
         word_row = tf.boolean_mask(ids.value_rowids(), new_word)
@@ -353,6 +373,14 @@ class TaggerServing(serving.TaskServing):
             return tf.RaggedTensor.from_value_rowids(values, word_row, nrows=nrows).to_tensor(
                 default_value=default)
 
+        if self.entities:
+            out = self._entities(text, word_row, word_start, word_end, tag_ids, nrows)
+            if self.units == "words":
+                out.update(words=dense(words, ""),
+                           tags=dense(tf.gather(self._label_names, tag_ids), ""),
+                           tag_ids=dense(tag_ids, -1), num_words=out.pop("_num_units"))
+            out.pop("_num_units", None)
+            return out
         start_b, end_b = dense(word_start, 0), dense(word_end, 0)
         valid = dense(tf.ones_like(word_start, tf.bool), False)
         return {"words": dense(words, ""),
@@ -363,3 +391,47 @@ class TaggerServing(serving.TaskServing):
                 "num_words": tf.cast(tf.math.bincount(
                     tf.cast(word_row, tf.int32), minlength=tf.cast(nrows, tf.int32),
                     maxlength=tf.cast(nrows, tf.int32)), tf.int32)}
+
+    def _entities(self, text, unit_row, unit_start, unit_end, tag_ids, nrows):
+        """Entities of the units' tags as `metrics.get_entities` finds them: a unit of type
+        X continues the entity before it when it is an I- (or bare) tag and the unit before
+        it, in the same row, has type X. Per entity: `entity_text`, `entity_type`,
+        `start_char`, `end_char` (code points, end exclusive) [b, max entities], padded
+        with "" / -1, and `num_entities` [b]."""
+        kind = tf.gather(self._tag_type, tag_ids)
+        begins = tf.gather(self._tag_begins, tag_ids)
+        previous_kind = tf.concat([[-1], kind[:-1]], 0)
+        previous_row = tf.concat([[-1], unit_row[:-1]], 0)
+        inside = kind >= 0
+        continues = inside & ~begins & tf.equal(previous_row, unit_row) & tf.equal(
+            previous_kind, kind)
+        starts = inside & ~continues
+        num_entities = tf.reduce_sum(tf.cast(starts, tf.int64))
+        entity_of = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+        entity_end = tf.math.unsorted_segment_max(tf.boolean_mask(unit_end, inside),
+                                                  tf.boolean_mask(entity_of, inside),
+                                                  num_entities)
+        entity_start = tf.boolean_mask(unit_start, starts)
+        entity_row = tf.boolean_mask(unit_row, starts)
+
+        def dense(values, default):
+            return tf.RaggedTensor.from_value_rowids(values, entity_row, nrows=nrows).to_tensor(
+                default_value=default)
+
+        valid = dense(tf.ones_like(entity_start, tf.bool), False)
+        texts = tf.strings.substr(tf.gather(text, entity_row), entity_start,
+                                  entity_end - entity_start)
+
+        def count(rows):
+            return tf.cast(tf.math.bincount(tf.cast(rows, tf.int32),
+                                            minlength=tf.cast(nrows, tf.int32),
+                                            maxlength=tf.cast(nrows, tf.int32)), tf.int32)
+
+        return {"entity_text": dense(texts, ""),
+                "entity_type": dense(tf.gather(self._entity_types,
+                                               tf.boolean_mask(kind, starts)), ""),
+                "start_char": tf.where(valid, serving.bytes_to_chars(
+                    text, dense(entity_start, 0)), -1),
+                "end_char": tf.where(valid, serving.bytes_to_chars(
+                    text, dense(entity_end, 0)), -1),
+                "num_entities": count(entity_row), "_num_units": count(unit_row)}
