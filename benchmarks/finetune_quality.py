@@ -119,13 +119,35 @@ def is_token_task(task):
     return task.huggingface_class == "BertForTokenClassification"
 
 
+class PiecesEncoding(dict):
+    """What a fast tokenizer returns for words, made from NER examples whose `pieces`
+    (the ids of each word) are given: input_ids, token_type_ids, word_ids(i)."""
+
+    def word_ids(self, i):
+        return self["word_ids"][i]
+
+
+def pieces_encoding(tokenizer, rows, max_seq_length):
+    """[CLS] the given pieces [SEP], cut to max_seq_length as the tokenizer cuts."""
+    out = PiecesEncoding(input_ids=[], token_type_ids=[], word_ids=[])
+    for e in rows:
+        units = [(w, i) for w, ids in enumerate(e.pieces) for i in ids][:max_seq_length - 2]
+        out["input_ids"].append([tokenizer.cls_token_id] + [i for _, i in units]
+                                + [tokenizer.sep_token_id])
+        out["token_type_ids"].append([0] * (len(units) + 2))
+        out["word_ids"].append([None] + [w for w, _ in units] + [None])
+    return out
+
+
 def encode_rows(task, tokenizer, rows, max_seq_length):
     """Unpadded rows (the HF fast tokenizer: the same ids as ours): input_ids,
     token_type_ids, labels (NER: the first sub-token of each word, -100 elsewhere),
     word_ids (NER)."""
     index = {label: i for i, label in enumerate(task.label_list or [])}
     ner = is_token_task(task)
-    if ner:
+    if ner and rows and rows[0].pieces is not None:
+        enc = pieces_encoding(tokenizer, rows, max_seq_length)
+    elif ner:
         enc = tokenizer([e.words for e in rows], is_split_into_words=True,
                         truncation=True, max_length=max_seq_length)
     else:
@@ -201,13 +223,14 @@ def reference_optimizer(model, lr, warmup_steps, num_steps):
 
 
 def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32,
-                  group_by_length=True, bf16=False, model_path=None):
+                  group_by_length=True, bf16=False, model_path=None, evaluate=None):
     """transformers BertFor{Sequence,Token}Classification on PyTorch, the usual recipe;
     with `group_by_length`, as Trainer(group_by_length=True) batches: its
     LengthGroupedSampler and dynamic padding (each batch padded to its longest row).
     With `bf16`, training and evaluation forward passes run under
     `torch.autocast("cpu", dtype=torch.bfloat16)` (as Trainer(bf16=True) on CPU).
-    `model_path`: the Hugging Face model directory to start from (default: MiniLM)."""
+    `model_path`: the Hugging Face model directory to start from (default: MiniLM);
+    `evaluate`: dev predictions -> metrics (default: task.evaluate on `dev`)."""
     import contextlib
 
     import numpy as np
@@ -280,7 +303,7 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
                 predictions.extend(word_tags(task, rows, dev[i:i + 64], logits))
             else:
                 predictions.extend(task.postprocess({"logits": logits}))
-    results = dict(task.evaluate(predictions, dev))
+    results = dict(evaluate(predictions) if evaluate else task.evaluate(predictions, dev))
     results.update(train_seconds=end - start, train_cpu_seconds=cpu_seconds, train_steps=step,
                    train_examples_per_second=step * batch_size / (end - start),
                    train_examples_per_second_steady=(step - 5) * batch_size
