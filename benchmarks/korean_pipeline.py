@@ -71,7 +71,7 @@ BUDGETS = {
                   korsts_train_rows=200, korsts_dev_rows=100, ner_train_sentences=150,
                   ner_dev_sentences=60, epochs=1.0),
     "default": dict(corpus_documents=0, vocab_size=8000, vocab_input_lines=100000,
-                    num_train_steps=2000, train_batch_size=64, eval_every=250,
+                    num_train_steps=800, train_batch_size=64, eval_every=400,
                     nsmc_train_rows=10000,
                     nsmc_dev_rows=0, korsts_train_rows=0, korsts_dev_rows=0,
                     ner_train_sentences=2400, ner_dev_sentences=0, epochs=2.0),
