@@ -554,7 +554,16 @@ def report(args, stats, pretraining, results, curve, timings):
                   f"{s}: {100 * curve[s]['accuracy']:.2f}" for s in sorted(curve)))
     print("\n| step | wall s |\n|---|---:|")
     for name, seconds in timings.seconds.items():
-        print(f"| {name} | {seconds:.0f} |")
+        if not name.startswith("4. ") or "convert" in name:  # fine-tuning: below
+            print(f"| {name} | {seconds:.0f} |")
+    # Each fine-tuning's own training time (a resumed pipeline keeps it).
+    print("\n| fine-tuning, training seconds | " + " | ".join(results) + " |\n|---|"
+          + "---:|" * len(results))
+    for name in CONTESTANTS:
+        cells = [results[t].get(name, {}).get("train_seconds") for t in results]
+        if any(c is not None for c in cells):
+            print(f"| {name} | " + " | ".join("-" if c is None else f"{c:.0f}"
+                                              for c in cells) + " |")
     with open(os.path.join(args.work_dir, "korean_pipeline.json"), "w") as f:
         json.dump({"args": vars(args) | {"parity": None}, "vocab": stats,
                    "pretraining": {"ours": ours_pt, "reference": ref_pt},
