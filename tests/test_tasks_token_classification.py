@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import make_task, metrics, task_from_config
-from bert_tf.tasks.base import TaskDataError
 from bert_tf.tasks.token_classification import (KLUE_NER_LABELS, char_tags_from_units,
                                                 read_char_level)
 from tests.helpers import write_vocab
 from tests.test_tasks_glue import tiny_task_model
+from tests.test_tasks_own_data import one_line_error, write
 
 KLUE_NER = ("korean", "klue", "klue-ner-v1.1_dev.first3000.tsv")
 SMALL_CONLL = "-DOCSTART- -X- O O\n\nEU NNP I-ORG\nrejects VBZ O\nGerman JJ I-MISC\n\n" \
@@ -22,17 +22,6 @@ SMALL_CONLL = "-DOCSTART- -X- O O\n\nEU NNP I-ORG\nrejects VBZ O\nGerman JJ I-MI
 SMALL_CHARS = ("## 토큰, 레이블 구분자 : \\t\n## s1\t<김 철수:PS>는 갔다\n김\tB-PS\n \tI-PS\n"
                "철\tI-PS\n수\tI-PS\n는\tO\n \tO\n갔\tO\n다\tO\n\n## s2\t<서울:LC>\n서\tB-LC\n"
                "울\tI-LC\n")
-
-
-def write(path, text):
-    path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
-def one_line_error(match, fn, *args):
-    with pytest.raises(TaskDataError, match=match) as caught:
-        fn(*args)
-    assert "\n" not in str(caught.value)
 
 
 def char_tokenizer(directory, texts):

@@ -23,7 +23,8 @@ Contract of each piece:
 * `__init__(tokenizer, max_seq_length=None, data_dir=None, files=None, **options)`
   (made by `bert_tf.tasks.make_task(name, ...)`): no flags here; max_seq_length None is
   the task's `default_max_seq_length`. `files` maps a split to a file and overrides the
-  file `data_dir` would give (SQuAD's `--train_file` / `--predict_file`). `options` are the task's own settings,
+  file `data_dir` would give (`--train_file`, `--validation_file`, `--test_file`; SQuAD's
+  `--predict_file`). `options` are the task's own settings,
   named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
   GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
   (may be None for tasks used only to read examples or compute metrics).

@@ -27,7 +27,7 @@ NSMC's dev split is `ratings_dev.txt` when --data_dir has one (the rebuilt set),
 whose gold label is `-`, SNLI's "no consensus", are skipped); KLUE publishes no test
 labels, so the KLUE tasks' test split with --data_dir is the dev file.
 
->>> task = make_task("klue-sts")
+>>> task = KlueStsTask()
 >>> task.metric_names, task.label_column, task.text_input_names
 (('pearson', 'spearman', 'f1'), 'labels.real-label', ('text', 'text_b'))
 """
@@ -42,7 +42,6 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from bert_tf import output_guard
-from bert_tf.tasks import make_task  # noqa: F401  (the doctest's)
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import Task, TaskDataError, require_examples
 from bert_tf.tasks.glue import GlueExample, GlueTask

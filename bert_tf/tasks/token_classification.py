@@ -425,8 +425,12 @@ class KlueNerTask(TokenClassificationTask):
     primary_metric = "entity_f1"
 
     def evaluate(self, predictions, examples) -> Dict[str, float]:
+        """The micro scores, and KLUE's `entity_f1` / `char_f1` over the characters that
+        are not spaces, sentence by sentence. KLUE's baseline also counts each sentence's
+        [CLS] and [SEP] positions as two "O" characters and scores only the characters
+        that fit in max_seq_length; here every character is scored (sentences are read
+        in windows) and nothing else."""
         scores = super().evaluate(predictions, examples)
-        # KLUE scores the characters that are not spaces
         kept = [[i for i, c in enumerate(e.text) if not c.isspace()] for e in examples]
         gold = [[e.tags[i] for i in keep] for e, keep in zip(examples, kept)]
         predicted = [[p[i] for i in keep] for p, keep in zip(predictions, kept)]
