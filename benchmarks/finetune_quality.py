@@ -82,11 +82,15 @@ def convert(work_dir: str) -> str:
 
 def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs, n_train,
              n_eval, seed, optimizer, decay_from_warmup_end, batch_size=32, jit_compile=None,
-             mixed_precision=None):
+             mixed_precision=None, files=None):
+    """`finetune --do_train --do_eval` (cached in out_dir); the data from `data_dir`, or
+    with data_dir None from `files` (flag name -> path, e.g. train_file)."""
     results_file = os.path.join(out_dir, "eval_results.json")
     if not os.path.exists(results_file):
+        data = ([f"--data_dir={data_dir}"] if data_dir else
+                [f"--{flag}={path}" for flag, path in files.items()])
         command = [sys.executable, "-m", "bert_tf.finetune", f"--task_name={task_name}",
-                   f"--data_dir={data_dir}", f"--init_checkpoint={init_dir}",
+                   *data, f"--init_checkpoint={init_dir}",
                    f"--output_dir={out_dir}", "--do_train", "--do_eval",
                    f"--max_seq_length={max_seq_length}", f"--train_batch_size={batch_size}",
                    "--eval_batch_size=64", f"--learning_rate={lr}",
@@ -110,13 +114,40 @@ def run_ours(task_name, data_dir, init_dir, out_dir, max_seq_length, lr, epochs,
     return results
 
 
+def is_token_task(task):
+    """Whether `task` tags every word (CoNLL-2003, KLUE-NER, token_classification)."""
+    return task.huggingface_class == "BertForTokenClassification"
+
+
+class PiecesEncoding(dict):
+    """What a fast tokenizer returns for words, made from NER examples whose `pieces`
+    (the ids of each word) are given: input_ids, token_type_ids, word_ids(i)."""
+
+    def word_ids(self, i):
+        return self["word_ids"][i]
+
+
+def pieces_encoding(tokenizer, rows, max_seq_length):
+    """[CLS] the given pieces [SEP], cut to max_seq_length as the tokenizer cuts."""
+    out = PiecesEncoding(input_ids=[], token_type_ids=[], word_ids=[])
+    for e in rows:
+        units = [(w, i) for w, ids in enumerate(e.pieces) for i in ids][:max_seq_length - 2]
+        out["input_ids"].append([tokenizer.cls_token_id] + [i for _, i in units]
+                                + [tokenizer.sep_token_id])
+        out["token_type_ids"].append([0] * (len(units) + 2))
+        out["word_ids"].append([None] + [w for w, _ in units] + [None])
+    return out
+
+
 def encode_rows(task, tokenizer, rows, max_seq_length):
     """Unpadded rows (the HF fast tokenizer: the same ids as ours): input_ids,
     token_type_ids, labels (NER: the first sub-token of each word, -100 elsewhere),
     word_ids (NER)."""
     index = {label: i for i, label in enumerate(task.label_list or [])}
-    ner = task.name == "conll2003"
-    if ner:
+    ner = is_token_task(task)
+    if ner and rows and rows[0].pieces is not None:
+        enc = pieces_encoding(tokenizer, rows, max_seq_length)
+    elif ner:
         enc = tokenizer([e.words for e in rows], is_split_into_words=True,
                         truncation=True, max_length=max_seq_length)
     else:
@@ -151,7 +182,7 @@ def padded_batch(task, rows, width=None):
     batch = {"input_ids": pad([r["input_ids"] for r in rows], 0),
              "token_type_ids": pad([r["token_type_ids"] for r in rows], 0),
              "attention_mask": pad([[1] * len(r["input_ids"]) for r in rows], 0)}
-    if task.name == "conll2003":
+    if is_token_task(task):
         batch["labels"] = pad([r["labels"] for r in rows], -100)
     else:
         batch["labels"] = np.array([r["labels"] for r in rows],
@@ -192,12 +223,14 @@ def reference_optimizer(model, lr, warmup_steps, num_steps):
 
 
 def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_size=32,
-                  group_by_length=True, bf16=False):
+                  group_by_length=True, bf16=False, model_path=None, evaluate=None):
     """transformers BertFor{Sequence,Token}Classification on PyTorch, the usual recipe;
     with `group_by_length`, as Trainer(group_by_length=True) batches: its
     LengthGroupedSampler and dynamic padding (each batch padded to its longest row).
     With `bf16`, training and evaluation forward passes run under
-    `torch.autocast("cpu", dtype=torch.bfloat16)` (as Trainer(bf16=True) on CPU)."""
+    `torch.autocast("cpu", dtype=torch.bfloat16)` (as Trainer(bf16=True) on CPU).
+    `model_path`: the Hugging Face model directory to start from (default: MiniLM);
+    `evaluate`: dev predictions -> metrics (default: task.evaluate on `dev`)."""
     import contextlib
 
     import numpy as np
@@ -211,9 +244,9 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
     torch.set_num_threads(os.cpu_count() or 1)
     autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16
                 else contextlib.nullcontext)
-    path = minilm_dir()
+    path = model_path or minilm_dir()
     tokenizer = transformers.BertTokenizerFast.from_pretrained(path)
-    ner = task.name == "conll2003"
+    ner = is_token_task(task)
 
     def torch_batch(rows):
         return {k: torch.from_numpy(v) for k, v in padded_batch(task, rows).items()}
@@ -270,7 +303,7 @@ def run_reference(task, examples, dev, max_seq_length, lr, epochs, seed, batch_s
                 predictions.extend(word_tags(task, rows, dev[i:i + 64], logits))
             else:
                 predictions.extend(task.postprocess({"logits": logits}))
-    results = dict(task.evaluate(predictions, dev))
+    results = dict(evaluate(predictions) if evaluate else task.evaluate(predictions, dev))
     results.update(train_seconds=end - start, train_cpu_seconds=cpu_seconds, train_steps=step,
                    train_examples_per_second=step * batch_size / (end - start),
                    train_examples_per_second_steady=(step - 5) * batch_size
@@ -299,7 +332,7 @@ def run_keras_hub(task, examples, dev, max_seq_length, lr, epochs, seed, jit_com
     keras.utils.set_random_seed(seed)
     keras.mixed_precision.set_global_policy(precision)
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_dir())
-    ner = task.name == "conll2003"
+    ner = is_token_task(task)
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir())
     regression = getattr(task, "is_regression", False)
     num_labels = 1 if regression else len(task.label_list)

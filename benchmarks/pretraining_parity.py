@@ -46,6 +46,7 @@ import csv
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -66,6 +67,9 @@ def parse_args(argv=None):
     p.add_argument("--work_dir", default="/tmp/pretraining_parity")
     p.add_argument("--stages", default="prepare,ours,reference,sst2,report")
     p.add_argument("--vocab_size", type=int, default=4096)
+    p.add_argument("--strip_accents", action=argparse.BooleanOptionalAction, default=None,
+                   help="text setting of the vocab, records and model dir (default: follows "
+                        "lower-casing; --no-strip_accents keeps Hangul syllables)")
     p.add_argument("--num_hidden_layers", type=int, default=2)
     p.add_argument("--hidden_size", type=int, default=128)
     p.add_argument("--num_attention_heads", type=int, default=2)
@@ -79,6 +83,11 @@ def parse_args(argv=None):
     p.add_argument("--learning_rate", type=float, default=2e-3)
     p.add_argument("--warmup_fraction", type=float, default=0.1)
     p.add_argument("--eval_every", type=int, default=1000)
+    p.add_argument("--mixed_precision", default=None,
+                   help="ours: pretrain --mixed_precision (default: the machine's; the "
+                        "reference runs float32)")
+    p.add_argument("--save_every", type=int, default=None,
+                   help="ours: keep a checkpoint every this many steps (default: the last only)")
     p.add_argument("--eval_batch_size", type=int, default=128)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--reference_threads", type=int, default=1,
@@ -114,7 +123,13 @@ def paths(args):
         train_txt="train.txt", held_txt="heldout.txt", vocab="vocab.txt",
         train_rec="train.tfrecord", held_rec="heldout.tfrecord", config="bert_config.json",
         init="init", init_hf="init_hf", ours="ours", ours_log="ours.log",
-        reference="reference.json", chance="chance.json", sst2="sst2").items()}
+        reference="reference.json", reference_model="reference_hf", chance="chance.json",
+        sst2="sst2").items()}
+
+
+def text_flags(args):
+    """The text-handling flags of build_vocab and create_pretraining_data."""
+    return ["--do_lower_case"] + (["--nostrip_accents"] if args.strip_accents is False else [])
 
 
 def num_warmup(args):
@@ -133,13 +148,13 @@ def prepare(args):
     if not os.path.exists(p["vocab"]):
         run([py, "-m", "data_prep.build_vocab", f"--input_file={p['train_txt']}",
              f"--vocab_file={p['vocab']}", f"--vocab_size={args.vocab_size}",
-             "--num_unused=0", "--noprogress"], p["vocab"] + ".log")
+             *text_flags(args), "--num_unused=0", "--noprogress"], p["vocab"] + ".log")
     for text, rec, dupe in ((p["train_txt"], p["train_rec"], args.train_dupe_factor),
                             (p["held_txt"], p["held_rec"], 1)):
         if not os.path.exists(rec + ".summary.json"):
             run([py, "-m", "data_prep.create_pretraining_data", f"--input_file={text}",
                  f"--output_file={rec}", f"--summary_file={rec}.summary.json",
-                 f"--work_dir={rec}.work", f"--vocab_file={p['vocab']}", "--do_lower_case",
+                 f"--work_dir={rec}.work", f"--vocab_file={p['vocab']}", *text_flags(args),
                  f"--max_seq_length={args.max_seq_length}",
                  f"--max_predictions_per_seq={args.max_predictions_per_seq}",
                  f"--dupe_factor={dupe}", "--num_workers=2", "--num_output_shards=1",
@@ -176,7 +191,8 @@ def make_init(args, p):
     model_dir.write_model_dir(p["init"], config, {"encoder": model.encoder,
                                                  "masked_lm": model.masked_lm,
                                                  "next_sentence": model.next_sentence},
-                              vocab_file=p["vocab"], do_lower_case=True)
+                              vocab_file=p["vocab"], do_lower_case=True,
+                              strip_accents=args.strip_accents)
     log(f"initial weights: {p['init']} ({config})")
 
 
@@ -197,7 +213,9 @@ def run_ours(args):
              f"--num_warmup_steps={num_warmup(args)}", "--optimizer=adamw_bias_correction",
              "--weight_decay_rate=0.01", "--clip_norm=1.0",
              f"--eval_every_steps={args.eval_every}", f"--steps_per_loop={args.eval_every}",
-             f"--save_checkpoints_steps={args.num_train_steps}", f"--seed={args.seed}"],
+             f"--save_checkpoints_steps={args.save_every or args.num_train_steps}",
+             f"--seed={args.seed}",
+             *([f"--mixed_precision={args.mixed_precision}"] if args.mixed_precision else [])],
             p["ours_log"])
     result = ours_results(args)
     for row in result["curve"]:
@@ -355,6 +373,12 @@ def run_reference(args):
             curve.append(evaluate(step))
     result = {"curve": curve, "train_examples_per_second": examples / seconds,
               "wall_seconds": time.time() - start}
+    # The pretrained model, for fine-tuning with transformers (the tokenizer files as
+    # convert_checkpoint wrote them for the initial weights).
+    model.save_pretrained(p["reference_model"])
+    for name in os.listdir(p["init_hf"]):
+        if not name.startswith(("config", "model")) and name.endswith((".txt", ".json")):
+            shutil.copy(os.path.join(p["init_hf"], name), p["reference_model"])
     with open(p["reference"], "w") as f:
         json.dump(result, f, indent=2)
     return result
