@@ -124,15 +124,10 @@ def run(config: FinetuneConfig) -> Dict:
     """
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    from bert_tf.training import strategy as strategy_lib
-    from bert_tf.training.run import OutputDirRun
+    from bert_tf.training.run import output_dir_run
 
-    output = OutputDirRun("finetune", config.output_dir, overwrite=config.overwrite)
-    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
-        try:
-            return _run(config, output)
-        finally:
-            output.close()
+    with output_dir_run("finetune", config.output_dir, overwrite=config.overwrite) as output:
+        return _run(config, output)
 
 
 def _run(config: FinetuneConfig, output) -> Dict:

@@ -88,15 +88,10 @@ def _resolve_model_dir(config: PretrainConfig):
 def run(config: PretrainConfig) -> None:
     """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
     (checkpoint written: the same command resumes)."""
-    from bert_tf.training import strategy as strategy_lib
-    from bert_tf.training.run import OutputDirRun
+    from bert_tf.training.run import output_dir_run
 
-    output = OutputDirRun("pretrain", config.output_dir, overwrite=config.overwrite)
-    with strategy_lib.restoring_process_state():  # the dtype policy and seeds it sets
-        try:
-            _run(config, output)
-        finally:
-            output.close()
+    with output_dir_run("pretrain", config.output_dir, overwrite=config.overwrite) as output:
+        _run(config, output)
 
 
 def _run(config: PretrainConfig, output) -> None:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from absl import logging
 
 from bert_tf import model_dir, output_guard
+from bert_tf.training import strategy
 
 
 class OutputDirRun:
@@ -116,6 +117,19 @@ class OutputDirRun:
                 output_guard.restore_set_aside(self.output_dir)
         finally:
             self._lock.close()
+
+
+@contextlib.contextmanager
+def output_dir_run(command: str, output_dir: str, *, overwrite: bool) -> Iterator[OutputDirRun]:
+    """The frame of a training command's `run`: its `OutputDirRun`, closed however the
+    run ends, inside `strategy.restoring_process_state` (the dtype policy and seeds the
+    run sets are put back when it ends)."""
+    output = OutputDirRun(command, output_dir, overwrite=overwrite)
+    with strategy.restoring_process_state():
+        try:
+            yield output
+        finally:
+            output.close()
 
 
 def _same_path(a: str, b: str) -> bool:
