@@ -54,6 +54,7 @@ sys.path.insert(0, REPO)
 
 SETTINGS = {  # task -> (data folder, max_seq_length, learning rate, epochs)
     "SST-2": ("glue/SST-2", 64, 2e-5, 3),
+    "CoLA": ("glue/CoLA", 64, 2e-5, 3),
     "MRPC": ("glue/MRPC", 128, 2e-5, 3),
     "STS-B": ("glue/STS-B", 128, 2e-5, 3),
     "conll2003": ("conll2003", 128, 5e-5, 3),
@@ -578,8 +579,10 @@ def main():
         jit = {"auto": None, "on": True, "off": False}[args.ours_jit_compile]
         jit_tag = "" if jit is None else f"_jit_{args.ours_jit_compile}"
         bf16_tag = "_bf16" if bf16 else ""
+        # Seeds other than the default get their own run dir (cached runs are reused).
+        seed_tag = "" if args.seed == 12345 else f"_seed{args.seed}"
         out_dir = os.path.join(args.work_dir,
-                               f"ours_{tag}_{args.optimizer}{schedule}{cap}{jit_tag}{bf16_tag}")
+                               f"ours_{tag}_{args.optimizer}{schedule}{cap}{jit_tag}{bf16_tag}{seed_tag}")
         entry["ours"] = run_ours(name, data_dir, init_dir, out_dir, max_len, lr, epochs,
                                  n_train, args.eval_examples, args.seed, args.optimizer,
                                  args.decay_from_warmup_end, jit_compile=jit,
