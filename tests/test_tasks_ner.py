@@ -47,8 +47,40 @@ def test_reader_errors_name_file_and_line(tmp_path):
     with pytest.raises(TaskDataError, match=r"eng.testa:2: tag 'I-GPE' is not a CoNLL-2003"):
         make_task("ner", data_dir=str(tmp_path)).get_examples("dev")
     (tmp_path / "bad").write_text("lonely\n")
-    with pytest.raises(TaskDataError, match=r"bad:1: expected `word ... NER-tag`"):
+    with pytest.raises(TaskDataError, match=r"bad:1: expected `word ... tag` columns \(the "
+                                            r"tag last\), got 'lonely'; is this a CoNLL-2003"):
         read_conll(str(tmp_path / "bad"))
+
+
+def test_one_reader_for_conll2003_and_own_files(tmp_path):
+    """CoNLL-2003 and --task_name=token_classification read columns with `read_conll`:
+    the same sentences; they differ only in the tags allowed, untagged test lines and
+    the hint of a bad line."""
+    (tmp_path / "eng.testb").write_text(SMALL_CONLL)
+    (tmp_path / "test.txt").write_text(SMALL_CONLL)
+    conll = make_task("conll2003", data_dir=str(tmp_path)).get_examples("test")
+    own = make_task("token_classification", label_list=CONLL2003_LABELS,
+                    files={"test": str(tmp_path / "test.txt")}).get_examples("test")
+    assert [(e.words, e.tags, e.source.rsplit(":", 1)[1]) for e in conll] == [
+        (e.words, e.tags, e.source.rsplit(":", 1)[1]) for e in own]
+    untagged = "EU NNP I-NP I-ORG\nrejects\n"
+    (tmp_path / "eng.testb").write_text(untagged)
+    (tmp_path / "test.txt").write_text(untagged)
+    with pytest.raises(TaskDataError) as caught:
+        make_task("conll2003", data_dir=str(tmp_path)).get_examples("test")
+    assert str(caught.value) == (f"{tmp_path / 'eng.testb'}:2: expected `word ... tag` "
+                                 f"columns (the tag last), got 'rejects'; is this a "
+                                 f"CoNLL-2003 file?")
+    [sentence] = make_task("token_classification", label_list=CONLL2003_LABELS, files={
+        "test": str(tmp_path / "test.txt")}).get_examples("test")
+    assert (sentence.words, sentence.tags) == (["EU", "rejects"], None)
+    with pytest.raises(TaskDataError) as caught:
+        make_task("token_classification", files={
+            "train": str(tmp_path / "test.txt")}).get_examples("train")
+    assert str(caught.value).endswith(":2: expected `word ... tag` columns (the tag last), "
+                                      "got 'rejects'; give every line its tag (only "
+                                      "--test_file may leave them out)")
+    assert "\n" not in str(caught.value)
 
 
 def test_real_conll_counts(shared_data):

@@ -59,32 +59,46 @@ def iob1_to_iob2(tags: Sequence[str]) -> List[str]:
     return out
 
 
-def read_conll(path: str, labels: Optional[Sequence[str]] = CONLL2003_LABELS,
-               missing_hint: str = "--data_dir must hold the CoNLL-2003 files (eng.train, "
-                                   "eng.testa, eng.testb)") -> List[NerExample]:
-    """Sentences of a CoNLL-2003 file with IOB2 tags (the NER tag is the last column);
-    every tag's B- form must be one of `labels` (None: any tag)."""
-    lines = read_task_text(path, missing_hint, encoding="utf-8").split("\n")
+def read_conll(path: str, labels: Optional[Sequence[str]] = None, *,
+               text: Optional[str] = None, tags_optional: bool = False,
+               hint: str = "is this a CoNLL-2003 file?",
+               missing_hint: str = "check the file's path") -> List[NerExample]:
+    """Sentences of a CoNLL-style file (CoNLL-2003's and the user's own): `word ... tag`
+    a line (the first column is the word, the last the tag), a blank line between
+    sentences, `-DOCSTART-` lines skipped; IOB1 tags become BIO (IOB2).
+
+    `labels`: every tag's B- form must be one of them (None: any tag; a task that
+    collects its tags checks them itself). `tags_optional`: a word alone on its line is
+    allowed (a test file), and a sentence holding one has `tags` None. `hint`: what to do
+    about a line without a tag. `text`: the file's text when the caller read it already
+    (else it is read here; `missing_hint` says what a missing file's directory must hold).
+    A bad line is a TaskDataError naming file:line.
+    """
+    if text is None:
+        text = read_task_text(path, missing_hint, encoding="utf-8")
+    name = os.path.basename(path)
     examples, words, tags, first_line = [], [], [], 0
 
     def flush():
         nonlocal words, tags
         if words:
-            examples.append(NerExample(guid=f"{os.path.basename(path)}-{len(examples)}",
-                                       words=words, tags=iob1_to_iob2(tags),
+            tagged = all(t is not None for t in tags)
+            examples.append(NerExample(guid=f"{name}-{len(examples)}", words=words,
+                                       tags=iob1_to_iob2(tags) if tagged else None,
                                        source=f"{path}:{first_line}"))
         words, tags = [], []
 
-    for line_no, line in enumerate(lines, start=1):
-        fields = line.strip().split()
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             flush()
             continue
-        if len(fields) < 2:
-            raise TaskDataError(f"{path}:{line_no}: expected `word ... NER-tag` columns, "
-                                f"got {line!r}; is this a CoNLL-2003 file?")
-        tag = fields[-1]
-        if labels is not None and tag != "O" and (tag[:2] not in ("B-", "I-") or "B-" + tag[2:] not in labels):
+        if len(fields) < 2 and not tags_optional:
+            raise TaskDataError(f"{path}:{line_no}: expected `word ... tag` columns (the tag "
+                                f"last), got {line.strip()!r}; {hint}")
+        tag = fields[-1] if len(fields) > 1 else None
+        if (labels is not None and tag is not None and tag != "O"
+                and (tag[:2] not in ("B-", "I-") or "B-" + tag[2:] not in labels)):
             kinds = ", ".join(sorted({t[2:] for t in labels if t != "O"}))
             what = ("a CoNLL-2003 NER tag" if list(labels) == CONLL2003_LABELS
                     else "one of the model's tags")
@@ -133,7 +147,9 @@ class Conll2003NerTask(Task):
         if split not in ("train", "dev", "test"):
             raise ValueError(f"conll2003: unknown split {split!r} (train, dev or test)")
         path = self.split_file(split)
-        return require_examples(read_conll(path, self.labels), path, split,
+        examples = read_conll(path, self.labels, missing_hint="--data_dir must hold the "
+                              "CoNLL-2003 files (eng.train, eng.testa, eng.testb)")
+        return require_examples(examples, path, split,
                                 "sentences of `word ... NER-tag` lines (CoNLL-2003)")
 
     # ------------------------------------------------------------------ features

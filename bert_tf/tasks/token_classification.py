@@ -4,7 +4,8 @@ on the first WordPiece of each unit, long sentences split into windows at unit
 boundaries, the token head and masked loss) over three layouts, chosen per file:
 
 * CoNLL-style columns (`.tsv`, `.txt`, any other name): `word ... tag` a line, the tag
-  last, a blank line between sentences, `-DOCSTART-` lines skipped; IOB1 becomes BIO.
+  last, a blank line between sentences, `-DOCSTART-` lines skipped; IOB1 becomes BIO
+  (`ner.read_conll`, CoNLL-2003's reader).
 * JSON (`.json` list or `.jsonl`): one sentence an object, `{"tokens": [...], "tags":
   [...]}` (keys: --text_column, --label_column; an `id` / `guid` key is kept).
 * Character-level (KLUE-NER's layout; a `## ` comment line or every line being one
@@ -56,7 +57,8 @@ from bert_tf import output_guard
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import TaskDataError, read_task_text, require_examples
 from bert_tf.tasks.classification import file_of, prediction_file, row_id
-from bert_tf.tasks.ner import Conll2003NerTask, NerExample, TaggerServing, iob1_to_iob2
+from bert_tf.tasks.ner import (Conll2003NerTask, NerExample, TaggerServing, iob1_to_iob2,
+                              read_conll)
 from bert_tf.tasks.text_files import is_json, read_rows
 
 KLUE_NER_LABELS = ["B-DT", "I-DT", "B-LC", "I-LC", "B-OG", "I-OG", "B-PS", "I-PS",
@@ -157,35 +159,6 @@ def read_char_level(path: str, text: str, tagged: bool = True) -> List[CharExamp
     return examples
 
 
-def read_conll_columns(path: str, text: str, tagged: bool = True) -> List[NerExample]:
-    """Sentences of `word ... tag` lines (a word alone when untagged), BIO tags."""
-    examples, words, tags, first = [], [], [], 0
-
-    def flush():
-        nonlocal words, tags
-        if words:
-            tagged_all = all(t is not None for t in tags)
-            examples.append(NerExample(str(len(examples)), words,
-                                       iob1_to_iob2(tags) if tagged_all else None,
-                                       f"{path}:{first}"))
-        words, tags = [], []
-
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        fields = line.split()
-        if not fields or fields[0] == "-DOCSTART-":
-            flush()
-            continue
-        if len(fields) < 2 and tagged:
-            raise TaskDataError(f"{path}:{line_no}: expected `word ... tag` columns (the tag "
-                                f"last), got {line.strip()!r}")
-        if not words:
-            first = line_no
-        words.append(fields[0])
-        tags.append(fields[-1] if len(fields) > 1 else None)
-    flush()
-    return examples
-
-
 class TokenClassificationTask(Conll2003NerTask):
     """`--task_name=token_classification` (module docstring)."""
 
@@ -261,7 +234,9 @@ class TokenClassificationTask(Conll2003NerTask):
             text = read_task_text(path, hint, encoding="utf-8")
             lines = text.split("\n")
             examples = (read_char_level(path, text, tagged) if is_char_level(lines)
-                        else read_conll_columns(path, text, tagged))
+                        else read_conll(path, text=text, tags_optional=not tagged,
+                                        hint="give every line its tag (only --test_file "
+                                             "may leave them out)"))
         return require_examples(examples, path, split,
                                 "sentences of `word ... tag` lines, character-level lines "
                                 "or JSON objects with tokens and tags")
