@@ -16,7 +16,9 @@ EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
 (bert_tf/export_litert.py; docs/serving.md, "LiteRT"); `--format=onnx` model.onnx for
 onnxruntime (bert_tf/export_onnx.py) and `--format=openvino` model.xml/.bin for OpenVINO
 Model Server (bert_tf/export_openvino.py), both on ids (docs/serving.md, "ONNX and
-OpenVINO").
+OpenVINO"). A model pretrained on text pre-split by `--pre_tokenizer=kiwi` keeps its
+raw-text signatures, which take text split the same way (the client runs the analyser;
+the export warns and records it in assets.extra/tokenizer_config.json).
 """
 
 import dataclasses
@@ -194,6 +196,14 @@ def _run(config: ExportConfig) -> str:
                                    calibration_source=config.calibration_file, **common)
     from bert_tf.export import export_model_dir
 
+    if resolved.text.pre_tokenizer and config.text_signatures is not False:
+        # The analyser is Python: the graph cannot run it, the client must (README, Korean).
+        logging.warning(
+            "%s was pretrained on text pre-split by --pre_tokenizer=%s, which cannot run in "
+            "a SavedModel: its raw-text signatures take text split the same way (python -m "
+            "bert_tf.pre_tokenizers, or bert_tf.pre_tokenizers.split_lines; "
+            "assets.extra/tokenizer_config.json records it) and their offsets index the "
+            "split text", config.init_checkpoint, resolved.text.pre_tokenizer)
     return export_model_dir(resolved, config.export_dir,
                             text_signatures=config.text_signatures is not False,
                             mixed_precision=config.mixed_precision,

@@ -242,6 +242,7 @@ def run(config: ExtractConfig) -> int:
 
 def _run(config: ExtractConfig) -> int:
     from bert_tf import model_dir, output_guard
+    from bert_tf.tasks.pre_split import host_tokenizer
     from bert_tf.training import strategy as strategy_lib
 
     # Written only where nothing is, or over an earlier extract_features output.
@@ -255,15 +256,11 @@ def _run(config: ExtractConfig) -> int:
         raise UsageError(f"--max_seq_length={config.max_seq_length} cannot hold [CLS] "
                          f"and [SEP]")
     resolved.check_max_seq_length(config.max_seq_length)
-    text = resolved.text
-    if text.pre_tokenizer:
-        logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
-                        "--input_file split the same way (python -m bert_tf.pre_tokenizers)",
-                        config.init_checkpoint, text.pre_tokenizer)
     strategy = strategy_lib.original_tpu_strategy(config)
     with strategy.scope() if strategy else contextlib.nullcontext():
         encoder = model_dir.load_encoder(resolved)
-    tokenizer = resolved.tokenizer()
+    # --input_file as written; a model pretrained on pre-split text has it split the same way.
+    tokenizer = host_tokenizer(resolved)
     examples = read_examples(config.input_file)
     count = write_jsonl(config.output_file, extract(
         encoder, tokenizer, examples, layer_indexes, max_seq_length=config.max_seq_length,

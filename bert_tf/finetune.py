@@ -137,6 +137,7 @@ def _run(config: FinetuneConfig, output) -> Dict:
     from bert_tf import model_dir
     from bert_tf import tasks
     from bert_tf.constants import ENCODER
+    from bert_tf.tasks.pre_split import host_tokenizer
     from bert_tf.training import strategy as strategy_lib
     from bert_tf.training.loop import LoopOptions
 
@@ -144,7 +145,8 @@ def _run(config: FinetuneConfig, output) -> Dict:
     resolved = _resolve_model_dir(config)
     config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
         config.mixed_precision, config.seed, strategy))
-    task = tasks.make_task(config.task.task_name, resolved.tokenizer(),
+    # The model's pre-tokenizer (kiwi) splits the task's text first, as pretraining's.
+    task = tasks.make_task(config.task.task_name, host_tokenizer(resolved),
                            **config.task.task_arguments(config.max_seq_length,
                                                         resolved.task_config))
     config = dataclasses.replace(config, max_seq_length=task.max_seq_length)
@@ -203,10 +205,9 @@ def _resolve_model_dir(config: FinetuneConfig):
     resolved = config.resolve(config.output_dir).require(config=True, vocab=True)
     resolved.check_max_seq_length(config.max_seq_length)
     if resolved.text.pre_tokenizer:
-        logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
-                        "the task's text split the same way (python -m "
-                        "bert_tf.pre_tokenizers)", config.init_checkpoint or config.output_dir,
-                        resolved.text.pre_tokenizer)
+        logging.info("%s was pretrained on text pre-split by --pre_tokenizer=%s: the task's "
+                     "text is split the same way (give it as written)",
+                     config.init_checkpoint or config.output_dir, resolved.text.pre_tokenizer)
     return resolved
 
 

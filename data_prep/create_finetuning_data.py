@@ -80,7 +80,10 @@ def run(config: FinetuningDataConfig) -> List[dict]:
     inputs = [config.init_checkpoint, config.task.data_dir, config.vocab_file,
               *config.task.files().values()]
     output_guard.check_apart(config.output_dir, inputs, flag="--output_dir")
-    task = tasks.make_task(config.task.task_name, config.resolve().tokenizer(),
+    from bert_tf.tasks.pre_split import host_tokenizer  # TensorFlow: not at --help
+
+    # The model's pre-tokenizer (kiwi) splits the task's text first, as pretraining's.
+    task = tasks.make_task(config.task.task_name, host_tokenizer(config.resolve()),
                            **config.task.task_arguments(config.max_seq_length))
     # Every split is read first (TaskDataError, a BertTfError: one line from
     # cli.run_main), so a bad input leaves --output_dir as it was.
