@@ -11,9 +11,9 @@ of (b) on every task, ahead of (a) on every task, ahead of (d) on NSMC.
    and without `--pre_tokenizer=kiwi` (morphemes split first); each is measured on the
    NSMC dev reviews ([UNK] share of the pieces, pieces per non-space character; the kiwi
    vocab on the dev text split by kiwi the same way), MiniLM's English uncased vocab
-   (Hangul stripped to jamo) beside them. The pipeline goes on with the plain vocab: a
-   kiwi model needs every fine-tuning text pre-split, which KLUE-NER's character-level
-   tags do not survive.
+   (Hangul stripped to jamo) beside them. The pipeline goes on with the plain vocab (its
+   figures were measured so; finetune now also splits a kiwi model's task text itself,
+   KLUE-NER's character offsets mapped back).
 2. Records: `create_pretraining_data` (seq --max_seq_length, every 20th movie held out),
    through benchmarks/pretraining_parity.prepare, which also makes the shared initial
    weights (bert_tf, seeded) and their Hugging Face export.

@@ -19,6 +19,8 @@ paper's best feature-based setting with the default layers (last four, 4H values
 
 `--init_checkpoint=DIR` supplies config, vocab and casing (from convert_checkpoint,
 pretrain or finetune); `--bert_config_file`, `--vocab_file`, `--do_lower_case` override.
+A model pretrained on text pre-split by --pre_tokenizer=kiwi gets --input_file split the
+same way (the tokens written are those of the split text).
 The original's TPU flags are accepted as they are: `--use_tpu` runs the encoder on the TPU
 named by `--tpu_name` / `--master` (default: a TPU VM's own), over `--num_tpu_cores`;
 `--use_one_hot_embeddings` is accepted (the embedding gather is used on every device).

@@ -14,7 +14,8 @@ tasks/token_classification.py). Flags keep the original run_classifier / run_squ
 
 `--init_checkpoint=DIR` is a dir written by convert_checkpoint, pretrain or finetune; its
 bert_config.json, vocab.txt and casing are used unless --bert_config_file, --vocab_file,
---do_lower_case say otherwise. A DIR fine-tuned on the same task also gives its head
+--do_lower_case say otherwise. A model pretrained on text pre-split by --pre_tokenizer=kiwi
+gets the task's text split the same way (tasks/pre_split.py; give the files as written). A DIR fine-tuned on the same task also gives its head
 (evaluate or continue training it); any other DIR gives the encoder and the head starts
 fresh. A rerun with the same --output_dir resumes from its latest checkpoint (logged).
 
