@@ -25,7 +25,7 @@ fine-tuning. Run it with `make demo` (or `python -m demo.run_demo [--output_dir=
 `make demo-korean` (`--korean`, output in demo_output_korean/) walks the same path for
 Korean on demo/data/korean: build_vocab with --nostrip_accents (and --pre_tokenizer=kiwi
 when kiwipiepy is installed), the pretraining records, bert_tiny, finetune
---task_name=nsmc (with kiwi, on the NSMC files split the same way first), export_model,
+--task_name=nsmc (with kiwi, it splits the NSMC reviews as the corpus was), export_model,
 then (with kiwi) the client's morpheme split of the raw sentences and the fresh process
 classifying them. There is no pretrained Korean model to compare with: it prints what
 base-size Korean BERTs reach on NSMC instead.
@@ -39,7 +39,6 @@ import importlib.util
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -442,7 +441,7 @@ def run_korean(out: str, fast: bool, summary: dict):
     text_flags = ["--do_lower_case", "--nostrip_accents"] + (
         [f"--pre_tokenizer={pre_tokenizer}"] if pre_tokenizer else [])
     summary["pre_tokenizer"] = pre_tokenizer
-    steps = Step(total=9 if pre_tokenizer else 7)
+    steps = Step(total=8 if pre_tokenizer else 7)
     started = time.time()
     if not pre_tokenizer:
         print("kiwipiepy is not installed (pip install -r requirements-korean.txt): "
@@ -451,19 +450,8 @@ def run_korean(out: str, fast: bool, summary: dict):
     pretrained = pretrain_tiny(steps, out, os.path.join(KOREAN_DATA, "corpus.txt"),
                                KOREAN_HELDOUT_DOCUMENTS, text_flags, 2000, fast, summary)
 
+    # Fine-tuning splits the reviews as the corpus was (the model dir records the split).
     data_dir = KOREAN_DATA
-    if pre_tokenizer:
-        # Fine-tuning reads the text as it is: split it as the corpus was.
-        data_dir = os.path.join(out, "nsmc_split")
-        os.makedirs(data_dir)
-        steps.run(f"Split the NSMC files' reviews as the corpus was (--pre_tokenizer="
-                  f"{pre_tokenizer})", ["sh", "-c", (
-                      f"for s in train dev test; do {shlex.quote(py)} -m bert_tf.pre_tokenizers "
-                      f"--pre_tokenizer={pre_tokenizer} "
-                      f"< {shlex.quote(_rel(KOREAN_DATA))}/ratings_$s.txt "
-                      f"> {shlex.quote(_rel(data_dir))}/ratings_$s.txt; done")], env)
-        _show(data_dir, "split NSMC files")
-
     classifier = os.path.join(out, "classifier_nsmc")
     quick = ["--max_train_examples=64", "--max_eval_examples=32"] if fast else []
     steps.run("Fine-tune a sentiment classifier on the NSMC-format reviews (--task_name=nsmc)", [

@@ -105,7 +105,7 @@ def test_korean_demo_ran_every_step(korean_demo_run):
     out, stdout, summary = korean_demo_run
     kiwi = importlib.util.find_spec("kiwipiepy") is not None
     assert summary["pre_tokenizer"] == ("kiwi" if kiwi else None)
-    total = 9 if kiwi else 7
+    total = 8 if kiwi else 7
     for n in range(1, total + 1):
         assert f"=== [{n}/{total}] " in stdout
     assert stdout.count("--- done in ") == total == len(summary["steps"])
