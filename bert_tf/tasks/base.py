@@ -27,7 +27,9 @@ Contract of each piece:
   `--predict_file`). `options` are the task's own settings,
   named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
   GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
-  (may be None for tasks used only to read examples or compute metrics).
+  (the commands pass `tasks.pre_split.host_tokenizer`'s: the same, or one that splits
+  text as a kiwi-pretrained model's was; may be None for tasks used only to read examples
+  or compute metrics).
 * `get_examples(split)`: split is "train", "dev" or "test". Pure: same file, same list.
   Bad input raises `TaskDataError` naming file, line and what to do.
 * `convert_examples(examples, split)`: deterministic; returns a dict of numpy arrays with
