@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import constants, model_dir
+from bert_tf import constants, model_dir, output_guard
 from bert_tf.config import BertConfig
 from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.encoder import BertEncoder
@@ -206,6 +206,40 @@ def test_start_point_is_restored_once_and_never_by_a_resumed_run(records, tmp_pa
     model2, trainer2 = _pretrainer_trainer(strategy, tmp_path / "run")
     assert _start(trainer2, start_point(model2)) == 2
     assert calls == [model] and prefix not in reads
+
+
+def test_an_overwrite_restores_the_start_point_before_setting_the_earlier_run_aside(
+        records, tmp_path):
+    """A run replacing an earlier one (--overwrite) restores its start point first: one
+    that fails leaves the earlier run in place, untouched; then the earlier run is set
+    aside (never resumed) and the new Trainer starts at step 0 in the emptied dir."""
+    out = tmp_path / "run"
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    _, earlier = _pretrainer_trainer(strategy, out, steps_per_loop=2,
+                                     save_checkpoints_steps=2)
+    earlier.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=2)
+    output_guard.mark(str(out), "pretrain")
+    before = sorted(os.listdir(out))
+    replacing = OutputDirRun("pretrain", str(out), overwrite=True)
+    replacing.replace = True  # what `check` decides for a mismatching earlier run
+
+    other = CFG.replace(intermediate_size=48)
+    source = str(tmp_path / "source")
+    model_dir.write_model_dir(source, other, {"encoder": BertEncoder(other)})
+
+    def unfitting_start_point():
+        return model_dir.restore_start_point(model_dir.resolve(source),
+                                             {"encoder": BertPretrainer(CFG).encoder})
+
+    with pytest.raises(model_dir.CheckpointMismatchError):
+        replacing.start(lambda: pytest.fail("no Trainer before the start point"),
+                        unfitting_start_point)
+    assert sorted(os.listdir(out)) == before
+    trainer, step = replacing.start(lambda: _pretrainer_trainer(strategy, out)[1],
+                                    lambda: None)
+    assert step == 0 and int(trainer.step.numpy()) == 0 and os.listdir(out) == []
+    replacing.close()  # failed before its record: the earlier run is put back
+    assert sorted(os.listdir(out)) == before
 
 
 class _Linear(keras.Model):
