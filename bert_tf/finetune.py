@@ -125,27 +125,21 @@ def run(config: FinetuneConfig) -> Dict:
     """
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    from bert_tf.training.run import output_dir_run
+    from bert_tf.training.run import training_run
 
-    with output_dir_run("finetune", config.output_dir, overwrite=config.overwrite) as output:
-        return _run(config, output)
+    with training_run("finetune", config) as skeleton:
+        return _run(skeleton)
 
 
-def _run(config: FinetuneConfig, output) -> Dict:
-    """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
-    # The strategy first: multi-worker collectives (and TPU init) must be configured before
-    # TensorFlow runs any op, and the tokenizer below runs some.
-    from bert_tf import model_dir
+def _run(run) -> Dict:
+    """`run` inside the run skeleton (`training.run.TrainingRun`: the strategy is made
+    first, as the tokenizer below runs TensorFlow ops)."""
     from bert_tf import tasks
     from bert_tf.constants import ENCODER
     from bert_tf.tasks.pre_split import host_tokenizer
-    from bert_tf.training import strategy as strategy_lib
-    from bert_tf.training.loop import LoopOptions
 
-    strategy = strategy_lib.from_settings(config)
+    config, strategy = run.config, run.strategy
     resolved = _resolve_model_dir(config)
-    config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
-        config.mixed_precision, config.seed, strategy))
     # The model's pre-tokenizer (kiwi) splits the task's text first, as pretraining's.
     task = tasks.make_task(config.task.task_name, host_tokenizer(resolved),
                            **config.task.task_arguments(config.max_seq_length,
@@ -153,40 +147,34 @@ def _run(config: FinetuneConfig, output) -> Dict:
     config = dataclasses.replace(config, max_seq_length=task.max_seq_length)
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
-    schedule, length = config.schedule_settings() if config.do_train else (None, None)
-    record = model_dir.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
-                          config.optimizer if config.do_train else None,
-                          config.max_seq_length, task.task_config(), schedule, length,
-                          data=_data_read(config))
-    output.check(record, init_checkpoint=config.init_checkpoint,
-                 inputs=[config.task.data_dir, *config.task.files().values(),
-                         *(config.input_file or "").split(",")],
-                 model_files=[resolved.vocab_file, config.bert_config_file],
-                 is_chief=strategy_lib.is_chief(strategy))
+    run.check(config, resolved, task_config=task.task_config(), data=_data_read(config),
+              inputs=[config.task.data_dir, *config.task.files().values(),
+                      *(config.input_file or "").split(",")])
     with strategy.scope():
         from bert_tf.encoder import BertEncoder
 
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
-    options = LoopOptions.from_config(config, strategy)
-    buckets = config.length_buckets(strategy, options.jit_compile)
+    buckets = config.length_buckets(strategy, run.options.jit_compile)
     training = _training_data(config, task) if config.do_train else None
     # A rerun continues from --output_dir's checkpoint; else the start point is restored,
     # before the features are converted (a checkpoint that does not fit fails first).
-    trainer, step = output.start(
-        lambda: _make_trainer(config, model, task, strategy, training, options),
-        functools.partial(_initialize, config, task, model, resolved))
+    trainer, step = run.start(
+        model, lambda labels, outputs: task.loss(labels, outputs),
+        functools.partial(_initialize, config, task, model, resolved),
+        num_train_steps=training.num_steps if training else 1,
+        num_warmup_steps=training.num_warmup_steps if training else 0,
+        tokens_per_example=task.num_choices * config.max_seq_length)
     if training and training.records:  # long record copies end on a stop request
         training.records.should_stop = trainer.stop_requested
     dataset_fn = _training_dataset_fn(config, task, training, buckets) if training else None
-    output.write_record(record)  # one writer per cluster (workers share --output_dir)
+    run.write_record()  # one writer per cluster (workers share --output_dir)
     train_speed = _train(config, task, trainer, training, dataset_fn, step) if training else {}
     results = {}
     if config.do_eval:
         results = _evaluate(config, task, trainer, buckets, train_speed)
     if config.do_predict:
         _predict(config, task, trainer, buckets)
-    trainer.close()
-    output.finish()  # --overwrite's earlier run goes
+    run.finish()  # --overwrite's earlier run goes
     return results
 
 
@@ -316,20 +304,6 @@ def _check_records(config: FinetuneConfig, records, spec) -> int:
 def _examples(task, split, limit):
     examples = task.get_examples(split)
     return examples[:limit] if limit else examples
-
-
-def _make_trainer(config: FinetuneConfig, model, task, strategy, training, options):
-    from bert_tf.training import optimization
-    from bert_tf.training.loop import Trainer
-
-    with strategy.scope():
-        optimizer = (optimization.from_settings(config, training.num_steps,
-                                                training.num_warmup_steps)
-                     if training else optimization.from_settings(config, 1, 0))
-    return Trainer(model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
-                   strategy, checkpoint_items=model.checkpoint_items(),
-                   tokens_per_example=task.num_choices * config.max_seq_length,
-                   output_dir=config.output_dir, options=options)
 
 
 def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, dataset_fn,

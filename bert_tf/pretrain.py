@@ -88,57 +88,39 @@ def _resolve_model_dir(config: PretrainConfig):
 def run(config: PretrainConfig) -> None:
     """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
     (checkpoint written: the same command resumes)."""
-    from bert_tf.training.run import output_dir_run
+    from bert_tf.training.run import training_run
 
-    with output_dir_run("pretrain", config.output_dir, overwrite=config.overwrite) as output:
-        _run(config, output)
+    with training_run("pretrain", config) as skeleton:
+        _run(skeleton)
 
 
-def _run(config: PretrainConfig, output) -> None:
-    """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
+def _run(run) -> None:
+    """`run` inside the run skeleton (`training.run.TrainingRun`)."""
     import tensorflow as tf
 
-    from bert_tf import model_dir
     from bert_tf.data.pretraining import pretraining_dataset
     from bert_tf.data.records import RecordFiles, list_record_files
     from bert_tf.models import BertPretrainer
     from bert_tf.training import losses
-    from bert_tf.training.loop import LoopOptions, Trainer
 
-    from bert_tf.training import optimization, strategy as strategy_lib
-
-    strategy = strategy_lib.from_settings(config)
+    config = run.config
     resolved = _resolve_model_dir(config)
-    config = dataclasses.replace(config, mixed_precision=strategy_lib.set_precision_and_seed(
-        config.mixed_precision, config.seed, strategy))
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
-    schedule, length = config.schedule_settings() if config.do_train else (None, None)
-    record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,
-                                 resolved.text,
-                                 config.optimizer if config.do_train else None,
-                                 config.max_seq_length, schedule=schedule,
-                                 training_length=length,
-                                 data={"input_file": config.input_file}
-                                 if config.do_train else None)
-    note = output.check(record, init_checkpoint=config.init_checkpoint,
-                        inputs=[*_patterns(config.input_file),
-                                *_patterns(config.eval_input_file)],
-                        model_files=[resolved.vocab_file, config.bert_config_file],
-                        is_chief=strategy_lib.is_chief(strategy), length_may_change=True)
+    note = run.check(config, resolved, data={"input_file": config.input_file},
+                     inputs=[*_patterns(config.input_file),
+                             *_patterns(config.eval_input_file)],
+                     length_may_change=True)
     if config.do_train:
         list_record_files(config.input_file)  # no records: one line, nothing written
-    with strategy.scope():
+    with run.strategy.scope():
         model = BertPretrainer(resolved.config, name="pretrainer")
-        optimizer = optimization.from_settings(config, config.num_train_steps,
-                                               config.num_warmup_steps)
-    trainer, step = output.start(lambda: Trainer(
-        model, losses.pretraining_loss_and_metrics, optimizer, strategy,
+    trainer, step = run.start(
+        model, losses.pretraining_loss_and_metrics,
+        functools.partial(_initialize, model, resolved),
+        num_train_steps=config.num_train_steps, num_warmup_steps=config.num_warmup_steps,
         metrics_finalizer=losses.finalize_pretraining_metrics,
-        label_fn=losses.add_global_mlm_weight,
-        checkpoint_items=model.checkpoint_items(), output_dir=config.output_dir,
-        options=LoopOptions.from_config(config, strategy)),
-        functools.partial(_initialize, model, resolved))
+        label_fn=losses.add_global_mlm_weight)
     if note:
         logging.info("%s", note)
         if config.do_train and step >= config.num_train_steps:
@@ -149,7 +131,7 @@ def _run(config: PretrainConfig, output) -> None:
                 f"count, or another --output_dir with --init_checkpoint={config.output_dir} "
                 f"for a phase of its own")
     # output_dir is a model dir from the start: --init_checkpoint=OUTPUT_DIR works.
-    output.write_record(record)
+    run.write_record()
 
     def dataset_fn(records: RecordFiles, global_batch, training):
         def make(ctx: tf.distribute.InputContext):
@@ -202,8 +184,7 @@ def _run(config: PretrainConfig, output) -> None:
         trainer.evaluate(dataset_fn(eval_records, config.eval_batch_size, False),
                          num_steps=config.max_eval_steps,
                          on_data_loss=eval_records.handle_data_loss)
-    trainer.close()
-    output.finish()  # --overwrite's earlier run goes
+    run.finish()  # --overwrite's earlier run goes
 
 
 def _initialize(model, resolved):

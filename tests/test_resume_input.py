@@ -237,7 +237,7 @@ def _train(strategy, output_dir, features, num_steps, seen=None, input_seed=7, b
                                            write_summaries=False,
                                            gradient_accumulation_steps=accumulation,
                                            jit_compile=jit_compile))
-    trainer.restore_or_initialize()
+    trainer.resume()
 
     def dataset_fn(ctx, position):
         return ft_data.array_dataset(features, ["label_ids", "example_id"],

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import constants, model_dir
+from bert_tf import constants, model_dir, output_guard
 from bert_tf.config import BertConfig
 from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import losses, optimization
 from bert_tf.training.loop import NonFiniteLossError, Trainer
+from bert_tf.training.run import OutputDirRun
 from tests.helpers import loop_options
 from tests.test_data_pretraining import PRED, SEQ, write_records
 
@@ -125,19 +126,26 @@ def test_resume_restores_model_optimizer_and_step(records, tmp_path, caplog):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path, steps_per_loop=2,
                                          save_checkpoints_steps=2)
-    trainer.restore_or_initialize()
+    assert trainer.resume() is None
     trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=4)
     saved = model.get_weights()
     iterations = int(trainer.optimizer.iterations.numpy())
     model2, trainer2 = _pretrainer_trainer(strategy, tmp_path)
     caplog.set_level(py_logging.INFO, logger="absl")  # parsed absl flags may have set WARNING
-    assert trainer2.restore_or_initialize() == 4
+    assert trainer2.resume() == 4
     assert "resumed from step 4" in caplog.text
     assert int(trainer2.optimizer.iterations.numpy()) == iterations == 4
     for a, b in zip(saved, model2.get_weights()):
         np.testing.assert_array_equal(a, b)
     m_slot = trainer2.optimizer._m[0].numpy()
     assert np.any(m_slot != 0)
+
+
+def _start(trainer, initialize) -> int:
+    """The step a run in the trainer's output_dir starts at (`OutputDirRun.start`, no
+    --overwrite): resumed, else from `initialize()`'s start point."""
+    return OutputDirRun("pretrain", trainer.output_dir, overwrite=False).start(
+        lambda: trainer, initialize)[1]
 
 
 def test_init_checkpoint_with_wrong_shapes_is_refused_naming_variable_and_shapes(tmp_path):
@@ -147,7 +155,7 @@ def test_init_checkpoint_with_wrong_shapes_is_refused_naming_variable_and_shapes
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path / "run")
     with pytest.raises(model_dir.CheckpointMismatchError, match=r"intermediate.*48.*64|64.*48"):
-        trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
+        _start(trainer, lambda: model_dir.restore_start_point(
             model_dir.resolve(source), {"encoder": model.encoder}))
 
 
@@ -158,7 +166,7 @@ def test_init_checkpoint_loads_encoder_and_logs_fresh_start(tmp_path, caplog):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path / "run")
     caplog.set_level(py_logging.INFO, logger="absl")  # parsed absl flags may have set WARNING
-    assert trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
+    assert _start(trainer, lambda: model_dir.restore_start_point(
         model_dir.resolve(source), model.checkpoint_items(),
         optional=constants.PRETRAINING_HEADS)) == 0
     assert "started fresh at step 0 from init_checkpoint" in caplog.text
@@ -169,7 +177,7 @@ def test_init_checkpoint_loads_encoder_and_logs_fresh_start(tmp_path, caplog):
 
 def test_start_point_is_restored_once_and_never_by_a_resumed_run(records, tmp_path,
                                                                  monkeypatch):
-    """restore_or_initialize calls the start point only when output_dir holds nothing to
+    """A run's start calls the start point only when output_dir holds nothing to
     resume: a fresh run reads --init_checkpoint (encoder, then the heads it has), a
     resumed run neither calls it nor reads the checkpoint."""
     source = str(tmp_path / "source")
@@ -191,13 +199,47 @@ def test_start_point_is_restored_once_and_never_by_a_resumed_run(records, tmp_pa
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     model, trainer = _pretrainer_trainer(strategy, tmp_path / "run", steps_per_loop=2,
                                          save_checkpoints_steps=2)
-    assert trainer.restore_or_initialize(start_point(model)) == 0
+    assert _start(trainer, start_point(model)) == 0
     assert calls == [model] and reads == [prefix, prefix]  # encoder, then both heads
     trainer.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=2)
     reads.clear()
     model2, trainer2 = _pretrainer_trainer(strategy, tmp_path / "run")
-    assert trainer2.restore_or_initialize(start_point(model2)) == 2
+    assert _start(trainer2, start_point(model2)) == 2
     assert calls == [model] and prefix not in reads
+
+
+def test_an_overwrite_restores_the_start_point_before_setting_the_earlier_run_aside(
+        records, tmp_path):
+    """A run replacing an earlier one (--overwrite) restores its start point first: one
+    that fails leaves the earlier run in place, untouched; then the earlier run is set
+    aside (never resumed) and the new Trainer starts at step 0 in the emptied dir."""
+    out = tmp_path / "run"
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    _, earlier = _pretrainer_trainer(strategy, out, steps_per_loop=2,
+                                     save_checkpoints_steps=2)
+    earlier.train(_dataset_fn(records, 4), global_batch_size=4, num_steps=2)
+    output_guard.mark(str(out), "pretrain")
+    before = sorted(os.listdir(out))
+    replacing = OutputDirRun("pretrain", str(out), overwrite=True)
+    replacing.replace = True  # what `check` decides for a mismatching earlier run
+
+    other = CFG.replace(intermediate_size=48)
+    source = str(tmp_path / "source")
+    model_dir.write_model_dir(source, other, {"encoder": BertEncoder(other)})
+
+    def unfitting_start_point():
+        return model_dir.restore_start_point(model_dir.resolve(source),
+                                             {"encoder": BertPretrainer(CFG).encoder})
+
+    with pytest.raises(model_dir.CheckpointMismatchError):
+        replacing.start(lambda: pytest.fail("no Trainer before the start point"),
+                        unfitting_start_point)
+    assert sorted(os.listdir(out)) == before
+    trainer, step = replacing.start(lambda: _pretrainer_trainer(strategy, out)[1],
+                                    lambda: None)
+    assert step == 0 and int(trainer.step.numpy()) == 0 and os.listdir(out) == []
+    replacing.close()  # failed before its record: the earlier run is put back
+    assert sorted(os.listdir(out)) == before
 
 
 class _Linear(keras.Model):

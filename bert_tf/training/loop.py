@@ -39,7 +39,8 @@ Contracts:
   `encoder`, `task_head`), so `output_dir` is a model dir any `--init_checkpoint`
   accepts. Write `bert_config.json`/vocab into it with `model_dir.write_metadata`.
 
-Example (a fine-tuning task would look the same):
+Example (a fine-tuning task would look the same; pretrain and finetune make their Trainer
+through the run skeleton, `bert_tf.training.run`, which also restores the start point):
 
     strategy = get_strategy("mirrored")
     with strategy.scope():
@@ -50,10 +51,7 @@ Example (a fine-tuning task would look the same):
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items=model.checkpoint_items(),
                       options=LoopOptions.from_config(run_settings, strategy))  # the flags
-    # Resumes (logs "resumed from step N"), else restores the start point, if any.
-    trainer.restore_or_initialize(lambda: model_dir.restore_start_point(
-        model_dir.resolve(init_checkpoint), model.checkpoint_items(),
-        optional=PRETRAINING_HEADS))
+    trainer.resume()  # from output_dir's latest checkpoint, if any (logs "resumed from step N")
     trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
                   global_batch_size=256, num_steps=1000)
     trainer.evaluate(eval_dataset_fn, num_steps=100)
@@ -64,11 +62,10 @@ Example (a fine-tuning task would look the same):
 traced once per input
 signature, and, under multi_worker_mirrored, every worker's rows gathered in order.
 
-Inside `train`, `steps_per_loop` steps run in one `tf.function` (`strategy.run` in a
-`tf.while_loop`) whose condition depends only on the step count and the host-side
-preemption flag, so a TPU runs the steps back to back; the loss and metrics are summed
-on the side and read once per loop. A non-finite loss is checked at the loop's end: the
-loop raises `NonFiniteLossError` naming the first bad step, without saving.
+Inside `train`, `steps_per_loop` steps run in one compiled block
+(`bert_tf.training.train_step`); a non-finite loss is checked at the block's end: the
+loop raises `NonFiniteLossError` naming the first bad step, without saving. Checkpoints
+and the input position: `bert_tf.training.checkpoints`; summaries: `bert_tf.training.summaries`.
 
 Preemption (`bert_tf.training.preemption`): SIGTERM or SIGINT during `train` stops the
 loop after the running step (not the running block), saves a checkpoint and returns
@@ -81,20 +78,11 @@ every worker, its values are dropped, and the checkpoint is saved); during a
 work polls `stop_requested()` and ends; during the first trace/compile it is read after
 the first step; during a checkpoint write, the write finishes and (one worker) is the
 checkpoint, or (several) the next step stops them all.
-
-Mixed float16: a step the loss scaler skips (non-finite gradients) still counts as a
-step: the optimizer's `iterations` (the learning-rate schedule's step) is set to the
-Trainer's `step` after each step, so the schedule never lags the step counter.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import os
-import random
-import re
-import shutil
 import time
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
@@ -102,52 +90,22 @@ import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from tensorflow.core.framework import summary_pb2
 
-from bert_tf import file_io, model_dir
+from bert_tf import model_dir
 from bert_tf.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
 from bert_tf.errors import BertTfError, Preempted, StopRequested, UsageError
-from bert_tf.layers import dropout
-from bert_tf.model_dir import StartPoint
+from bert_tf.training import checkpoints
 from bert_tf.training.inference import InferenceLoop
 from bert_tf.training.preemption import PreemptionWatcher
-from bert_tf.training.strategy import input_options, is_chief, needs_static_shapes, num_workers
-
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+from bert_tf.training.strategy import default_jit_compile, is_chief, num_workers
+from bert_tf.training.summaries import Summaries, format_values
+from bert_tf.training.train_step import (StepFunctions, check_model_and_optimizer,
+                                         distribute_training_data, inner_optimizer)
 
 
 class NonFiniteLossError(BertTfError, RuntimeError):
     """The training loss became NaN or Inf; the run stopped without saving."""
-
-
-class WorkerMismatchError(BertTfError, RuntimeError):
-    """The workers of one multi-worker run resumed from different steps."""
-
-
-def _takes_position(dataset_fn) -> bool:
-    """Whether `dataset_fn` takes `(input_context, position)` (see the module doc)."""
-    try:
-        parameters = inspect.signature(dataset_fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(p.kind in positional for p in parameters) >= 2
-
-
-def _inner_optimizer(optimizer):
-    return getattr(optimizer, "inner_optimizer", optimizer)
-
-
-def _split(tree, parts: int):
-    """Each [batch, ...] tensor of `tree` -> [parts, batch / parts, ...] (the batch is
-    static; other axes may not be: length-bucketed batches)."""
-    def reshape(t):
-        shape = t.shape.as_list()
-        rest = [tf.shape(t)[i] if d is None else d for i, d in enumerate(shape) if i > 0]
-        return tf.reshape(t, [parts, shape[0] // parts] + rest)
-    return tf.nest.map_structure(reshape, tree)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -185,8 +143,6 @@ class LoopOptions:
         `--jit_compile` unset: XLA on `strategy`'s CPUs when they lack AVX-512
         (`strategy.default_jit_compile`). The keywords are the process's, no flags
         (benchmarks and tests turn summaries and the SIGTERM handler off)."""
-        from bert_tf.training.strategy import default_jit_compile
-
         jit_compile = config.jit_compile
         if jit_compile is None:
             jit_compile = default_jit_compile(strategy)
@@ -202,18 +158,6 @@ class LoopOptions:
                    termination_watcher_fn=termination_watcher_fn)
 
 
-def _remove_partial_saves(directory: str) -> None:
-    """Removes the `ckpt-N_temp` folders TensorFlow writes a checkpoint's shards into
-    before merging them under the final name; one is left only by a failed save."""
-    try:
-        entries = tf.io.gfile.listdir(directory)
-    except tf.errors.NotFoundError:
-        return
-    for entry in entries:
-        if re.fullmatch(r"ckpt-\d+_temp/?", entry):
-            tf.io.gfile.rmtree(os.path.join(directory, entry.rstrip("/")))
-
-
 class Trainer:
     """Runs training and evaluation of one model under one strategy (see module doc)."""
 
@@ -226,20 +170,16 @@ class Trainer:
                  checkpoint_items: Optional[Mapping[str, object]] = None,
                  tokens_per_example: Optional[int] = None):
         self.model = model
-        self.loss_fn = loss_fn
-        self.metrics_fn = metrics_fn
         self.metrics_finalizer = metrics_finalizer
-        self.label_fn = label_fn
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.output_dir = output_dir
         self.options = options
         self.tokens_per_example = tokens_per_example
         self.is_chief = is_chief(self.strategy)
-        self.train_loop_traces = 0  # how often the loop function was traced (tests check 1)
         self.history = []  # one dict per loop: step + reported values
         self.eval_history = []  # one dict per evaluation during `train`
-        self._check_scope()
+        check_model_and_optimizer(model, optimizer, self.strategy)
         with self.strategy.scope():
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -249,259 +189,48 @@ class Trainer:
                 -1, dtype=tf.int64, trainable=False, name="input_seed",
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self.optimizer.build(self.model.trainable_variables)
-        self.checkpoint_items = dict(checkpoint_items or {"model": model})
-        self.checkpoint = tf.train.Checkpoint(**self.checkpoint_items,
-                                              **self._training_state())
-        tf.io.gfile.makedirs(output_dir)
-        if self.is_chief:  # a save a kill cut short (the dir is this run's: locked)
-            _remove_partial_saves(output_dir)
-        # Non-chief workers must take part in saving but write to a scratch dir.
-        self._save_dir = output_dir if self.is_chief else file_io.scratch_dir("ckpt_worker_")
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self._save_dir, max_to_keep=options.max_to_keep,
-            step_counter=self.step, checkpoint_name="ckpt")
-        self._train_loop = None
+        self.checkpoints = checkpoints.RunCheckpoints(
+            checkpoint_items or {"model": model},
+            {OPTIMIZER: self.optimizer, STEP: self.step, INPUT_SEED: self.input_seed},
+            output_dir, is_chief=self.is_chief, max_to_keep=options.max_to_keep)
         self.inference = InferenceLoop(lambda inputs: self.model(inputs, training=False),
                                        self.strategy)
-        self._writers = {}
+        self.summaries = Summaries(output_dir,
+                                   enabled=options.write_summaries and self.is_chief)
         # Several workers must agree on the step to stop at (see module doc).
         self._agree_on_stop = num_workers(self.strategy) > 1
         self._preemption = PreemptionWatcher(options.handle_sigterm,
                                              options.termination_watcher_fn)
+        self.steps = StepFunctions(
+            model, optimizer, self.strategy, loss_fn=loss_fn, metrics_fn=metrics_fn,
+            label_fn=label_fn, step=self.step, input_seed=self.input_seed,
+            accumulation=options.gradient_accumulation_steps,
+            jit_compile=options.jit_compile, stop_requested=self._preemption.requested,
+            agree_on_stop=self._agree_on_stop)
+        self._train_loop = None
 
-    # ----------------------------------------------------------------- setup
-    def _check_scope(self):
-        variables = self.model.trainable_variables
-        if not variables:
-            raise ValueError("Trainer: the model has no trainable variables; build it first")
-        first = variables[0]
-        value = getattr(first, "value", first)
-        if not self.strategy.extended.variable_created_in_scope(value):
-            raise ValueError("Trainer: the model's variables were not created under "
-                             "`strategy.scope()`; build the model (and the optimizer) "
-                             "inside `with strategy.scope():`")
-        inner = _inner_optimizer(self.optimizer)
-        if (self.strategy.num_replicas_in_sync > 1
-                and not getattr(inner, "expects_reduced_gradients", False)):
-            raise ValueError("Trainer: with several replicas use an optimizer from "
-                             "bert_tf.training.optimization (it takes gradients summed "
-                             "over replicas, so clipping sees the global gradient)")
+    @property
+    def train_loop_traces(self) -> int:
+        """How often the block of training steps was traced (tests check 1)."""
+        return self.steps.train_loop_traces
 
-    def restore_or_initialize(
-            self, initialize: Optional[Callable[[], Optional[StartPoint]]] = None, *,
-            resume: bool = True) -> int:
-        """THE start of a run: resumes from the latest checkpoint in output_dir (model,
-        optimizer, step, input seed); only when there is none, calls `initialize()`, the
-        start point (`Task.initialize`, pretrain's --init_checkpoint: it restores what it
-        chooses, through `model_dir.restore_start_point`, and returns that StartPoint, or
-        None for random weights). So --init_checkpoint is read once, and never by a run
-        that resumes. Logs and returns the step training continues from. `resume=False`:
-        a run that replaces an earlier one (--overwrite) never continues its checkpoints.
-        """
-        step = self._resume() if resume else None
-        if step is not None:
-            return step
-        start = initialize() if initialize is not None else None
-        if start is not None:
-            logging.info("started fresh at step 0 from init_checkpoint %s", start)
-        else:
-            logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
-        return int(self.step.numpy())
-
-    def _resume(self) -> Optional[int]:
-        """Restores model, optimizer and step from the latest checkpoint in output_dir and
-        returns the step, or returns None when there is none."""
-        latest = tf.train.latest_checkpoint(self.output_dir)
-        if not latest:
+    def resume(self) -> Optional[int]:
+        """Restores model, optimizer, step and input seed from the latest checkpoint in
+        output_dir and returns the step (logged), or returns None when there is none. A
+        run's start (resume, else its start point) is `training.run.resume_or_start`."""
+        latest = self.checkpoints.restore_latest()
+        if latest is None:
             return None
-        # The same checks and one-line errors as an --init_checkpoint (a damaged file, a
-        # variable of another shape), without the unrestored-values warning flood.
-        saved = model_dir.check_checkpoint_files(latest).get_variable_to_shape_map()
-        if any(name.startswith(f"{INPUT_SEED}/") for name in saved):
-            model_dir.restore(latest, {**self.checkpoint_items, **self._training_state()},
-                                  require_all=True, checkpoint=self.checkpoint)
-        else:  # written by a bert_tf that kept no run seed: all but the seed restored
-            state = {k: v for k, v in self._training_state().items() if k != INPUT_SEED}
-            model_dir.restore(latest, {**self.checkpoint_items, **state}, require_all=True)
-            logging.warning("%s holds no input_seed (an earlier bert_tf wrote it): the input "
-                            "order and the dropout masks continue from a new seed, not as "
-                            "the uninterrupted run would have", latest)
         step = int(self.step.numpy())
         logging.info("resumed from step %d (%s)", step, latest)
         return step
 
-    def _training_state(self) -> Dict[str, object]:
-        """The checkpoint children besides the model's: what a resume restores and a
-        start point never does."""
-        return {OPTIMIZER: self.optimizer, STEP: self.step, INPUT_SEED: self.input_seed}
-
     def save(self) -> Optional[str]:
-        """Saves model, optimizer and step; returns the path (chief) or None. A save that
-        fails (a full disk) leaves the earlier checkpoints as they were and no partial
-        `ckpt-N_temp` folder behind."""
-        try:
-            path = self.manager.save(checkpoint_number=self.step)
-        except BaseException:
-            _remove_partial_saves(self._save_dir)
-            raise
-        if not self.is_chief:
-            tf.io.gfile.rmtree(self._save_dir)
-            tf.io.gfile.makedirs(self._save_dir)
-            return None
-        return path
-
-    # ------------------------------------------------------------ step logic
-    def _loss_and_metrics(self, labels, outputs):
-        """(float32 loss, metric pairs) of one batch: `loss_fn` may return its metrics."""
-        value = self.loss_fn(labels, outputs)
-        loss, metrics = value if isinstance(value, tuple) else (value, {})
-        if self.metrics_fn:
-            metrics = dict(metrics, **self.metrics_fn(labels, outputs))
-        return tf.cast(loss, tf.float32), metrics
-
-    def _forward_backward(self, features, labels, seed, micro_step):
-        """Loss, gradients (this replica's share) and metric sums of one micro-batch;
-        its dropout masks from the step's `seed` and `micro_step` (see the module doc)."""
-        variables = self.model.trainable_variables
-        shards = (self.strategy.num_replicas_in_sync
-                  * self.options.gradient_accumulation_steps)
-        with tf.GradientTape() as tape:
-            with dropout.step_masks(tf.random.experimental.stateless_fold_in(
-                    seed, micro_step)):
-                outputs = self.model(features, training=True)
-            loss, metrics = self._loss_and_metrics(labels, outputs)
-            scaled = loss / shards
-            if hasattr(self.optimizer, "scale_loss"):
-                scaled = self.optimizer.scale_loss(scaled)
-        grads = tape.gradient(scaled, variables)
-        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                 for g, v in zip(grads, variables)]
-        return loss, grads, metrics
-
-    def _accumulate(self, features, labels, seed):
-        """Sums gradients over `gradient_accumulation_steps` micro-batches, one after
-        another."""
-        if self.options.gradient_accumulation_steps == 1:
-            return self._forward_backward(features, labels, seed, 0)
-        parts = self.options.gradient_accumulation_steps
-        f_split, l_split = _split(features, parts), _split(labels, parts)
-        take = lambda tree, i: tf.nest.map_structure(lambda t: t[i], tree)
-        loss, grads, metrics = self._forward_backward(take(f_split, 0), take(l_split, 0),
-                                                      seed, 0)
-
-        def body(i, loss, grads, metrics):
-            l, g, m = self._forward_backward(take(f_split, i), take(l_split, i), seed, i)
-            return (i + 1, loss + l, [a + b for a, b in zip(grads, g)],
-                    tf.nest.map_structure(tf.add, metrics, m))
-
-        # A while_loop (not unrolled) with parallel_iterations=1 keeps one micro-batch's
-        # activations alive at a time.
-        _, loss, grads, metrics = tf.while_loop(
-            lambda i, *_: i < parts, body, (tf.constant(1), loss, grads, metrics),
-            parallel_iterations=1)
-        return loss / parts, grads, metrics
-
-    def _replica_train_step(self, features, labels):
-        if self.label_fn is not None:
-            labels = self.label_fn(labels)
-        accumulate = self._accumulate
-        if self.options.jit_compile:
-            accumulate = tf.function(accumulate, jit_compile=True, autograph=False)
-        # Dropout masks: a function of the run's seed (kept in the checkpoint), the step,
-        # the replica and the micro-batch, so a resumed run draws the uninterrupted
-        # run's masks.
-        seed = dropout.training_step_seed(self.input_seed, self.step)
-        loss, grads, metrics = accumulate(features, labels, seed)
-        ctx = tf.distribute.get_replica_context()
-        stop_votes = tf.zeros([], tf.float32)
-        if self._agree_on_stop:
-            # This worker's preemption flag travels in the gradient all-reduce: after
-            # it, every replica of every worker holds the same count.
-            stop_votes = tf.cast(self._preemption.requested.read_value(), tf.float32)
-            *grads, stop_votes = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                                                grads + [stop_votes])
-        elif ctx.num_replicas_in_sync > 1:
-            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        self.optimizer.apply(grads, self.model.trainable_variables)
-        return loss, metrics, stop_votes
-
-    def _build_train_loop(self):
-        strategy = self.strategy
-        # Autograph off throughout: the step code has no data-dependent Python control
-        # flow, and converting Keras internals dominated tracing time.
-        replica_step = tf.autograph.experimental.do_not_convert(self._replica_train_step)
-
-        iterations = _inner_optimizer(self.optimizer).iterations
-
-        @tf.function(autograph=False)
-        def one_step(iterator):
-            features, labels = next(iterator)
-            loss, metrics, stop_votes = strategy.run(replica_step, args=(features, labels))
-            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
-            metrics = tf.nest.map_structure(
-                lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), metrics)
-            self.step.assign_add(1)
-            # A step the loss scaler skipped did not advance `iterations`; the schedule
-            # must still see this step.
-            iterations.assign(tf.cast(self.step, iterations.dtype))
-            if self._agree_on_stop:
-                # Every replica holds the same all-reduced count: no collective here.
-                stop = strategy.experimental_local_results(stop_votes)[0] > 0
-            else:
-                stop = self._preemption.requested.read_value()
-            return loss, metrics, stop
-
-        def loop(iterator, num_steps):
-            self.train_loop_traces += 1
-            # The first step is peeled off so the metric totals get their structure;
-            # `one_step` is a tf.function, so it is traced once and called twice.
-            loss, metrics, stop = one_step(iterator)
-            not_finite = lambda loss: tf.logical_not(tf.math.is_finite(loss))
-            bad_step = tf.where(not_finite(loss), tf.identity(self.step), tf.constant(-1, tf.int64))
-
-            # The condition reads no device value except, on several workers, the
-            # agreed stop flag: the loss is only summed, and checked after the loop.
-            def cond(done, stop, *_):
-                return tf.logical_and(done < num_steps, tf.logical_not(stop))
-
-            def body(done, stop, bad_step, bad_loss, loss_sum, metrics):
-                loss, step_metrics, stop = one_step(iterator)
-                first_bad = tf.logical_and(bad_step < 0, not_finite(loss))
-                bad_step = tf.where(first_bad, tf.identity(self.step), bad_step)
-                bad_loss = tf.where(first_bad, loss, bad_loss)
-                return (done + 1, stop, bad_step, bad_loss, loss_sum + loss,
-                        tf.nest.map_structure(tf.add, metrics, step_metrics))
-
-            done, stop, bad_step, bad_loss, loss_sum, metrics = tf.while_loop(
-                cond, body, (tf.constant(1), stop, bad_step, loss, loss, metrics))
-            return {"loss_sum": loss_sum, "steps": done,
-                    "bad_step": bad_step, "bad_loss": bad_loss, "stopped": stop,
-                    "metrics": metrics}
-
-        return tf.function(loop, autograph=False)
+        """Saves model, optimizer and step; returns the path (chief) or None (see
+        `checkpoints.RunCheckpoints.save`)."""
+        return self.checkpoints.save()
 
     # ------------------------------------------------------------------ train
-    def _distribute(self, dataset_fn, must_be_static: bool):
-        dataset = self.strategy.distribute_datasets_from_function(
-            dataset_fn, input_options(self.strategy))
-        specs = [s for s in tf.nest.flatten(dataset.element_spec, expand_composites=True)
-                 if hasattr(s, "shape")]
-        # A static batch size always; on TPUs every dimension static. Elsewhere the
-        # sequence axis may vary among a few lengths (length-bucketed fine-tuning): the
-        # loop is traced once, XLA compiles once per length.
-        tpu = needs_static_shapes(self.strategy)
-        bad = [s.shape for s in specs if not (
-            s.shape.is_fully_defined() if tpu
-            else s.shape.rank is not None and (s.shape.rank == 0 or s.shape[0] is not None))]
-        if bad:
-            message = (f"the dataset's element shapes are not static ({bad}); batch with "
-                       f"drop_remainder=True" + (" and without length buckets on TPUs"
-                                                 if tpu else ""))
-            if must_be_static:
-                raise ValueError(f"Trainer: {message}")
-            logging.warning("Trainer: %s", message)
-        return dataset
-
     def train(self, dataset_fn: Callable, global_batch_size: int, num_steps: int, *,
               on_data_loss: Optional[Callable] = None,
               eval_dataset_fn: Optional[Callable] = None, eval_every_steps: int = 0,
@@ -537,57 +266,20 @@ class Trainer:
                                eval_dataset_fn, eval_every_steps if eval_dataset_fn else 0,
                                eval_steps, eval_on_data_loss, input_seed)
 
-    def _gather_from_workers(self, values: Sequence[int]) -> np.ndarray:
-        """Every worker's `values` (ints), one row per worker in task order (a collective:
-        every worker calls it at the same point)."""
-        strategy = self.strategy
-        mine = tf.constant([list(values)], tf.int64)
-
-        @tf.function(autograph=False)
-        def gather():
-            return strategy.gather(strategy.run(lambda: tf.identity(mine)), axis=0)
-
-        rows = gather().numpy()
-        return rows[::max(1, len(rows) // num_workers(strategy))]
-
     def _input_position(self, input_seed: Optional[int]) -> InputPosition:
-        """Chooses (or reads back) the data seed and checks that all workers resumed the
-        same step; the position training starts at."""
-        step = int(self.step.numpy())
-        recorded = int(self.input_seed.numpy())
-        if recorded >= 0:
-            seed = recorded
-            if input_seed is not None and input_seed != recorded:
-                logging.warning("the checkpoint's input order was drawn with seed %d, not "
-                                "%d: continuing it", recorded, input_seed)
-        else:
-            seed = input_seed if input_seed is not None else random.randrange(1 << 31)
-        if num_workers(self.strategy) > 1:
-            rows = self._gather_from_workers([step, seed])
-            differ = [w for w in range(1, len(rows)) if rows[w][0] != rows[0][0]]
-            if differ:
-                raise WorkerMismatchError(
-                    "workers resumed from different steps: " + ", ".join(
-                        f"worker {w} at step {rows[w][0]}" for w in differ) +
-                    f", the chief (worker 0) at step {rows[0][0]}; every worker must read "
-                    f"the chief's checkpoints: give all of them the same --output_dir on "
-                    f"a shared filesystem (e.g. gs://...)")
-            seed = int(rows[0][1])  # the chief's: a drawn seed differs per worker
-        self.input_seed.assign(seed)
-        return InputPosition(seed=seed, step=step)
+        """The position training starts at (`checkpoints.input_position`)."""
+        return checkpoints.input_position(self.strategy, int(self.step.numpy()),
+                                          self.input_seed, input_seed)
 
     def _training_dataset(self, dataset_fn, position: InputPosition):
         try:  # positioning may read the records (a damaged one is the user's to fix)
-            if _takes_position(dataset_fn):
-                return self._distribute(lambda ctx: dataset_fn(ctx, position),
-                                        must_be_static=True)
-            return self._distribute(dataset_fn, must_be_static=True)
+            return distribute_training_data(self.strategy, dataset_fn, position)
         except BertTfError as e:
             self._raise_with_checkpoint_state(e)
 
     def _raise_with_checkpoint_state(self, error: BertTfError):
         """Re-raises a user error that stops training with what was saved."""
-        latest = self.manager.latest_checkpoint
+        latest = self.checkpoints.latest
         state = (f"the last checkpoint ({latest}) is intact and the same command "
                  f"resumes from it" if latest else "no checkpoint had been written yet")
         raise type(error)(f"{error}. Stopped at step {int(self.step.numpy())} without "
@@ -626,7 +318,7 @@ class Trainer:
         except StopRequested:
             return self._stopped(result, "while positioning the input")
         if self._train_loop is None:
-            self._train_loop = self._build_train_loop()
+            self._train_loop = self.steps.train_loop()
         seq_length = self._sequence_length(dataset)
         iterator = iter(dataset)
 
@@ -670,7 +362,7 @@ class Trainer:
                 raise NonFiniteLossError(
                     f"loss is {float(out['bad_loss'])} at step {int(out['bad_step'])}; "
                     f"stopped without saving a checkpoint (the last good one is "
-                    f"{self.manager.latest_checkpoint}). Lower --learning_rate, raise "
+                    f"{self.checkpoints.latest}). Lower --learning_rate, raise "
                     f"--num_warmup_steps or check the input records")
             step = int(self.step.numpy())
             result = self._report(out, step, seconds, global_batch_size, seq_length)
@@ -692,8 +384,8 @@ class Trainer:
             # and saved, but the command must still stop (one worker: several would
             # disagree on the evaluation's collectives that follow).
             return self._stopped(result, "after the last step",
-                                 saved=self.manager.latest_checkpoint)
-        self._flush()
+                                 saved=self.checkpoints.latest)
+        self.summaries.flush()
         result.update(status="finished", step=step)
         return result
 
@@ -722,7 +414,7 @@ class Trainer:
         logging.info("%s: saved checkpoint %s at step %d%s; rerun the same command to "
                      "resume", watcher.signal_name, path or "(chief's)", step,
                      f" ({where})" if where else "")
-        self._flush()
+        self.summaries.flush()
         result.update(status="preempted", step=step, exit_code=watcher.exit_code,
                       signal=watcher.signal_name)
         return result
@@ -743,46 +435,18 @@ class Trainer:
             values[name] = float(num) / max(float(den), 1e-12)
         if self.metrics_finalizer:
             values = self.metrics_finalizer(values)
-        lr = _inner_optimizer(self.optimizer).learning_rate
+        lr = inner_optimizer(self.optimizer).learning_rate
         values["learning_rate"] = float(keras.ops.convert_to_numpy(lr))
         values["examples_per_second"] = steps * global_batch_size / max(seconds, 1e-9)
         tokens = self.tokens_per_example or seq_length
         if tokens:
             values["tokens_per_second"] = values["examples_per_second"] * tokens
-        line = " ".join(f"{k} {v:.4g}" for k, v in values.items())
-        logging.info("step %d: %s", step, line)
-        self._summaries("train", values, step)
+        logging.info("step %d: %s", step, format_values(values))
+        self.summaries.write("train", values, step)
         self.history.append(dict(values, step=step))
         return dict(values)
 
-    def _summaries(self, kind, values, step):
-        if not (self.options.write_summaries and self.is_chief):
-            return
-        if kind not in self._writers:
-            self._writers[kind] = tf.summary.create_file_writer(
-                os.path.join(self.output_dir, kind))
-        with self._writers[kind].as_default():
-            for name, value in values.items():
-                # tf.summary.write with the scalar plugin's metadata is what
-                # tf.summary.scalar writes, without needing the tensorboard package.
-                tf.summary.write(name, tf.constant(value, tf.float32), step=step,
-                                 metadata=_SCALAR_METADATA)
-
-    def _flush(self):
-        for writer in self._writers.values():
-            writer.flush()
-
     # ------------------------------------------------- evaluate / predict
-    def _replica_eval_step(self, features, labels):
-        # Under multi-worker (and for a last partial batch over several replicas) a
-        # replica whose data ran out gets an empty batch: its loss counts with weight 0.
-        rows = tf.shape(tf.nest.flatten(features)[0])[0]
-        outputs = self.model(features, training=False)
-        loss, metrics = self._loss_and_metrics(labels, outputs)
-        weight = tf.cast(rows, tf.float32)
-        loss_sum = tf.where(rows > 0, loss * weight, 0.0)
-        return {"loss_sum": loss_sum, "weight": weight, "metrics": metrics}
-
     def evaluate(self, dataset_fn: Callable, num_steps: Optional[int] = None,
                  write_results: bool = True, on_data_loss: Optional[Callable] = None,
                  stop_on_request: bool = False) -> Dict:
@@ -806,7 +470,7 @@ class Trainer:
                 logging.warning("evaluating again on the repaired input")
 
     def _evaluate(self, dataset_fn, num_steps, write_results, stop_flag=None) -> Dict:
-        totals, steps = self.inference.sum(dataset_fn, self._replica_eval_step, num_steps,
+        totals, steps = self.inference.sum(dataset_fn, self.steps.replica_eval_step, num_steps,
                                            stop_flag)
         if steps == 0:
             raise UsageError("evaluate: the eval dataset yielded no batch; is the eval "
@@ -818,11 +482,10 @@ class Trainer:
             results = self.metrics_finalizer(results)
         step = int(self.step.numpy())
         results.update(global_step=step, eval_steps=steps)
-        logging.info("eval at step %d: %s", step,
-                     " ".join(f"{k} {v:.4g}" for k, v in results.items()))
-        self._summaries("eval", {k: v for k, v in results.items()
+        logging.info("eval at step %d: %s", step, format_values(results))
+        self.summaries.write("eval", {k: v for k, v in results.items()
                                  if k not in ("global_step", "eval_steps")}, step)
-        self._flush()
+        self.summaries.flush()
         if write_results and self.is_chief:
             model_dir.write_eval_results(self.output_dir, results)
         return results
@@ -838,6 +501,5 @@ class Trainer:
 
     def close(self):
         """Flushes summaries and removes a non-chief worker's scratch dir."""
-        self._flush()
-        if not self.is_chief and os.path.isdir(self._save_dir):
-            shutil.rmtree(self._save_dir, ignore_errors=True)
+        self.summaries.flush()
+        self.checkpoints.close()

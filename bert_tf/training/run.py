@@ -1,4 +1,17 @@
-"""The training run's --output_dir lifecycle, shared by pretrain and finetune (docs/contracts.md §6).
+"""The skeleton of a training command's run, shared by pretrain and finetune: the
+strategy, the --output_dir lifecycle (docs/contracts.md §6), the Trainer and its start
+point. Commands supply the model, its loss and the datasets.
+
+    with training_run("pretrain", config) as run:   # strategy, precision and seed set
+        resolved = ...                               # the command's model dir
+        run.check(config, resolved, inputs=[...])    # refused here: nothing written
+        with run.strategy.scope():
+            model = ...
+        trainer, step = run.start(model, loss_fn, initialize, num_train_steps=...,
+                                  num_warmup_steps=...)
+        run.write_record()                           # from here the dir is this run's
+        trainer.train(...); trainer.evaluate(...)
+        run.finish()                                 # --overwrite's earlier run goes
 
     check -> lock -> [build, read inputs, restore the start point] -> set aside the
     replaced run -> write the run record -> [train, evaluate, predict] -> remove it
@@ -7,7 +20,8 @@
 holds an input, that another run is writing (the lock, held to the end), that holds
 files no bert_tf run wrote or another command's output (never replaced, whatever the
 flags), or another run of this command (replaced only with --overwrite). `start` makes the
-Trainer and restores its start point; an --overwrite moves the earlier run aside only
+Trainer and resumes it from --output_dir's latest checkpoint, or else restores its start
+point (--init_checkpoint: read once, and never by a run that resumes); an --overwrite moves the earlier run aside only
 after that succeeded, so a new run refused for a missing --init_checkpoint or unreadable
 data leaves the earlier one in place. `close` (always, in a `finally`) puts the earlier
 run back if the new one failed before writing its record, and releases the lock; a kill
@@ -17,13 +31,16 @@ at that point is repaired by the next run's `check` (`output_guard.restore_set_a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional, Tuple
 
+import tensorflow as tf
 from absl import logging
 
 from bert_tf import model_dir, output_guard
-from bert_tf.training import strategy
+from bert_tf.training import optimization, strategy as strategy_lib
+from bert_tf.training.loop import LoopOptions, Trainer
 
 
 class OutputDirRun:
@@ -84,18 +101,32 @@ class OutputDirRun:
         self.replace = True
         return None
 
-    def start(self, make_trainer: Callable, initialize: Callable):
-        """(trainer, step): the Trainer (`make_trainer()`) with its start point. A run
-        that replaces an earlier one restores its start point first, then moves the
-        earlier run aside, then makes the Trainer in the emptied --output_dir."""
-        if not self.replace:
+    def start(self, make_trainer: Callable[[], Trainer],
+              initialize: Callable[[], Optional[model_dir.StartPoint]]) -> Tuple[Trainer, int]:
+        """(trainer, step): THE start of a run. The Trainer (`make_trainer()`) resumes from
+        --output_dir's latest checkpoint (model, optimizer, step, input seed); only when
+        there is none is `initialize()` called: the start point (`Task.initialize`,
+        pretrain's --init_checkpoint), which restores what it chooses through
+        `model_dir.restore_start_point` and returns that StartPoint, or None for random
+        weights. A run that replaces an earlier one (--overwrite) never continues its
+        checkpoints: it restores its start point first, then moves the earlier run aside,
+        then makes the Trainer in the emptied --output_dir."""
+        if self.replace:
+            start = initialize()  # a missing or unfitting --init_checkpoint fails here
+            if self.is_chief:
+                self._aside = output_guard.set_aside(self.output_dir, self.command)
             trainer = make_trainer()
-            return trainer, trainer.restore_or_initialize(initialize)
-        start = initialize()  # a missing or unfitting --init_checkpoint fails here
-        if self.is_chief:
-            self._aside = output_guard.set_aside(self.output_dir, self.command)
-        trainer = make_trainer()
-        return trainer, trainer.restore_or_initialize(lambda: start, resume=False)
+        else:
+            trainer = make_trainer()
+            step = trainer.resume()
+            if step is not None:
+                return trainer, step
+            start = initialize()
+        if start is not None:
+            logging.info("started fresh at step 0 from init_checkpoint %s", start)
+        else:
+            logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
+        return trainer, int(trainer.step.numpy())
 
     def write_record(self, record: model_dir.RunRecord) -> None:
         """The model dir's metadata and marker (chief): from here the dir is the new
@@ -119,17 +150,89 @@ class OutputDirRun:
             self._lock.close()
 
 
+class TrainingRun:
+    """One run of a training command (see the module doc): `strategy`, `config` (its
+    mixed precision decided; `check` takes the command's final one), `options` (the
+    Trainer's, from the config's training flags) and `output` (its --output_dir)."""
+
+    def __init__(self, command: str, config, strategy: tf.distribute.Strategy):
+        self.command = command
+        self.config = config
+        self.strategy = strategy
+        self.options = LoopOptions.from_config(config, strategy)
+        self.output = OutputDirRun(command, config.output_dir, overwrite=config.overwrite)
+        self.trainer: Optional[Trainer] = None
+        self._record: Optional[model_dir.RunRecord] = None
+
+    def check(self, config, resolved: model_dir.ResolvedModelDir, *,
+              inputs: Iterable[Optional[str]], task_config: Optional[dict] = None,
+              data: Optional[dict] = None, length_may_change: bool = False) -> Optional[str]:
+        """The run record of `config` (with what the command decided since, e.g. the
+        task's length) and `resolved` (its model dir; `task_config`, `data`: the task and
+        the training data read), checked against --output_dir before anything is written
+        there (`OutputDirRun.check`: the same arguments, its note returned)."""
+        self.config = config
+        trains = config.do_train
+        schedule, length = config.schedule_settings() if trains else (None, None)
+        self._record = model_dir.RunRecord(
+            self.command, resolved.config, resolved.vocab_file, resolved.text,
+            config.optimizer if trains else None, config.max_seq_length, task_config,
+            schedule, length, data=data if trains else None)
+        return self.output.check(self._record, init_checkpoint=config.init_checkpoint,
+                                 inputs=inputs,
+                                 model_files=[resolved.vocab_file, config.bert_config_file],
+                                 is_chief=strategy_lib.is_chief(self.strategy),
+                                 length_may_change=length_may_change)
+
+    def start(self, model, loss_fn: Callable,
+              initialize: Callable[[], Optional[model_dir.StartPoint]], *,
+              num_train_steps: int, num_warmup_steps: int, **trainer_args
+              ) -> Tuple[Trainer, int]:
+        """(trainer, step): the Trainer of `model` (built in `strategy.scope()`) and
+        `loss_fn`, with the optimizer and schedule of the config's training flags and
+        these steps, resumed or started from `initialize()` (`OutputDirRun.start`).
+        `trainer_args`: more `Trainer` keywords (metrics, label_fn, ...)."""
+        with self.strategy.scope():
+            optimizer = optimization.from_settings(self.config, num_train_steps,
+                                                   num_warmup_steps)
+
+        def make_trainer():
+            return Trainer(model, loss_fn, optimizer, self.strategy,
+                           output_dir=self.config.output_dir, options=self.options,
+                           checkpoint_items=model.checkpoint_items(), **trainer_args)
+
+        self.trainer, step = self.output.start(make_trainer, initialize)
+        return self.trainer, step
+
+    def write_record(self) -> None:
+        """From here --output_dir is this run's (`OutputDirRun.write_record`)."""
+        self.output.write_record(self._record)
+
+    def finish(self) -> None:
+        """The run's work is done: the Trainer is closed and the earlier run --overwrite
+        replaced is deleted."""
+        self.trainer.close()
+        self.output.finish()
+
+
 @contextlib.contextmanager
-def output_dir_run(command: str, output_dir: str, *, overwrite: bool) -> Iterator[OutputDirRun]:
-    """The frame of a training command's `run`: its `OutputDirRun`, closed however the
-    run ends, inside `strategy.restoring_process_state` (the dtype policy and seeds the
-    run sets are put back when it ends)."""
-    output = OutputDirRun(command, output_dir, overwrite=overwrite)
-    with strategy.restoring_process_state():
+def training_run(command: str, config) -> Iterator[TrainingRun]:
+    """The frame of a training command's `run` (`config`: its settings, with
+    TrainingSettings and ModelDirSettings): its `TrainingRun`, whose --output_dir is
+    released however the run ends, inside `strategy.restoring_process_state` (the dtype
+    policy and seeds the run sets are put back when it ends)."""
+    with strategy_lib.restoring_process_state():
+        # The strategy first: multi-worker collectives (and TPU init) must be configured
+        # before TensorFlow runs any op.
+        strategy = strategy_lib.from_settings(config)
+        config = dataclasses.replace(config, mixed_precision=(
+            strategy_lib.set_precision_and_seed(config.mixed_precision, config.seed,
+                                                strategy)))
+        run = TrainingRun(command, config, strategy)
         try:
-            yield output
+            yield run
         finally:
-            output.close()
+            run.output.close()
 
 
 def _same_path(a: str, b: str) -> bool:
