@@ -7,7 +7,7 @@ import ast
 import pathlib
 import subprocess
 
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 
 def _parse_build():
