@@ -13,6 +13,7 @@ os.environ.pop("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", None)
 import pathlib
 
 import pytest
+import yaml
 
 from tests.helpers import SHARED_DATA
 
@@ -48,7 +49,7 @@ def pytest_addoption(parser):
 
 # A test that starts a process (a command through helpers.run_command, a subprocess, a
 # worker of a multi-worker cluster) is `slow`: seconds of TensorFlow start-up each.
-_STARTS_A_PROCESS = ("run_command(", "run_clean(", "subprocess.", "Popen(", "_start(",
+_STARTS_A_PROCESS = ("run_command(", "run_clean(", "subprocess.", "Popen(", "start_logged(",
                      "multi_worker", "run_demo(")
 
 
@@ -163,3 +164,18 @@ def task_tokenizer(task_vocab_file):
     from bert_tf.tokenization import BertTokenizer
 
     return BertTokenizer(task_vocab_file, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def pretrain_inputs(tmp_path_factory):
+    """(dir, records, bert_config.yaml) for `python -m bert_tf.pretrain` on a tiny model
+    (helpers.training.pretrain_command)."""
+    from tests.helpers.training import SEQ, write_records
+
+    root = tmp_path_factory.mktemp("pretrain_cli")
+    records = write_records(root / "train.tfrecord", 64)
+    config = root / "bert_config.yaml"
+    config.write_text(yaml.safe_dump(dict(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=SEQ)))
+    return root, records, str(config)
