@@ -179,3 +179,21 @@ def pretrain_inputs(tmp_path_factory):
         vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=SEQ)))
     return root, records, str(config)
+
+
+@pytest.fixture(scope="session")
+def squad_vocab_file(tmp_path_factory):
+    """helpers.squad.VOCAB as a vocab file."""
+    from tests.helpers import write_vocab
+    from tests.helpers.squad import VOCAB
+
+    return write_vocab(tmp_path_factory.mktemp("squad_vocab") / "vocab.txt", VOCAB)
+
+
+@pytest.fixture(scope="session")
+def squad_tokenizer(squad_vocab_file):
+    """The lower-casing tokenizer on squad_vocab_file, built once for all SQuAD test files
+    (building and tracing a tokenizer costs seconds)."""
+    from bert_tf.tokenization import BertTokenizer
+
+    return BertTokenizer(squad_vocab_file, do_lower_case=True)

@@ -243,20 +243,6 @@ def test_mnli_test_predictions_include_the_diagnostic_set(tmp_path):
                                                                   "0\tcontradiction"]
 
 
-def tiny_task_model(task, vocab_size, seed=0, scale=2.0):
-    """`task.build_model` on a one-layer encoder, the same every run, with large head
-    weights so that the task's outputs differ from input to input."""
-    import keras
-
-    keras.utils.set_random_seed(seed)
-    cfg = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
-    model = task.build_model(BertEncoder(cfg))
-    for v in model.task_head.weights:
-        v.assign(np.random.default_rng(seed).normal(0, scale, v.shape).astype("float32"))
-    return model
-
-
 @pytest.mark.parametrize("name,folder", [("mrpc", "MRPC"), ("sst-2", "SST-2")])
 def test_serving_equals_host_postprocess(shared_data, name, folder):
     """The raw-text signature (in-graph tokenizer, cut to the longest row) gives the logits
