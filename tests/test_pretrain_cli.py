@@ -9,8 +9,8 @@ import subprocess
 import tensorflow as tf
 
 from tests.helpers import REPO, command_env, wait_all
-from tests.helpers.training import (SEQ, TIMEOUT, free_ports, latest_step, pretrain_command,
-                                    start_logged, wait_for, write_records)
+from tests.helpers.training import (SEQ, TIMEOUT, free_ports, latest_step, logged_start,
+                                    pretrain_command, wait_for, write_records)
 
 
 def test_kill_9_then_the_same_command_resumes_from_the_last_checkpoint(pretrain_inputs,
@@ -18,7 +18,7 @@ def test_kill_9_then_the_same_command_resumes_from_the_last_checkpoint(pretrain_
     out = tmp_path / "run"
     command = pretrain_command(pretrain_inputs, out, "--num_train_steps=30",
                                "--save_checkpoints_steps=2")
-    first = start_logged(command, tmp_path / "first.log")
+    first = logged_start(command, tmp_path / "first.log")
     wait_for(lambda: latest_step(out) >= 4, first, "checkpoint 4")
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=60)
@@ -39,7 +39,7 @@ def test_kill_9_then_the_same_command_resumes_from_the_last_checkpoint(pretrain_
 def test_sigterm_saves_a_checkpoint_and_exits_143(pretrain_inputs, tmp_path):
     out = tmp_path / "run"
     log_path = tmp_path / "run.log"
-    process = start_logged(pretrain_command(pretrain_inputs, out, "--num_train_steps=100000",
+    process = logged_start(pretrain_command(pretrain_inputs, out, "--num_train_steps=100000",
                                             "--save_checkpoints_steps=100000"), log_path)
     wait_for(lambda: "step 3:" in log_path.read_text(), process, "step 3")
     process.send_signal(signal.SIGTERM)
@@ -66,7 +66,7 @@ def test_two_workers_on_loopback_train_and_write_one_checkpoint(pretrain_inputs,
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
-        processes.append(start_logged(command, tmp_path / f"worker{index}.log",
+        processes.append(logged_start(command, tmp_path / f"worker{index}.log",
                                       TF_CONFIG=tf_config))
     codes = wait_all(processes, TIMEOUT)
     logs = [(tmp_path / f"worker{i}.log").read_text() for i in range(2)]

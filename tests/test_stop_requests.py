@@ -17,8 +17,8 @@ import time
 import tensorflow as tf
 
 from tests.helpers import wait_all
-from tests.helpers.training import (TIMEOUT, free_ports, latest_step, pretrain_command,
-                                    start_logged, wait_for, write_records)
+from tests.helpers.training import (TIMEOUT, free_ports, latest_step, logged_start,
+                                    pretrain_command, wait_for, write_records)
 
 # What docs/distributed_training.md promises once the request arrives, with room for this
 # shared 2-core machine: the running eval batch or step, and a checkpoint write.
@@ -35,7 +35,7 @@ def _stop_and_wait(process, number):
 def test_sigint_during_training_saves_a_checkpoint_and_exits_130(pretrain_inputs, tmp_path):
     out = tmp_path / "run"
     log_path = tmp_path / "run.log"
-    process = start_logged(pretrain_command(pretrain_inputs, out, "--num_train_steps=100000",
+    process = logged_start(pretrain_command(pretrain_inputs, out, "--num_train_steps=100000",
                                             "--save_checkpoints_steps=100000",
                                             "--steps_per_loop=1000"),
                            log_path)
@@ -52,7 +52,7 @@ def test_sigterm_during_the_held_out_evaluation_saves_and_exits_143(pretrain_inp
     out = tmp_path / "run"
     log_path = tmp_path / "run.log"
     held_out = write_records(tmp_path / "held_out.tfrecord", 3000)
-    process = start_logged(pretrain_command(pretrain_inputs, out, "--num_train_steps=20",
+    process = logged_start(pretrain_command(pretrain_inputs, out, "--num_train_steps=20",
                                             "--eval_every_steps=10",
                                             f"--eval_input_file={held_out}",
                                             "--eval_batch_size=1", "--max_eval_steps=3000"),
@@ -73,7 +73,7 @@ def _workers(commands, logs):
     for index, (command, log) in enumerate(zip(commands, logs)):
         tf_config = json.dumps({"cluster": {"worker": hosts},
                                 "task": {"type": "worker", "index": index}})
-        processes.append(start_logged(command, log, TF_CONFIG=tf_config))
+        processes.append(logged_start(command, log, TF_CONFIG=tf_config))
     return processes
 
 

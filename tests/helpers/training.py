@@ -72,7 +72,7 @@ def pretrain_command(pretrain_inputs, output_dir, *extra):
             "--steps_per_loop=1", *extra]
 
 
-def start_logged(command, log_path, **env):
+def logged_start(command, log_path, **env):
     """Starts `command` from the repo with `command_env(**env)`, its output into log_path."""
     log = open(log_path, "w")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
