@@ -161,6 +161,7 @@ def task_vocab_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def task_tokenizer(task_vocab_file):
+    """The lower-casing tokenizer on task_vocab_file."""
     from bert_tf.tokenization import BertTokenizer
 
     return BertTokenizer(task_vocab_file, do_lower_case=True)

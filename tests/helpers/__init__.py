@@ -3,9 +3,9 @@ config, a model directory to start from, and a runner of the commands
 (`python -m bert_tf.X` / `python -m data_prep.X`) in a subprocess.
 
 A test file imports from here, never from another test file (tests/test_layers_imports.py
-checks). This module imports no TensorFlow when imported: TensorFlow-free test files use it,
-and conftest.py, which every test loads. Helpers of one subject that need TensorFlow at
-import time are modules of this package (export, training, tasks, text).
+checks). Helpers of one subject are modules of this package (export, training, tasks,
+squad, text, pretraining_oracle); those may import TensorFlow at the top, this one does not:
+TensorFlow-free test files use it, and conftest.py, which every test loads.
 """
 
 from __future__ import annotations
