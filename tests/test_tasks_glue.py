@@ -8,6 +8,7 @@ from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.tasks import canonical_task_name, make_task, task_from_config
 from bert_tf.tasks.base import TaskDataError
+from tests.helpers.tasks import tiny_task_model
 
 TINY = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=64)
