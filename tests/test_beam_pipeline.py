@@ -11,7 +11,7 @@ import tensorflow as tf  # noqa: E402
 
 from data_prep import beam_pipeline  # noqa: E402
 from data_prep import pretraining_job, pretraining_passes  # noqa: E402
-from tests.test_create_pretraining_data import first_docs  # noqa: E402
+from tests.helpers.pretraining_oracle import first_docs  # noqa: E402
 
 
 def _corpus(tmp_path, shared_data, docs):

@@ -7,7 +7,7 @@ import ast
 import pathlib
 import subprocess
 
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 
 def _parse_build():
@@ -56,6 +56,19 @@ def test_deps_resolve_and_tests_are_py_test():
             # pytest runs the file (or the module's docstring examples) given in args
             assert target["main"] == "tools/bazel_pytest.py", name
             assert (REPO_ROOT / [a for a in target["args"] if a.endswith(".py")][0]).is_file()
+
+
+def test_deps_have_no_cycle():
+    """Bazel refuses a cycle of deps (tests/conftest.py and the helpers it imports, say)."""
+    deps = {name: {d[1:] for d in target.get("deps", []) if d.startswith(":")}
+            for name, target in _parse_build().items()}
+    while True:  # take away the targets whose deps are all taken: what stays is in a cycle
+        done = [name for name, targets in deps.items() if not targets & deps.keys()]
+        if not done:
+            break
+        for name in done:
+            del deps[name]
+    assert not deps, f"targets in or behind a dependency cycle: {sorted(deps)[:20]}"
 
 
 def test_build_is_what_update_build_writes():

@@ -14,7 +14,7 @@ import pytest
 from data_prep import build_vocab as bv
 from data_prep import corpus
 from data_prep.corpus import CorpusError
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 # ---------------------------------------------------------------------------------------
 # A mixed Korean / Chinese / English corpus, generated from small word lists so that

@@ -29,7 +29,7 @@ from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from tests.helpers import make_model_dir, run_command, tiny_config  # noqa: E402
-from tests.test_data_pretraining import PRED, SEQ, write_records  # noqa: E402
+from tests.helpers.training import PRED, SEQ, write_records  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bert_tf.config import BertConfig, ConfigError
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 MODELS = REPO_ROOT / "official_configs" / "models"
 

@@ -17,7 +17,7 @@ from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_writer as tw
 from data_prep.corpus import CorpusError
 from tests.helpers import run_command
-from tests.test_pretraining_instances import oracle_create_training_instances
+from tests.helpers.pretraining_oracle import first_docs, oracle_create_training_instances
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,17 +45,6 @@ def enwiki_lines(shared_data):
 def write_corpus(path, lines):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
-
-
-def first_docs(lines, n):
-    out, docs = [], 0
-    for line in lines:
-        out.append(line)
-        if not line.strip():
-            docs += 1
-            if docs == n:
-                break
-    return out
 
 
 def job(tmp_path, input_file, vocab_file, name="out/p.tfrecord", **kw):

@@ -1,54 +1,11 @@
-"""The pretraining record reader (bert_tf/data/pretraining.py).
-
-`write_records` here is also used by the training and CLI tests.
-"""
+"""The pretraining record reader (bert_tf/data/pretraining.py)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.data import pretraining as data
-
-SEQ, PRED = 16, 4
-
-
-def make_example(rng, seq=SEQ, pred=PRED, vocab=100, drop=None, lengths=None):
-    """One random pretraining tf.train.Example in the docs/contracts.md §2 schema."""
-    n = int(rng.integers(6, seq + 1))
-    ids = np.zeros(seq, np.int64)
-    ids[:n] = rng.integers(5, vocab, n)
-    mask = (np.arange(seq) < n).astype(np.int64)
-    segs = ((np.arange(seq) >= n // 2) & (mask > 0)).astype(np.int64)
-    k = int(rng.integers(1, pred + 1))
-    positions = np.zeros(pred, np.int64)
-    positions[:k] = rng.choice(np.arange(1, n), k, replace=False)
-    lm_ids = np.zeros(pred, np.int64)
-    lm_ids[:k] = rng.integers(5, vocab, k)
-    weights = (np.arange(pred) < k).astype(np.float32)
-    values = {"input_ids": ids, "input_mask": mask, "segment_ids": segs,
-              "masked_lm_positions": positions, "masked_lm_ids": lm_ids,
-              "masked_lm_weights": weights,
-              "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64)}
-    for name, length in (lengths or {}).items():
-        values[name] = np.resize(values[name], length)
-    feature = {}
-    for name, value in values.items():
-        if name == drop:
-            continue
-        if value.dtype == np.float32:
-            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
-        else:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
-    return tf.train.Example(features=tf.train.Features(feature=feature))
-
-
-def write_records(path, count, seed=0, **kwargs):
-    """Writes `count` random examples to `path`; returns the path as a string."""
-    rng = np.random.default_rng(seed)
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for _ in range(count):
-            writer.write(make_example(rng, **kwargs).SerializeToString())
-    return str(path)
+from tests.helpers.training import PRED, SEQ, write_records
 
 
 def test_batches_have_static_shapes_model_names_and_int32(tmp_path):

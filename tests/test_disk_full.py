@@ -13,9 +13,8 @@ import tensorflow as tf
 
 from bert_tf import cli, file_io, finetune, model_dir
 from bert_tf.setting_fields import parse_args
-from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, tiny_config,
+from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, snapshot, tiny_config,
                            write_sst2_dir)
-from tests.test_user_files_property import snapshot
 
 WORDS = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import types
 
 import keras
 import numpy as np
@@ -34,9 +33,8 @@ from bert_tf.training import losses, optimization
 from bert_tf.training.loop import Trainer
 from tests.helpers import (SPECIAL_TOKENS, command_env, loop_options, make_model_dir,
                            tiny_config, wait_all, write_sst2_dir, write_vocab)
-from tests.test_data_pretraining import PRED, SEQ, write_records
-from tests.test_pretrain_cli import _free_ports, _wait_for
-from tests.test_training_loop import _Linear
+from tests.helpers.training import (PRED, SEQ, FakeTpu, LinearModel, free_ports, wait_for,
+                                    write_records)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = 300
@@ -49,36 +47,12 @@ def _mirrored():
 
 
 # ------------------------------------------------------------------ TPU flags
-class _FakeTpu:
-    """Records what the strategy code asks of TPUClusterResolver / TPUStrategy."""
-
-    def __init__(self, cores=8):
-        self.calls = []
-        self.cores = cores
-
-    def resolver(self, **kwargs):
-        self.calls.append(("resolver", kwargs))
-        return types.SimpleNamespace(kind="resolver", **kwargs)
-
-    def initializer(self, resolver, remote):
-        self.calls.append(("initialize", remote))
-        return types.SimpleNamespace(num_tasks=1, num_tpus_per_task=self.cores)
-
-    def strategy(self, resolver, experimental_device_assignment=None):
-        self.calls.append(("strategy", experimental_device_assignment))
-        return types.SimpleNamespace(kind="strategy", resolver=resolver)
-
-    def factories(self):
-        return dict(tpu_resolver_factory=self.resolver, tpu_initializer=self.initializer,
-                    tpu_strategy_factory=self.strategy)
-
-
 def _strategy_for(argv):
     """strategy.from_settings (what pretrain and finetune call) on the real shared flags."""
     from bert_tf.training import strategy as strategy_lib
 
     settings.TrainingSettings.define_flags()
-    fake = _FakeTpu()
+    fake = FakeTpu()
     flag_values = flags.FLAGS
     flag_values.unparse_flags()
     flag_values(["prog", *argv])
@@ -222,7 +196,7 @@ def test_evaluate_counts_the_empty_batch_of_a_replica_whose_data_ended(tmp_path)
     for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
                            ("two", _mirrored())):
         with strategy.scope():
-            model = _Linear()
+            model = LinearModel()
             model.dense.kernel.assign([[0.5], [0.5]])
             optimizer = optimization.create_optimizer(0.1, 10)
         trainer = Trainer(model, loss_fn, optimizer, strategy, output_dir=str(tmp_path / name),
@@ -296,7 +270,7 @@ def _finetune(root, output_dir, *extra):
 
 
 def _start_workers(command, logs):
-    hosts = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(2)]
     processes = []
     for index, log in enumerate(logs):
         tf_config = json.dumps({"cluster": {"worker": hosts},
@@ -322,7 +296,7 @@ def test_two_workers_preempted_resume_and_evaluate_like_one_device(glue_workspac
         f"--input_file={root / 'train.tf_record'}", "--num_train_steps=100000",
         "--steps_per_loop=1000", "--save_checkpoints_steps=100000", "--learning_rate=1e-3"),
         logs)
-    _wait_for(lambda: "training SST-2" in logs[1].read_text(), processes[1], "training")
+    wait_for(lambda: "training SST-2" in logs[1].read_text(), processes[1], "training")
     processes[1].send_signal(signal.SIGTERM)
     codes, texts = _wait_all(processes, logs)
     assert codes == [143, 143], "\n".join(t[-3000:] for t in texts)

@@ -8,7 +8,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.models import BertPretrainer
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 TINY = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=64,

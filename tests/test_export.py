@@ -15,88 +15,8 @@ from bert_tf.config import BertConfig
 from bert_tf.constants import MODEL_INPUTS
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
-from tests.conftest import REPO_ROOT
-
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jumps",
-         "over", "lazy", "dog", ".", ",", "서", "##울", "北", "京", "##s", "is", "a"]
-TINY = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=64)
-
-# Runs in a fresh interpreter that imports tensorflow (+ tensorflow_text) but never bert_tf:
-# loads the SavedModel, calls the named signatures on inputs from an .npz, saves the outputs.
-CLEAN_CLIENT = r"""
-import sys, json, numpy as np, tensorflow as tf
-import tensorflow_text  # registers the TF Text ops raw-text signatures use
-path, requests_file, out_file = sys.argv[1:4]
-model = tf.saved_model.load(path)
-requests = json.load(open(requests_file))
-results = {}
-for i, (signature, inputs_file) in enumerate(requests):
-    inputs = dict(np.load(inputs_file, allow_pickle=True))
-    fn = model.signatures[signature]
-    out = fn(**{k: tf.constant(v) for k, v in inputs.items()})
-    for k, v in out.items():
-        results[f"{i}/{k}"] = v.numpy()
-assert not any(m == "bert_tf" or m.startswith("bert_tf.") for m in sys.modules), "bert_tf imported"
-np.savez(out_file, **results)
-"""
-
-
-def run_client(script, args, tmp_path, **extra_env):
-    """Runs a client `script` with `args` in a fresh interpreter (no PYTHONPATH, so no
-    bert_tf; `extra_env` added) in `tmp_path`; fails the test with its stderr if it fails."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra_env)
-    proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=str(tmp_path),
-                          env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-def run_clean(saved_model_dir, requests, tmp_path, client=CLEAN_CLIENT, **extra_env):
-    """[(signature, inputs dict)] -> [outputs dict], computed in a process without bert_tf
-    by `client` (CLEAN_CLIENT: tf.saved_model.load; `extra_env` added to its environment)."""
-    entries = []
-    for i, (signature, inputs) in enumerate(requests):
-        inputs_file = str(tmp_path / f"in{i}.npz")
-        np.savez(inputs_file, **inputs)
-        entries.append([signature, inputs_file])
-    requests_file = tmp_path / "requests.json"
-    requests_file.write_text(json.dumps(entries))
-    out_file = tmp_path / "out.npz"
-    run_client(client, [saved_model_dir, requests_file, out_file], tmp_path, **extra_env)
-    flat = dict(np.load(out_file, allow_pickle=True))
-    return [{k.split("/", 1)[1]: v for k, v in flat.items() if k.startswith(f"{i}/")}
-            for i in range(len(requests))]
-
-
-def run_export_model(*flags):
-    """`python -m bert_tf.export_model *flags` from the repo (completed process)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow")
-    return subprocess.run([sys.executable, "-m", "bert_tf.export_model", *flags], env=env,
-                          capture_output=True, text=True, cwd=str(REPO_ROOT))
-
-
-def ids_batch(seed=0, batch=3, seq=9):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(4, TINY.vocab_size, (batch, seq)).astype(np.int32)
-    mask = np.ones_like(ids)
-    mask[-1, 5:] = 0  # mixed lengths: the last row is padded
-    ids[mask == 0] = 0
-    types = np.zeros_like(ids)
-    types[:, 4:] = 1
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
-
-
-@pytest.fixture(scope="module")
-def encoder_dir(tmp_path_factory):
-    encoder = BertEncoder(TINY, name="encoder")
-    src = tmp_path_factory.mktemp("encoder_model")
-    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    vocab.write_text("\n".join(VOCAB + [f"[unused{i}]" for i in range(40 - len(VOCAB))]) + "\n")
-    write_model_dir(str(src), TINY, {"encoder": encoder}, vocab_file=str(vocab),
-                    do_lower_case=True)
-    return src, encoder
+from tests.helpers.export import (TINY, ids_batch, read_warmup, run_clean, run_client,
+                                  run_export_model)
 
 
 @pytest.fixture(scope="module")
@@ -319,18 +239,6 @@ def test_a_session_as_tf_serving_runs_it_answers_the_same(exported, tmp_path):
     and the eager signature do."""
     _, path, encoder = exported
     assert_session_answers_as_keras(path, encoder, tmp_path)
-
-
-def read_warmup(path):
-    from tensorflow_serving.apis import prediction_log_pb2
-
-    logs = []
-    for record in tf.data.TFRecordDataset(
-            os.path.join(path, "assets.extra", export.WARMUP_FILE)):
-        log = prediction_log_pb2.PredictionLog()
-        log.ParseFromString(record.numpy())
-        logs.append(log)
-    return logs
 
 
 def test_warmup_records_are_prediction_logs_that_run(exported):

@@ -3,10 +3,7 @@ every model kind converts with builtin ops only, runs in the LiteRT runtime
 (ai_edge_litert, as on a phone) and matches the Keras model; int8 weights shrink the file;
 bad requests are clear errors that leave nothing."""
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,25 +13,11 @@ from bert_tf import export, export_converted, export_litert, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
-from tests.conftest import REPO_ROOT
-from tests.test_export import TINY, encoder_dir, ids_batch  # noqa: F401 (fixture)
-from tests.test_export_tasks import (BAD_TEXTS, fine_tuned_dir, packed, tokenizer,  # noqa: F401
-                                     vocab_file)
+from tests.helpers.export import (BAD_TEXTS, choices_batch, fine_tuned_dir, ids_batch,
+                                  model_info, packed, run_export_model, run_litert)
 
 
-def run_litert(path, inputs):
-    """Runs EXPORT/<version>/model.tflite's serving_default in the LiteRT runtime."""
-    interpreter = export_litert.load_interpreter(os.path.join(path, export_litert.MODEL_FILE))
-    runner = interpreter.get_signature_runner(export.SERVING_DEFAULT)
-    return runner(**{k: np.asarray(v, np.int32) for k, v in inputs.items()})
-
-
-def model_info(path):
-    with open(os.path.join(path, export_litert.INFO_FILE)) as f:
-        return json.load(f)
-
-
-def test_float_encoder_matches_keras(encoder_dir, tmp_path):  # noqa: F811
+def test_float_encoder_matches_keras(encoder_dir, tmp_path):
     src, encoder = encoder_dir
     path = export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path),
                                            quantization="float32")
@@ -79,7 +62,7 @@ def test_int8_weights_shrink_the_file_and_stay_close(tmp_path):
     assert 1e-6 < error < 0.2, error  # quantized (not bit-equal), yet close
 
 
-def task_export(tmp_path, vocab_file, tokenizer, name, **options):  # noqa: F811
+def task_export(tmp_path, vocab_file, tokenizer, name, **options):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", name, vocab_file, tokenizer, **options)
     path = export_litert.export_litert_dir(model_dir.resolve(str(tmp_path / "m")),
@@ -87,9 +70,10 @@ def task_export(tmp_path, vocab_file, tokenizer, name, **options):  # noqa: F811
     return task, model, path
 
 
-def test_classifier_matches_keras_and_ships_labels(tmp_path, vocab_file, tokenizer):  # noqa
-    _, model, path = task_export(tmp_path, vocab_file, tokenizer, "mrpc", max_seq_length=16)
-    ids = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+def test_classifier_matches_keras_and_ships_labels(tmp_path, task_vocab_file, task_tokenizer):
+    _, model, path = task_export(tmp_path, task_vocab_file, task_tokenizer, "mrpc",
+                                 max_seq_length=16)
+    ids = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
     got = run_litert(path, ids)
     want = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(got["logits"], want, atol=1e-4)
@@ -105,9 +89,10 @@ def test_classifier_matches_keras_and_ships_labels(tmp_path, vocab_file, tokeniz
 @pytest.mark.parametrize("name,outputs", [("sts-b", ("logits", "score")),
                                           ("conll2003", ("logits", "tag_ids")),
                                           ("squad", ("start_logits", "end_logits"))])
-def test_other_tasks_match_keras(tmp_path, vocab_file, tokenizer, name, outputs):  # noqa
-    _, model, path = task_export(tmp_path, vocab_file, tokenizer, name, max_seq_length=16)
-    ids = packed(tokenizer, BAD_TEXTS)
+def test_other_tasks_match_keras(tmp_path, task_vocab_file, task_tokenizer, name, outputs):
+    _, model, path = task_export(tmp_path, task_vocab_file, task_tokenizer, name,
+                                 max_seq_length=16)
+    ids = packed(task_tokenizer, BAD_TEXTS)
     got = run_litert(path, ids)
     assert sorted(got) == sorted(outputs)
     want = model(ids, training=False)
@@ -118,11 +103,10 @@ def test_other_tasks_match_keras(tmp_path, vocab_file, tokenizer, name, outputs)
         assert got["tag_ids"].tolist() == want["logits"].numpy().argmax(-1).tolist()
 
 
-def test_multiple_choice_matches_keras(tmp_path, vocab_file, tokenizer):  # noqa: F811
-    _, model, path = task_export(tmp_path, vocab_file, tokenizer, "swag", max_seq_length=16)
-    flat = packed(tokenizer, [c for c in BAD_TEXTS[:3] for _ in range(4)],
-                  [BAD_TEXTS[(i + k) % 7] for i in range(3) for k in range(4)])
-    ids = {k: v.reshape(3, 4, -1) for k, v in flat.items()}
+def test_multiple_choice_matches_keras(tmp_path, task_vocab_file, task_tokenizer):
+    _, model, path = task_export(tmp_path, task_vocab_file, task_tokenizer, "swag",
+                                 max_seq_length=16)
+    ids = choices_batch(task_tokenizer)
     got = run_litert(path, ids)
     want = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(got["logits"], want, atol=1e-4)
@@ -141,8 +125,7 @@ def test_ops_without_litert_kernels_are_a_clear_error(tmp_path):
         export_litert.convert_saved_model(str(tmp_path), "float32", source="runs/x")
 
 
-def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_path,  # noqa
-                                                            monkeypatch):
+def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_path, monkeypatch):
     src, _ = encoder_dir
     with pytest.raises(export.ExportError, match="quantization='int4'"):
         export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path),
@@ -160,20 +143,14 @@ def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["3"]
 
 
-def cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow")
-    return subprocess.run([sys.executable, "-m", "bert_tf.export_model", *args], env=env,
-                          capture_output=True, text=True, cwd=str(REPO_ROOT))
-
-
 @pytest.mark.parametrize("args,message", [
     (["--format=tflite"], "--format"),
     (["--quantization=dynamic_int8"], "--quantization applies to --format=litert, onnx or"),
     (["--format=litert", "--text_signatures"], "ids input only"),
 ])
 def test_cli_bad_requests_are_messages(tmp_path, args, message):
-    proc = cli(f"--init_checkpoint={tmp_path}", f"--export_dir={tmp_path / 'out'}", *args)
+    proc = run_export_model(f"--init_checkpoint={tmp_path}", f"--export_dir={tmp_path / 'out'}",
+                            *args)
     assert proc.returncode != 0
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()

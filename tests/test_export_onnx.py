@@ -3,7 +3,6 @@ onnxruntime and equals the SavedModel's ids signature (same input and output nam
 float32 outputs within 1e-4, labels and tags equal); dynamic int8 shrinks the file; bad
 requests are one-line errors that leave nothing."""
 
-import json
 import os
 
 import numpy as np
@@ -14,32 +13,9 @@ from bert_tf import export, export_onnx, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
-from tests.test_export import encoder_dir, ids_batch, run_export_model  # noqa: F401 (fixture)
-from tests.test_export_tasks import (BAD_TEXTS, fine_tuned_dir, packed, tokenizer,  # noqa: F401
-                                     vocab_file)
-
-
-def saved_model_outputs(resolved, batches, tmp_path):
-    """The ids SavedModel's (`export_model --notext_signatures`) outputs on each batch."""
-    path = export.export_model_dir(resolved, str(tmp_path / "saved_model"),
-                                   text_signatures=False)
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
-    return [{k: v.numpy() for k, v in fn(**{k: tf.constant(v, tf.int32)
-                                            for k, v in inputs.items()}).items()}
-            for inputs in batches]
-
-
-def assert_outputs_equal(got, want, atol):
-    """Same output names; floats within `atol`, ids and label strings equal."""
-    assert sorted(got) == sorted(want)
-    for key, value in want.items():
-        if value.dtype.kind == "f":
-            np.testing.assert_allclose(got[key], value, atol=atol, err_msg=key)
-        elif value.dtype == object:  # TF strings are bytes; the runtimes' are str
-            assert [str(x) for x in np.asarray(got[key]).ravel()] == \
-                [x.decode() for x in value.ravel()], key
-        else:
-            assert got[key].tolist() == value.tolist(), key
+from tests.helpers.export import (BAD_TEXTS, assert_outputs_equal, choices_batch, ids_batch,
+                                  model_info, packed, run_export_model, run_litert,
+                                  saved_model_outputs, task_outputs)
 
 
 def run_onnx(path, inputs):
@@ -49,12 +25,7 @@ def run_onnx(path, inputs):
     return dict(zip(names, values))
 
 
-def model_info(path):
-    with open(os.path.join(path, "model_info.json")) as f:
-        return json.load(f)
-
-
-def test_encoder_equals_the_saved_model(encoder_dir, tmp_path):  # noqa: F811
+def test_encoder_equals_the_saved_model(encoder_dir, tmp_path):
     src, _ = encoder_dir
     resolved = model_dir.resolve(str(src))
     path = export_onnx.export_onnx_dir(resolved, str(tmp_path / "e"))
@@ -73,27 +44,11 @@ def test_encoder_equals_the_saved_model(encoder_dir, tmp_path):  # noqa: F811
     assert export_onnx.export_onnx_dir(resolved, str(tmp_path / "e")).endswith("2")
 
 
-def task_outputs(tmp_path, vocab_file, tokenizer, name, batch, exporter, **options):  # noqa
-    """(export path, ONNX-or-other outputs on `batch`, the SavedModel's) of a tiny
-    fine-tuned `name` model exported by `exporter(resolved, export_dir)`."""
-    (tmp_path / "m").mkdir()
-    fine_tuned_dir(tmp_path / "m", name, vocab_file, tokenizer, max_seq_length=16, **options)
-    resolved = model_dir.resolve(str(tmp_path / "m"))
-    path = exporter(resolved, str(tmp_path / "e"))
-    return path, saved_model_outputs(resolved, [batch], tmp_path)[0]
-
-
-def choices_batch(tokenizer):  # noqa: F811
-    flat = packed(tokenizer, [c for c in BAD_TEXTS[:3] for _ in range(4)],
-                  [BAD_TEXTS[(i + k) % 7] for i in range(3) for k in range(4)])
-    return {k: v.reshape(3, 4, -1) for k, v in flat.items()}
-
-
 @pytest.mark.parametrize("name", ["mrpc", "sts-b", "conll2003", "squad", "swag"])
-def test_task_heads_equal_the_saved_model(tmp_path, vocab_file, tokenizer, name):  # noqa
-    batch = choices_batch(tokenizer) if name == "swag" else \
-        packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
-    path, want = task_outputs(tmp_path, vocab_file, tokenizer, name, batch,
+def test_task_heads_equal_the_saved_model(tmp_path, task_vocab_file, task_tokenizer, name):
+    batch = choices_batch(task_tokenizer) if name == "swag" else \
+        packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, name, batch,
                               export_onnx.export_onnx_dir)
     assert_outputs_equal(run_onnx(path, batch), want, atol=1e-4)
     if name == "mrpc":
@@ -136,9 +91,7 @@ def test_ops_without_onnx_form_are_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["litert", "onnx"])
-def test_cli_export_of_an_ids_format(encoder_dir, tmp_path, fmt):  # noqa: F811
-    from tests.test_export_litert import run_litert
-
+def test_cli_export_of_an_ids_format(encoder_dir, tmp_path, fmt):
     src, encoder = encoder_dir
     proc = run_export_model(f"--init_checkpoint={src}", f"--export_dir={tmp_path}",
                             f"--format={fmt}", "--quantization=float32")

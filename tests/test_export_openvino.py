@@ -12,11 +12,9 @@ from bert_tf import export, export_model, export_openvino, model_dir
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
-from tests.test_export import encoder_dir, ids_batch, run_client, run_export_model  # noqa: F401
-from tests.test_export_onnx import (assert_outputs_equal, choices_batch, model_info,
-                                    saved_model_outputs, task_outputs)
-from tests.test_export_tasks import (BAD_TEXTS, packed, tokenizer,  # noqa: F401 (fixtures)
-                                     vocab_file)
+from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, assert_outputs_equal, choices_batch,
+                                  ids_batch, model_info, packed, run_client, run_export_model,
+                                  saved_model_outputs, task_outputs)
 
 CALIBRATION = ["The quick brown fox jumps over the lazy dog.", "서울 is the capital of korea",
                "where is the dog\tthe dog is over the fox", "北京 fox jumps", "the lazy dog"]
@@ -28,7 +26,7 @@ def run_openvino(path, inputs):
     return {port.get_any_name(): result[port] for port in compiled.outputs}
 
 
-def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):  # noqa: F811
+def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     src, _ = encoder_dir
     resolved = model_dir.resolve(str(src))
     path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "e"))
@@ -45,17 +43,17 @@ def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):  # noqa: 
 
 
 @pytest.mark.parametrize("name", ["mrpc", "conll2003"])
-def test_task_heads_equal_the_saved_model_in_f32(tmp_path, vocab_file, tokenizer, name):  # noqa
-    batch = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
-    path, want = task_outputs(tmp_path, vocab_file, tokenizer, name, batch,
+def test_task_heads_equal_the_saved_model_in_f32(tmp_path, task_vocab_file, task_tokenizer, name):
+    batch = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, name, batch,
                               export_openvino.export_openvino_dir)
     assert_outputs_equal(run_openvino(path, batch), want, atol=1e-4)
 
 
-def test_bf16_hint_stays_close(tmp_path, vocab_file, tokenizer):  # noqa: F811
-    batch = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
+    batch = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
     path, want = task_outputs(
-        tmp_path, vocab_file, tokenizer, "mrpc", batch,
+        tmp_path, task_vocab_file, task_tokenizer, "mrpc", batch,
         lambda resolved, out: export_openvino.export_openvino_dir(
             resolved, out, mixed_precision="mixed_bfloat16"))
     assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
@@ -68,18 +66,16 @@ def test_bf16_hint_stays_close(tmp_path, vocab_file, tokenizer):  # noqa: F811
 
 def bigger_encoder_dir(root):
     """An encoder whose matmuls NNCF quantizes (with a vocab, for calibration text)."""
-    from tests.test_export_tasks import VOCAB
-
-    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=64, num_hidden_layers=2,
+    cfg = BertConfig(vocab_size=len(TASK_VOCAB), hidden_size=64, num_hidden_layers=2,
                      num_attention_heads=4, intermediate_size=256, max_position_embeddings=32)
     vocab = root / "vocab.txt"
-    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    vocab.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
     write_model_dir(str(root / "m"), cfg, {"encoder": BertEncoder(cfg, name="encoder")},
                     vocab_file=str(vocab), do_lower_case=True)
     return model_dir.resolve(str(root / "m"))
 
 
-def test_int8_weights_and_activations_stay_close(tmp_path, tokenizer):  # noqa: F811
+def test_int8_weights_and_activations_stay_close(tmp_path, task_tokenizer):
     resolved = bigger_encoder_dir(tmp_path)
     float_path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "f"))
     dynamic = export_openvino.export_openvino_dir(resolved, str(tmp_path / "d"),
@@ -93,19 +89,19 @@ def test_int8_weights_and_activations_stay_close(tmp_path, tokenizer):  # noqa: 
     assert weights[static] < 0.6 * weights[float_path], weights
     with open(os.path.join(static, "model.xml")) as f:
         assert "FakeQuantize" in f.read()  # activations quantized too
-    batch = packed(tokenizer, BAD_TEXTS, length=32)
+    batch = packed(task_tokenizer, BAD_TEXTS, length=32)
     want = run_openvino(float_path, batch)["sequence_output"]
     for path in (dynamic, static):
         error = np.abs(run_openvino(path, batch)["sequence_output"] - want).max()
         assert 1e-6 < error < 0.5, (path, error)  # quantized (not bit-equal), yet close
 
 
-def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, vocab_file, tokenizer):  # noqa
+def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, task_vocab_file, task_tokenizer):
     endings = ["jumps over the dog.", "", "is the capital of korea", "北京 fox"]
     contexts = [f"{t}\t" + "\t".join(endings) for t in ("the fox", "서울 dog")]
-    batch = choices_batch(tokenizer)
+    batch = choices_batch(task_tokenizer)
     path, want = task_outputs(
-        tmp_path, vocab_file, tokenizer, "swag", batch,
+        tmp_path, task_vocab_file, task_tokenizer, "swag", batch,
         lambda resolved, out: export_openvino.export_openvino_dir(
             resolved, out, quantization="static_int8", calibration_texts=contexts))
     got = run_openvino(path, batch)
@@ -138,7 +134,7 @@ assert not [m for m in sys.modules if m.split(".")[0] in ("bert_tf", "tensorflow
 """
 
 
-def test_cli_export_loads_with_openvino_alone(encoder_dir, tmp_path):  # noqa: F811
+def test_cli_export_loads_with_openvino_alone(encoder_dir, tmp_path):
     src, encoder = encoder_dir
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("\n".join(CALIBRATION) + "\n", encoding="utf-8")

@@ -28,9 +28,9 @@ import tensorflow as tf
 from bert_tf import export, model_dir
 from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import write_model_dir
-from tests.conftest import REPO_ROOT
-from tests.test_export import TINY, VOCAB, ids_batch, run_clean
-from tests.test_export_tasks import as_bytes, call, fine_tuned_dir, packed
+from tests.helpers import REPO_ROOT
+from tests.helpers.export import (TASK_CONFIG, TASK_VOCAB, TINY, as_bytes, call, fine_tuned_dir,
+                                  ids_batch, packed, run_clean, write_encoder_dir)
 
 SEQ_MEAN, SEQ_MAX = 2 ** -7, 0.1
 POOLED_MEAN, POOLED_MAX = 0.002, 0.01
@@ -49,12 +49,8 @@ def encoder_exports(tmp_path_factory):
     import keras
 
     keras.utils.set_random_seed(1)
-    encoder = BertEncoder(TINY, name="encoder")
     src = tmp_path_factory.mktemp("encoder_model")
-    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    vocab.write_text("\n".join(VOCAB + [f"[unused{i}]" for i in range(40 - len(VOCAB))]) + "\n")
-    write_model_dir(str(src), TINY, {"encoder": encoder}, vocab_file=str(vocab),
-                    do_lower_case=True)
+    write_encoder_dir(src)
     export_dir = str(tmp_path_factory.mktemp("export"))
     resolved = model_dir.resolve(str(src))
     fp32 = export.export_model_dir(resolved, export_dir)
@@ -148,7 +144,6 @@ def test_saved_model_cli_runs_it(encoder_exports, tmp_path):
 
 def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
     from bert_tf.tokenization import BertTokenizer
-    from tests.test_export_tasks import CFG, VOCAB as TASK_VOCAB
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
@@ -158,7 +153,7 @@ def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
                                         str(tmp_path / "e"), mixed_precision="mixed_bfloat16")
     bf16 = tf.saved_model.load(bf16_path)
     variables = bf16.signatures["serving_default"].variables
-    head = [v.dtype.name for v in variables if tuple(v.shape) == (CFG.hidden_size, 2)]
+    head = [v.dtype.name for v in variables if tuple(v.shape) == (TASK_CONFIG.hidden_size, 2)]
     assert head == ["float32"], head  # the classifier's kernel: logits in float32
     assert "bfloat16" in {v.dtype.name for v in variables}
     a, b = ["the quick brown fox jumps", "where is seoul ?"], ["a lazy dog",

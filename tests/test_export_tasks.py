@@ -15,63 +15,16 @@ from bert_tf.encoder import BertEncoder
 from bert_tf.model_dir import TASK_CONFIG_FILE, write_model_dir
 from bert_tf.tasks import make_task
 from bert_tf.tokenization import BertTokenizer
-from tests.test_export import read_warmup, run_clean
-
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jumps",
-         "over", "lazy", "dog", ".", ",", "?", "!", "where", "is", "seoul", "capital", "of",
-         "korea", "##s", "##ing", "u", "s", "a", "서", "##울", "北", "京", "what", "in", "jump"]
-CFG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1,
-                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
-BAD_TEXTS = ["The quick brown fox jumps.", "", "   \t ", "the lazy dog " * 40,
-             "서울 is the capital of korea", "北京 fox", b"bad \xff\xfe fox\xc3"]
-
-
-def as_bytes(texts):
-    return np.array([t if isinstance(t, bytes) else t.encode() for t in texts], dtype=object)
-
-
-@pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "my_vocab.txt"  # not vocab.txt on purpose
-    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(vocab_file):
-    return BertTokenizer(vocab_file, do_lower_case=True)
-
-
-def fine_tuned_dir(root, task_name, vocab_file, tokenizer, **options):
-    """A model dir as finetune writes it: config, vocab, task_config.json, encoder+head."""
-    task = make_task(task_name, tokenizer=tokenizer, **options)
-    keras.utils.set_random_seed(0)  # the same model every run
-    model = task.build_model(BertEncoder(CFG, name="encoder"))
-    # Non-zero head weights so that every output depends on the text.
-    for v in model.task_head.weights:
-        v.assign(np.random.default_rng(0).normal(0, 0.5, v.shape).astype("float32"))
-    write_model_dir(str(root), CFG, model.checkpoint_items(), vocab_file=vocab_file,
-                    do_lower_case=True)
-    (root / TASK_CONFIG_FILE).write_text(json.dumps(task.task_config()))
-    return task, model
-
-
-def call(fn, **inputs):
-    return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
-
-
-def packed(tokenizer, a, b=None, length=16):
-    out = tokenizer.encode(list(a), None if b is None else list(b), max_seq_length=length)
-    used = int(tf.reduce_max(tf.reduce_sum(out["input_mask"], 1)))
-    return {k: v.numpy()[:, :used] for k, v in out.items()}
+from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, as_bytes, call, fine_tuned_dir, packed,
+                                  read_warmup, run_clean)
 
 
 # ------------------------------------------------------------------ classifier
 
 @pytest.fixture(scope="module")
-def mrpc(tmp_path_factory, vocab_file, tokenizer):
+def mrpc(tmp_path_factory, task_vocab_file, task_tokenizer):
     root = tmp_path_factory.mktemp("mrpc_model")
-    task, model = fine_tuned_dir(root, "mrpc", vocab_file, tokenizer, max_seq_length=16)
+    task, model = fine_tuned_dir(root, "mrpc", task_vocab_file, task_tokenizer, max_seq_length=16)
     path = export.export_model_dir(model_dir.resolve(str(root)),
                                    str(tmp_path_factory.mktemp("mrpc_export")))
     return task, model, path, tf.saved_model.load(path)
@@ -80,19 +33,20 @@ def mrpc(tmp_path_factory, vocab_file, tokenizer):
 def test_classifier_layout_and_assets(mrpc):
     _, _, path, loaded = mrpc
     assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
-    assert open(os.path.join(path, "assets", "vocab.txt")).read().split("\n")[:len(VOCAB)] == VOCAB
+    vocab = open(os.path.join(path, "assets", "vocab.txt")).read().split("\n")
+    assert vocab[:len(TASK_VOCAB)] == TASK_VOCAB
     assert open(os.path.join(path, "assets", "labels.txt")).read().split() == ["0", "1"]
     text_fn = loaded.signatures[export.SERVING_DEFAULT]
     assert sorted(text_fn.structured_input_signature[1]) == ["text", "text_b"]
     assert sorted(text_fn.structured_outputs) == ["label", "label_id", "logits", "probabilities"]
 
 
-def test_classifier_text_and_ids_match_keras(mrpc, tokenizer):
+def test_classifier_text_and_ids_match_keras(mrpc, task_tokenizer):
     _, model, _, loaded = mrpc
     a = BAD_TEXTS
     b = list(reversed(BAD_TEXTS))
     got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(a), text_b=as_bytes(b))
-    ids = packed(tokenizer, a, b)
+    ids = packed(task_tokenizer, a, b)
     assert ids["input_word_ids"].shape[1] == 16  # the long pair is truncated, not an error
     want = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(got["logits"], want, atol=1e-5)
@@ -103,15 +57,16 @@ def test_classifier_text_and_ids_match_keras(mrpc, tokenizer):
     np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
 
 
-def test_classifier_split_in_two_matches_keras(tmp_path, vocab_file, tokenizer):
+def test_classifier_split_in_two_matches_keras(tmp_path, task_vocab_file, task_tokenizer):
     """A task export with its layers split (export_model --parallel_branches=2): the
     classifier's logits as the Keras model's; a split the model cannot take is refused
     before anything is restored or written."""
     (tmp_path / "m").mkdir()
-    _, model = fine_tuned_dir(tmp_path / "m", "mrpc", vocab_file, tokenizer, max_seq_length=16)
+    _, model = fine_tuned_dir(tmp_path / "m", "mrpc", task_vocab_file, task_tokenizer,
+                              max_seq_length=16)
     resolved = model_dir.resolve(str(tmp_path / "m"))
     path = export.export_model_dir(resolved, str(tmp_path / "e"), parallel_branches=2)
-    ids = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    ids = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
     got = call(tf.saved_model.load(path).signatures[export.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
                                atol=1e-5)
@@ -145,22 +100,23 @@ def test_classifier_clean_process_and_warmup(mrpc, tmp_path):
         assert np.isfinite(out["logits"]).all()
 
 
-def test_regression_export(tmp_path, vocab_file, tokenizer):
+def test_regression_export(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
-    _, model = fine_tuned_dir(tmp_path / "m", "sts-b", vocab_file, tokenizer, max_seq_length=16)
+    _, model = fine_tuned_dir(tmp_path / "m", "sts-b", task_vocab_file, task_tokenizer,
+                              max_seq_length=16)
     path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
     got = call(fn, text=as_bytes(BAD_TEXTS), text_b=as_bytes(BAD_TEXTS))
-    want = model(packed(tokenizer, BAD_TEXTS, BAD_TEXTS), training=False)["logits"].numpy()
+    want = model(packed(task_tokenizer, BAD_TEXTS, BAD_TEXTS), training=False)["logits"].numpy()
     np.testing.assert_allclose(got["score"], want[:, 0], atol=1e-5)
     assert not os.path.exists(os.path.join(path, "assets", "labels.txt"))
 
 
 # ------------------------------------------------------------------ NER
 
-def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
+def test_ner_words_tags_and_offsets(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
-    task, model = fine_tuned_dir(tmp_path / "m", "conll2003", vocab_file, tokenizer,
+    task, model = fine_tuned_dir(tmp_path / "m", "conll2003", task_vocab_file, task_tokenizer,
                                  max_seq_length=8)  # 6 pieces per window: long texts split
     path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
@@ -183,7 +139,7 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
     assert bad["start_char"][0][:2].tolist() == [0, 7]
     assert bad["end_char"][0][:2].tolist() == [3, 10]
     # The ids signature equals the Keras model.
-    ids = packed(tokenizer, texts, length=8)
+    ids = packed(task_tokenizer, texts, length=8)
     by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
     want_logits = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(by_ids["logits"], want_logits, atol=1e-5)
@@ -203,11 +159,11 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
 
 # ------------------------------------------------------------------ SQuAD
 
-def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
+def test_squad_answers_match_the_original_rule(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
     opts = dict(max_seq_length=16, doc_stride=3, max_query_length=4, n_best_size=5,
                 max_answer_length=4)
-    task, model = fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, **opts)
+    task, model = fine_tuned_dir(tmp_path / "m", "squad", task_vocab_file, task_tokenizer, **opts)
     path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     fn = loaded.signatures[export.SERVING_DEFAULT]
@@ -244,16 +200,16 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
             best = want[row].nbest[0]
             np.testing.assert_allclose(got["score"][row], best["start_logit"] + best["end_logit"],
                                        atol=1e-5)
-    ids = packed(tokenizer, ["where is seoul?"], ["seoul is the capital of korea."])
+    ids = packed(task_tokenizer, ["where is seoul?"], ["seoul is the capital of korea."])
     by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
     want = model(ids, training=False)
     np.testing.assert_allclose(by_ids["start_logits"], want["start_logits"].numpy(), atol=1e-5)
     np.testing.assert_allclose(by_ids["end_logits"], want["end_logits"].numpy(), atol=1e-5)
 
 
-def test_squad_v2_null_answer(tmp_path, vocab_file, tokenizer):
+def test_squad_v2_null_answer(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
-    fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, max_seq_length=16,
+    fine_tuned_dir(tmp_path / "m", "squad", task_vocab_file, task_tokenizer, max_seq_length=16,
                    version_2_with_negative=True, null_score_diff_threshold=-1e6)
     path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
@@ -264,11 +220,12 @@ def test_squad_v2_null_answer(tmp_path, vocab_file, tokenizer):
     assert np.isfinite(got["null_score"]).all()
 
 
-def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
+def test_ids_only_export_has_no_tf_text_ops(tmp_path, task_vocab_file, task_tokenizer):
     from tensorflow.core.protobuf import saved_model_pb2
 
     (tmp_path / "m").mkdir()
-    _, model = fine_tuned_dir(tmp_path / "m", "sst-2", vocab_file, tokenizer, max_seq_length=16)
+    _, model = fine_tuned_dir(tmp_path / "m", "sst-2", task_vocab_file, task_tokenizer,
+                              max_seq_length=16)
     path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"),
                                    text_signatures=False)
     proto = saved_model_pb2.SavedModel()
@@ -280,7 +237,7 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
     assert os.path.exists(os.path.join(path, "assets", "vocab.txt"))
     loaded = tf.saved_model.load(path)
     assert sorted(loaded.signatures) == [export.SERVING_DEFAULT]
-    ids = packed(tokenizer, ["the quick fox", "서울"])
+    ids = packed(task_tokenizer, ["the quick fox", "서울"])
     got = call(loaded.signatures[export.SERVING_DEFAULT], **ids)
     np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
                                atol=1e-5)
@@ -290,9 +247,9 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
 
 # ------------------------------------------------------------------ SWAG (multiple choice)
 
-def test_multiple_choice_export(tmp_path, vocab_file, tokenizer):
+def test_multiple_choice_export(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
-    task, model = fine_tuned_dir(tmp_path / "m", "swag", vocab_file, tokenizer,
+    task, model = fine_tuned_dir(tmp_path / "m", "swag", task_vocab_file, task_tokenizer,
                                  max_seq_length=16)
     path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
@@ -301,7 +258,7 @@ def test_multiple_choice_export(tmp_path, vocab_file, tokenizer):
     endings = [[BAD_TEXTS[(i + k) % len(BAD_TEXTS)] for k in range(4)] for i in range(4)]
     got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(contexts),
                endings=np.array([as_bytes(row) for row in endings]))
-    flat = packed(tokenizer, [c for c in contexts for _ in range(4)],
+    flat = packed(task_tokenizer, [c for c in contexts for _ in range(4)],
                   [e for row in endings for e in row])
     ids = {k: v.reshape(4, 4, -1) for k, v in flat.items()}
     want = model(ids, training=False)["logits"].numpy()

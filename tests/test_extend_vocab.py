@@ -19,7 +19,7 @@ from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
 from data_prep import pretraining_job, pretraining_passes
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
 from tests.helpers import command_env, tiny_config
-from tests.test_korean_text import KOREAN, korean_lines
+from tests.helpers.text import KOREAN, korean_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_CORPUS = os.path.join(REPO, "demo", "data", "corpus.txt")

@@ -159,13 +159,13 @@ def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, in
 
     from bert_tf.model_dir import load_encoder
     from bert_tf.training.strategy import original_tpu_strategy
-    from tests.test_distributed_training import _FakeTpu
+    from tests.helpers.training import FakeTpu
 
     fv = setting_fields.parse_args(ef.define_flags, [
         "--input_file=a", "--output_file=b", "--init_checkpoint=c",
         "--use_tpu", "--master=grpc://10.0.0.2:8470", "--num_tpu_cores=8",
         "--use_one_hot_embeddings"])
-    fake = _FakeTpu()
+    fake = FakeTpu()
     config = ef.ExtractConfig.from_flags(fv)
     assert original_tpu_strategy(config, **fake.factories()).kind == "strategy"
     assert fake.calls[0] == ("resolver", {"tpu": "grpc://10.0.0.2:8470", "zone": None,

@@ -8,7 +8,6 @@ Korean text: tests/data/korean/kolaw_kobill.txt (see tests/data/korean/README.md
 
 import json
 import os
-import pathlib
 import unicodedata
 
 import numpy as np
@@ -20,13 +19,7 @@ from bert_tf.text_rules import (BasicTokenizer, TextMode, WordPieceTokenizer,
 from bert_tf.tokenization import BertTokenizer
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
 from tests.helpers import first_lines, piece_spans
-
-KOREAN = pathlib.Path(__file__).parent / "data" / "korean" / "kolaw_kobill.txt"
-
-
-def korean_lines():
-    return [ln for ln in KOREAN.read_text(encoding="utf-8").split("\n") if ln.strip()]
-
+from tests.helpers.text import all_code_point_texts, korean_lines
 
 def english_lines(shared_data, n=600):
     return first_lines(shared_data / "pretrain" / "enwiki_2015_bert_format.txt", n)
@@ -108,13 +101,11 @@ def test_korean_ids_graph_equals_host(keep_vocab, keep_tok):
 def test_every_code_point_graph_equals_host(tmp_path, lower, strip):
     """Every code point (the exactness suite's texts): in-graph words == text_rules words;
     this also checks TF Text's ICU NFC against Python's unicodedata NFC."""
-    from tests.test_tokenization_exactness import _all_code_point_texts
-
     vocab = tmp_path / "v.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n", encoding="utf-8")
     tok = BertTokenizer(str(vocab), do_lower_case=lower, strip_accents=strip)
     host = BasicTokenizer(lower, strip_accents=strip)
-    texts = _all_code_point_texts()
+    texts = all_code_point_texts()
     got = tok.basic_tokenize(texts).to_list()
     bad = [(t, g) for t, g in zip(texts, got)
            if [w.decode("utf-8") for w in g] != host.tokenize(t)]

@@ -1,5 +1,7 @@
 """The layer picture of ARCHITECTURE.md, checked: no module imports a higher layer, the
-module graph has no cycle, and the TF-free modules import alone without TensorFlow.
+module graph has no cycle, and the TF-free modules import alone without TensorFlow. And
+the tests' own rule: no file under tests/ imports a test file or conftest.py (what tests
+share is in tests/helpers/, their shared fixtures in tests/conftest.py).
 
 The import graph is read from the source (every `import`, also those inside functions,
 so a lazy import cannot hide an upward arrow); the TF-free claim is checked by importing
@@ -187,3 +189,59 @@ def test_tf_free_modules_import_alone_without_tensorflow():
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == {}, \
         f"a TF-free module loads TensorFlow on import: {result.stdout}"
+
+
+def imported_test_files(source: str) -> set:
+    """The test files (test_*.py) and conftest.py that `source`, a file under tests/,
+    imports, in any spelling: `tests.test_x`, `from tests import test_x`, `test_x` (tests/
+    on sys.path), relative, lazy."""
+    def is_test_file(name):
+        return name.startswith("test_") or name == "conftest"
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            package = [node.module] if node.module else []
+            base = node.module or ""
+            # `from tests import test_x`, `from . import test_x`: the names are modules.
+            names = package + ([f"{base}.{a.name}" for a in node.names]
+                               if base in ("", "tests") else [])
+        else:
+            continue
+        for name in names:
+            parts = name.strip(".").split(".")
+            module = parts[1] if parts[0] == "tests" and len(parts) > 1 else parts[0]
+            if is_test_file(module):
+                found.add(module)
+    return found
+
+
+def test_the_import_check_sees_every_spelling():
+    spellings = ["from tests.test_export import VOCAB", "import tests.test_export as e",
+                 "from tests import test_export", "from test_export import VOCAB",
+                 "from .test_export import VOCAB", "from . import test_export",
+                 "def f():\n    from tests.test_export import VOCAB",
+                 "from tests.conftest import REPO_ROOT"]
+    for source in spellings:
+        assert imported_test_files(source) in ({"test_export"}, {"conftest"}), source
+    assert imported_test_files("from tests.helpers.export import test_vocab\n"
+                               "from tests.helpers import REPO_ROOT\n"
+                               "from bert_tf.x import test_y\nimport pytest") == set()
+
+
+def test_no_test_file_imports_another_or_conftest():
+    tests = os.path.join(REPO, "tests")
+    wrong = []
+    for directory, _, files in os.walk(tests):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    imported = imported_test_files(f.read())
+                if imported:
+                    wrong.append(f"{os.path.relpath(path, REPO)} imports {sorted(imported)}")
+    assert not wrong, ("move what test files share to tests/helpers/ (fixtures to "
+                       "tests/conftest.py; pytest loads it, nothing imports it):\n"
+                       + "\n".join(wrong))

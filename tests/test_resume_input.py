@@ -37,7 +37,7 @@ from bert_tf.training import optimization
 from bert_tf.training.loop import Trainer
 from tests.helpers import (SPECIAL_TOKENS, command_env, loop_options, make_model_dir,
                            tiny_config, write_sst2_dir, write_vocab)
-from tests.test_data_pretraining import PRED, SEQ, write_records
+from tests.helpers.training import PRED, SEQ, write_records
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

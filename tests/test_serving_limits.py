@@ -12,9 +12,7 @@ import tensorflow as tf
 from absl import flags
 
 from bert_tf import export, export_model, model_dir, serving
-from tests.test_export import encoder_dir, ids_batch, read_warmup  # noqa: F401 (fixture)
-from tests.test_export_tasks import (as_bytes, call, fine_tuned_dir, packed, tokenizer,  # noqa: F401
-                                     vocab_file)
+from tests.helpers.export import as_bytes, call, fine_tuned_dir, ids_batch, packed, read_warmup
 
 
 def _refused(fn, match, **inputs):
@@ -23,7 +21,7 @@ def _refused(fn, match, **inputs):
 
 
 @pytest.fixture(scope="module")
-def encoder_export(encoder_dir, tmp_path_factory):  # noqa: F811
+def encoder_export(encoder_dir, tmp_path_factory):
     src, _ = encoder_dir
     path = export.export_model_dir(model_dir.resolve(str(src)),
                                    str(tmp_path_factory.mktemp("limits")),
@@ -70,7 +68,7 @@ def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
     _refused(text_fn, "max_batch_size=3", text=as_bytes(["a"] * 4))
 
 
-def test_defaults_apply_without_the_flags(encoder_dir, tmp_path):  # noqa: F811
+def test_defaults_apply_without_the_flags(encoder_dir, tmp_path):
     src, _ = encoder_dir
     path = export.export_model_dir(model_dir.resolve(str(src)), str(tmp_path))
     limits = json.load(open(os.path.join(path, "assets.extra", serving.LIMITS_FILE)))
@@ -82,21 +80,21 @@ def test_defaults_apply_without_the_flags(encoder_dir, tmp_path):  # noqa: F811
 
 
 def test_ner_and_squad_long_texts_are_refused_not_split_into_thousands_of_windows(
-        tmp_path, vocab_file, tokenizer):  # noqa: F811
+        tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "ner").mkdir()
-    fine_tuned_dir(tmp_path / "ner", "conll2003", vocab_file, tokenizer, max_seq_length=8)
+    fine_tuned_dir(tmp_path / "ner", "conll2003", task_vocab_file, task_tokenizer, max_seq_length=8)
     ner = tf.saved_model.load(export.export_model_dir(
         model_dir.resolve(str(tmp_path / "ner")), str(tmp_path / "ner_export"),
         max_text_length=100))
     fn = ner.signatures[export.SERVING_DEFAULT]
     assert call(fn, text=as_bytes(["the lazy dog " * 7]))["num_words"].tolist() == [21]
     _refused(fn, "max_text_length=100", text=as_bytes(["the lazy dog " * 8]))
-    ids = packed(tokenizer, ["the fox"], length=8)
+    ids = packed(task_tokenizer, ["the fox"], length=8)
     ids["input_word_ids"][0, 1] = 10 ** 6
     _refused(ner.signatures[export.IDS_SIGNATURE], "vocab_size", **ids)
 
     (tmp_path / "squad").mkdir()
-    fine_tuned_dir(tmp_path / "squad", "squad", vocab_file, tokenizer, max_seq_length=16,
+    fine_tuned_dir(tmp_path / "squad", "squad", task_vocab_file, task_tokenizer, max_seq_length=16,
                    doc_stride=3, max_query_length=4, n_best_size=5, max_answer_length=4)
     squad = tf.saved_model.load(export.export_model_dir(
         model_dir.resolve(str(tmp_path / "squad")), str(tmp_path / "squad_export"),

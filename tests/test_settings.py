@@ -107,7 +107,7 @@ def test_setting_fields_names_are_imported_from_setting_fields_only():
     import ast
     import subprocess
 
-    from tests.conftest import REPO_ROOT
+    from tests.helpers import REPO_ROOT
 
     own = {n for n in vars(setting_fields) if not n.startswith("_")}
     files = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True,

@@ -8,6 +8,7 @@ from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.tasks import canonical_task_name, make_task, task_from_config
 from bert_tf.tasks.base import TaskDataError
+from tests.helpers.tasks import tiny_task_model
 
 TINY = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=64)
@@ -241,20 +242,6 @@ def test_mnli_test_predictions_include_the_diagnostic_set(tmp_path):
     assert [p.rsplit("/", 1)[1] for p in paths] == ["MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"]
     assert (tmp_path / "AX.tsv").read_text().split("\n")[:2] == ["index\tprediction",
                                                                   "0\tcontradiction"]
-
-
-def tiny_task_model(task, vocab_size, seed=0, scale=2.0):
-    """`task.build_model` on a one-layer encoder, the same every run, with large head
-    weights so that the task's outputs differ from input to input."""
-    import keras
-
-    keras.utils.set_random_seed(seed)
-    cfg = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
-    model = task.build_model(BertEncoder(cfg))
-    for v in model.task_head.weights:
-        v.assign(np.random.default_rng(seed).normal(0, scale, v.shape).astype("float32"))
-    return model
 
 
 @pytest.mark.parametrize("name,folder", [("mrpc", "MRPC"), ("sst-2", "SST-2")])

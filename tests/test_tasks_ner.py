@@ -192,7 +192,7 @@ def test_serving_tags_equal_host_postprocess(shared_data):
     import tensorflow as tf
 
     from bert_tf.tokenization import BertTokenizer
-    from tests.test_tasks_glue import tiny_task_model
+    from tests.helpers.tasks import tiny_task_model
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)

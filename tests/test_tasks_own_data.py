@@ -11,18 +11,8 @@ import pytest
 from bert_tf.tasks import make_task, metrics, task_from_config
 from bert_tf.tasks.base import TaskDataError
 from bert_tf.tasks.text_files import read_rows
-
-
-def write(path, text):
-    path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
-def one_line_error(match, fn, *args):
-    with pytest.raises(TaskDataError, match=match) as caught:
-        fn(*args)
-    assert "\n" not in str(caught.value)
-    return str(caught.value)
+from tests.helpers import write_text as write
+from tests.helpers.tasks import one_line_error
 
 
 # ---------------------------------------------------------------------------- readers
@@ -220,7 +210,7 @@ def test_serving_equals_host_postprocess(shared_data, name, folder, columns):
     import tensorflow as tf
 
     from bert_tf.tokenization import BertTokenizer
-    from tests.test_tasks_glue import tiny_task_model
+    from tests.helpers.tasks import tiny_task_model
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)

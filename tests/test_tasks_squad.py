@@ -1,78 +1,14 @@
 """SQuAD v1.1 / v2.0: reading, sliding-window features, answers mapped back, files."""
 
-import functools
 import json
 import logging
-import os
 
 import numpy as np
 import pytest
 
 from bert_tf.tasks import squad_data, squad_postprocess
 from bert_tf.tasks.base import TaskDataError
-
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-         "cafe", "muller", "opened", "in", "paris", "(", ")", ".", "-", "18", "##95", "19",
-         "##43", "it", "closed", "later", "who", "when", "what", "then", "?", "where",
-         "did", "the", "cat", "sat", "on", "mat", "is", "dog", "sit", "a", "b", "c", "x",
-         "y", "z", ","]
-
-CTX1 = "Café  Müller opened\tin Paris (1895-1943). It closed later"
-CTX2 = "The cat sat\u202fon the mat ."
-
-
-@functools.lru_cache(maxsize=None)
-def shared_tokenizer():
-    """(vocab_file, BertTokenizer), built once for all SQuAD test modules (building and
-    tracing a tokenizer costs seconds)."""
-    from bert_tf.tokenization import BertTokenizer
-
-    from bert_tf import file_io
-
-    path = os.path.join(file_io.scratch_dir("squad_vocab_"), "vocab.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(VOCAB) + "\n")
-    return path, BertTokenizer(path, do_lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return shared_tokenizer()[1]
-
-
-def _qa(qid, question, text=None, start=None, impossible=False, answers=None):
-    qa = {"id": qid, "question": question}
-    if answers is not None:
-        qa["answers"] = answers
-    elif impossible:
-        qa["answers"] = []
-    else:
-        qa["answers"] = [{"text": text, "answer_start": start}]
-    if impossible:
-        qa["is_impossible"] = True
-    return qa
-
-
-def v1_data():
-    return [{"title": "t", "paragraphs": [{"context": CTX1, "qas": [
-        _qa("first", "Who opened in Paris?", "Café  Müller", 0),
-        _qa("year", "When?", "1895", CTX1.index("1895")),
-        _qa("last", "What then?", "later", CTX1.index("later")),
-        _qa("wrong", "Where?", "Paris", 0),                    # wrong answer_start
-    ]}]}]
-
-
-def v2_data():
-    return [{"title": "t", "paragraphs": [{"context": CTX2, "qas": [
-        _qa("pos", "Where did the cat sit?", "on the mat", CTX2.index("on")),
-        _qa("neg", "Where is the dog?", impossible=True),
-    ]}]}]
-
-
-def write_json(path, articles, version="v1.1"):
-    path.write_text(json.dumps({"version": version, "data": articles}, ensure_ascii=False),
-                    encoding="utf-8")
-    return str(path)
+from tests.helpers.squad import CTX1, CTX2, make_qa, v1_data, v2_data, write_json
 
 
 # ---------------------------------------------------------------------- reading
@@ -109,14 +45,14 @@ def test_eval_examples_keep_every_question_and_all_golds(tmp_path):
 
 
 def test_answer_start_past_the_context_is_skipped(caplog):
-    data = [{"paragraphs": [{"context": "a b", "qas": [_qa("far", "?", "b", 7)]}]}]
+    data = [{"paragraphs": [{"context": "a b", "qas": [make_qa("far", "?", "b", 7)]}]}]
     with caplog.at_level(logging.WARNING):
         assert squad_data.examples_from_json(data, is_training=True) == []
     assert "far" in caplog.text
 
 
 def test_training_question_needs_exactly_one_answer(tmp_path):
-    data = [{"paragraphs": [{"context": "a b", "qas": [_qa("two", "?", answers=[
+    data = [{"paragraphs": [{"context": "a b", "qas": [make_qa("two", "?", answers=[
         {"text": "a", "answer_start": 0}, {"text": "b", "answer_start": 2}])]}]}]
     path = write_json(tmp_path / "t.json", data)
     with pytest.raises(TaskDataError, match=r"t\.json.*two.*exactly one"):
@@ -153,9 +89,9 @@ def _tokens(tokenizer, ids):
     return [tokenizer.id_to_token(int(i)) for i in ids]
 
 
-def test_windows_labels_and_max_context(tokenizer):
+def test_windows_labels_and_max_context(squad_tokenizer):
     examples = squad_data.examples_from_json(v1_data(), is_training=True)
-    f = _features(tokenizer, examples, training=True)
+    f = _features(squad_tokenizer, examples, training=True)
     n = len(f["example_index"])
     for key in ("input_word_ids", "input_mask", "input_type_ids", "token_to_orig_map",
                 "token_is_max_context"):
@@ -167,7 +103,7 @@ def test_windows_labels_and_max_context(tokenizer):
         assert len(rows) > 1, "the doc (16 pieces) must need several windows"
         found = 0
         for r in rows:
-            tokens = _tokens(tokenizer, f["input_word_ids"][r])
+            tokens = _tokens(squad_tokenizer, f["input_word_ids"][r])
             s, e = f["start_positions"][r], f["end_positions"][r]
             if s == 0:
                 assert e == 0
@@ -188,12 +124,12 @@ def test_windows_labels_and_max_context(tokenizer):
         assert set(doc_pieces.values()) == {1}
 
 
-def test_packing_of_one_window(tokenizer):
+def test_packing_of_one_window(squad_tokenizer):
     examples = squad_data.examples_from_json(v1_data(), is_training=False)[:1]
-    f = _features(tokenizer, examples, training=False, max_seq_length=32, max_query_length=3)
+    f = _features(squad_tokenizer, examples, training=False, max_seq_length=32, max_query_length=3)
     assert "start_positions" not in f
     assert len(f["example_index"]) == 1
-    tokens = _tokens(tokenizer, f["input_word_ids"][0][: int(f["input_mask"][0].sum())])
+    tokens = _tokens(squad_tokenizer, f["input_word_ids"][0][: int(f["input_mask"][0].sum())])
     # The query is cut to max_query_length pieces.
     assert tokens[:5] == ["[CLS]", "who", "opened", "in", "[SEP]"]
     assert tokens[-1] == "[SEP]" and tokens[5:7] == ["cafe", "muller"]
@@ -202,14 +138,14 @@ def test_packing_of_one_window(tokenizer):
     assert f["token_to_orig_map"][0][:5].tolist() == [-1] * 5
 
 
-def test_v2_features_point_impossible_at_cls(tokenizer):
+def test_v2_features_point_impossible_at_cls(squad_tokenizer):
     examples = squad_data.examples_from_json(v2_data(), True, version_2_with_negative=True)
-    f = _features(tokenizer, examples, training=True, max_seq_length=32)
+    f = _features(squad_tokenizer, examples, training=True, max_seq_length=32)
     rows = f["example_index"].tolist()
     assert rows == [0, 1]
     assert (f["start_positions"][1], f["end_positions"][1]) == (0, 0)
     s, e = f["start_positions"][0], f["end_positions"][0]
-    assert _tokens(tokenizer, f["input_word_ids"][0][s:e + 1]) == ["on", "the", "mat"]
+    assert _tokens(squad_tokenizer, f["input_word_ids"][0][s:e + 1]) == ["on", "the", "mat"]
 
 
 def test_max_seq_length_must_leave_room():
@@ -241,11 +177,11 @@ def _postprocess(tokenizer, examples, features, start, end, **kwargs):
         basic_tokenize=squad_data.tokenizer_basic_fn(tokenizer), **kwargs)
 
 
-def test_oracle_logits_recover_original_text(tokenizer):
+def test_oracle_logits_recover_original_text(squad_tokenizer):
     examples = squad_data.examples_from_json(v1_data(), is_training=True)
-    f = _features(tokenizer, examples, training=True)
+    f = _features(squad_tokenizer, examples, training=True)
     start, end = _oracle_logits(f)
-    predictions = _postprocess(tokenizer, examples, f, start, end, n_best_size=5)
+    predictions = _postprocess(squad_tokenizer, examples, f, start, end, n_best_size=5)
     # Original casing and accents come back; whitespace runs collapse to one space.
     assert [p.text for p in predictions] == ["Café Müller", "1895", "later"]
     for p in predictions:
@@ -255,9 +191,9 @@ def test_oracle_logits_recover_original_text(tokenizer):
     assert list(predictions[0].nbest[0]) == ["text", "probability", "start_logit", "end_logit"]
 
 
-def test_postprocess_rules(tokenizer):
+def test_postprocess_rules(squad_tokenizer):
     examples = squad_data.examples_from_json(v1_data(), is_training=False)[:1]
-    f = _features(tokenizer, examples, training=False, max_seq_length=32)
+    f = _features(squad_tokenizer, examples, training=False, max_seq_length=32)
     assert len(f["example_index"]) == 1
     doc = int(np.argmax(f["input_type_ids"][0]))          # position of "cafe"
     start = np.zeros((1, 32), np.float32)
@@ -268,20 +204,20 @@ def test_postprocess_rules(tokenizer):
     end[0, doc + 6] = 5.0                                   # "18": "paris ( 18" 3 pieces
     start[0, doc + 1] = 4.0                                 # "muller"
     end[0, doc + 1] = 4.5
-    out = _postprocess(tokenizer, examples, f, start, end, n_best_size=3)
+    out = _postprocess(squad_tokenizer, examples, f, start, end, n_best_size=3)
     # As the original: the span is cut inside the doc token "(1895-1943)." where the
     # prediction ends ("18"), since get_final_text aligns characters, not tokens.
     assert out[0].text == "Paris (18"
     # With max_answer_length=2 "paris ( 18" is out and paris..opened ends before it
     # starts; best left: muller..opened (4 + 9; muller's own end 4.5 is not in the top 3).
-    out = _postprocess(tokenizer, examples, f, start, end, n_best_size=3, max_answer_length=2)
+    out = _postprocess(squad_tokenizer, examples, f, start, end, n_best_size=3, max_answer_length=2)
     assert out[0].text == "Müller opened"
     assert [n["text"] for n in out[0].nbest] == ["Müller opened"]
 
 
-def test_non_max_context_window_is_ignored(tokenizer):
+def test_non_max_context_window_is_ignored(squad_tokenizer):
     examples = squad_data.examples_from_json(v1_data(), is_training=False)[:1]
-    f = _features(tokenizer, examples, training=False)
+    f = _features(squad_tokenizer, examples, training=False)
     # 16 doc pieces, 8 per window, stride 3: windows start at pieces 0, 3, 6, 9.
     assert f["doc_span_index"].tolist() == [0, 1, 2, 3]
     # "paris" (doc token 4, piece 4) is in windows 0 and 1; window 0 gives it more
@@ -292,14 +228,14 @@ def test_non_max_context_window_is_ignored(tokenizer):
     end = np.zeros((4, 16), np.float32)
     start[0, where[0]] = end[0, where[0]] = 3.0
     start[1, where[1]] = end[1, where[1]] = 100.0
-    out = _postprocess(tokenizer, examples, f, start, end, n_best_size=2)
+    out = _postprocess(squad_tokenizer, examples, f, start, end, n_best_size=2)
     assert out[0].text == "Paris"
     assert out[0].nbest[0]["start_logit"] == pytest.approx(3.0)
 
 
-def test_v2_null_answer_and_threshold(tokenizer, tmp_path):
+def test_v2_null_answer_and_threshold(squad_tokenizer, tmp_path):
     examples = squad_data.examples_from_json(v2_data(), False, version_2_with_negative=True)
-    f = _features(tokenizer, examples, training=False, max_seq_length=32)
+    f = _features(squad_tokenizer, examples, training=False, max_seq_length=32)
     n = len(f["example_index"])
     start = np.zeros((n, 32), np.float32)
     end = np.zeros((n, 32), np.float32)
@@ -309,12 +245,12 @@ def test_v2_null_answer_and_threshold(tokenizer, tmp_path):
         start[r, doc[r] + 3] = 4.0                          # "on"
         end[r, doc[r] + 5] = 4.0                            # "mat"
     start[1, doc[1] + 3] = end[1, doc[1] + 5] = 1.0          # weak span for "neg"
-    out = _postprocess(tokenizer, examples, f, start, end, version_2_with_negative=True)
+    out = _postprocess(squad_tokenizer, examples, f, start, end, version_2_with_negative=True)
     assert [p.text for p in out] == ["on the mat", ""]
     assert out[0].null_score_diff == pytest.approx(6.0 - 8.0)
     assert out[1].null_score_diff == pytest.approx(6.0 - 2.0)
     assert "" in [n_["text"] for n_ in out[0].nbest]          # the null entry is listed
-    out = _postprocess(tokenizer, examples, f, start, end, version_2_with_negative=True,
+    out = _postprocess(squad_tokenizer, examples, f, start, end, version_2_with_negative=True,
                        null_score_diff_threshold=5.0)
     assert [p.text for p in out] == ["on the mat", "on the mat"]
 
@@ -342,14 +278,14 @@ def test_get_final_text_cases():
     assert squad_postprocess.get_final_text("ab", "abc", ["ab"]) == "abc"
 
 
-def test_empty_context_gets_a_filler_answer(tokenizer):
-    data = [{"paragraphs": [{"context": "   ", "qas": [_qa("e", "who?", answers=[])]}]}]
+def test_empty_context_gets_a_filler_answer(squad_tokenizer):
+    data = [{"paragraphs": [{"context": "   ", "qas": [make_qa("e", "who?", answers=[])]}]}]
     examples = squad_data.examples_from_json(data, False)
-    f = _features(tokenizer, examples, training=False)
+    f = _features(squad_tokenizer, examples, training=False)
     assert len(f["example_index"]) == 0
     empty = np.zeros((0, 16), np.float32)
-    assert _postprocess(tokenizer, examples, f, empty, empty)[0].text == "empty"
-    out = _postprocess(tokenizer, examples, f, empty, empty, version_2_with_negative=True)
+    assert _postprocess(squad_tokenizer, examples, f, empty, empty)[0].text == "empty"
+    out = _postprocess(squad_tokenizer, examples, f, empty, empty, version_2_with_negative=True)
     assert out[0].text == "" and out[0].null_score_diff > 0
 
 

@@ -7,8 +7,8 @@ import tensorflow as tf
 
 from bert_tf.tasks import make_task
 from bert_tf.tasks.squad_data import examples_from_json
-from tests.test_tasks_glue import tiny_task_model
-from tests.test_tasks_squad import VOCAB, shared_tokenizer
+from tests.helpers.squad import VOCAB
+from tests.helpers.tasks import tiny_task_model
 
 WORDS = [w for w in VOCAB if not w.startswith(("[", "##"))]
 
@@ -26,9 +26,8 @@ def articles(count, seed=0):
 
 
 @pytest.mark.parametrize("version_2,seed", [(False, 0), (True, 0), (False, 4)])
-def test_serving_answers_equal_host_postprocess(version_2, seed):
-    _, tokenizer = shared_tokenizer()
-    task = make_task("squad", tokenizer=tokenizer, max_seq_length=20, doc_stride=4,
+def test_serving_answers_equal_host_postprocess(squad_tokenizer, version_2, seed):
+    task = make_task("squad", tokenizer=squad_tokenizer, max_seq_length=20, doc_stride=4,
                      max_query_length=5, n_best_size=4, max_answer_length=4,
                      version_2_with_negative=version_2)
     data = articles(16, seed)
@@ -42,7 +41,7 @@ def test_serving_answers_equal_host_postprocess(version_2, seed):
             [p.null_score_diff for p in task.postprocess(outputs, features, examples)]))
     want = task.postprocess(outputs, features, examples)
 
-    module = task.serving_module(model, tokenizer, 20)
+    module = task.serving_module(model, squad_tokenizer, 20)
     paragraphs = data[0]["paragraphs"]
     got = module.serve_text(tf.constant([p["qas"][0]["question"] for p in paragraphs]),
                             tf.constant([p["context"] for p in paragraphs]))

@@ -9,20 +9,9 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import squad
-from tests.test_tasks_squad import (CTX1, VOCAB, _qa, shared_tokenizer, v1_data, v2_data,
-                                    write_json)
+from tests.helpers.squad import CTX1, VOCAB, make_qa, v1_data, v2_data, write_json
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(scope="module")
-def vocab_file():
-    return shared_tokenizer()[0]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return shared_tokenizer()[1]
 
 
 def tiny_config():
@@ -34,10 +23,10 @@ def tiny_config():
                       attention_probs_dropout_prob=0.0)
 
 
-def test_task_files_options_and_config(tmp_path, tokenizer):
+def test_task_files_options_and_config(tmp_path, squad_tokenizer):
     from bert_tf import tasks
 
-    task = tasks.make_task("squad", tokenizer=tokenizer, data_dir=str(tmp_path),
+    task = tasks.make_task("squad", tokenizer=squad_tokenizer, data_dir=str(tmp_path),
                            max_seq_length=32, version_2_with_negative=True, doc_stride=7)
     assert task.split_file("train").endswith("train-v2.0.json")
     assert task.split_file("dev").endswith("dev-v2.0.json")
@@ -45,7 +34,7 @@ def test_task_files_options_and_config(tmp_path, tokenizer):
         task.get_examples("dev")
     config = task.task_config()
     assert config["task_name"] == "squad" and config["doc_stride"] == 7
-    again = tasks.task_from_config(config, tokenizer)
+    again = tasks.task_from_config(config, squad_tokenizer)
     assert again.version_2_with_negative and again.doc_stride == 7
     assert again.max_seq_length == 32
     spec = task.feature_spec()
@@ -53,7 +42,7 @@ def test_task_files_options_and_config(tmp_path, tokenizer):
     assert spec["input_word_ids"] == ([32], "int64")
 
 
-def test_overfit_one_paragraph_then_answer(tmp_path, tokenizer):
+def test_overfit_one_paragraph_then_answer(tmp_path, squad_tokenizer):
     """Train the tiny model on the training features; it must then answer them."""
     import keras
     import tensorflow as tf
@@ -62,7 +51,7 @@ def test_overfit_one_paragraph_then_answer(tmp_path, tokenizer):
 
     keras.utils.set_random_seed(1)
     path = write_json(tmp_path / "train.json", v1_data())
-    task = squad.SquadTask(tokenizer=tokenizer, max_seq_length=24, doc_stride=4,
+    task = squad.SquadTask(tokenizer=squad_tokenizer, max_seq_length=24, doc_stride=4,
                            max_query_length=6, files={"train": path, "dev": path})
     train = task.get_examples("train")
     features = task.convert_examples(train, "train")
@@ -102,17 +91,17 @@ def test_overfit_one_paragraph_then_answer(tmp_path, tokenizer):
     assert written["first"] == "Café Müller"
 
 
-def test_finetune_command_squad_v2(tmp_path, vocab_file):
+def test_finetune_command_squad_v2(tmp_path, squad_vocab_file):
     """`finetune --task_name=squad --version_2_with_negative` end to end (2 steps)."""
     from bert_tf.encoder import BertEncoder
     from bert_tf.model_dir import write_model_dir
 
     init = tmp_path / "init"
     write_model_dir(str(init), tiny_config(), {"encoder": BertEncoder(tiny_config())},
-                    vocab_file=vocab_file, do_lower_case=True)
+                    vocab_file=squad_vocab_file, do_lower_case=True)
     train = write_json(tmp_path / "train.json", v2_data(), "v2.0")
     dev = write_json(tmp_path / "dev.json", v2_data() + [{"paragraphs": [{
-        "context": CTX1, "qas": [_qa("extra", "When?", "1895", CTX1.index("1895"))]}]}], "v2.0")
+        "context": CTX1, "qas": [make_qa("extra", "When?", "1895", CTX1.index("1895"))]}]}], "v2.0")
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "bert_tf.finetune", "--task_name=squad", f"--init_checkpoint={init}",
             f"--train_file={train}", f"--predict_file={dev}", f"--output_dir={out}",

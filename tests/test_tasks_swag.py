@@ -116,7 +116,7 @@ def test_serving_equals_host_postprocess(tmp_path):
     import tensorflow as tf
 
     from bert_tf.tokenization import BertTokenizer
-    from tests.test_tasks_glue import tiny_task_model
+    from tests.helpers.tasks import tiny_task_model
 
     words = sorted({w for row in ROWS for text in row[3:11] for w in
                     text.lower().replace(".", " . ").replace(",", " , ").replace('"', ' " ')

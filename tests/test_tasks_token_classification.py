@@ -11,9 +11,8 @@ import pytest
 from bert_tf.tasks import make_task, metrics, task_from_config
 from bert_tf.tasks.token_classification import (KLUE_NER_LABELS, char_tags_from_units,
                                                 read_char_level)
-from tests.helpers import write_vocab
-from tests.test_tasks_glue import tiny_task_model
-from tests.test_tasks_own_data import one_line_error, write
+from tests.helpers import write_text as write, write_vocab
+from tests.helpers.tasks import one_line_error, tiny_task_model
 
 KLUE_NER = ("korean", "klue", "klue-ner-v1.1_dev.first3000.tsv")
 SMALL_CONLL = "-DOCSTART- -X- O O\n\nEU NNP I-ORG\nrejects VBZ O\nGerman JJ I-MISC\n\n" \

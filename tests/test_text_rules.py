@@ -14,8 +14,8 @@ from bert_tf import constants
 from bert_tf import text_rules as tr
 from bert_tf import tokenization
 from tests import reference_tokenizer as ref
-from tests.conftest import REPO_ROOT, SHARED_DATA
-from tests.test_tokenization import HARD_TEXTS
+from tests.helpers import REPO_ROOT, SHARED_DATA
+from tests.helpers.text import HARD_TEXTS
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 

@@ -3,16 +3,14 @@ every code point, fuzzed context rules (final sigma, NFD reordering), random voc
 WordPiece, and real corpora (Wikipedia, GLUE, CoNLL-2003) cased and uncased."""
 
 import csv
-import unicodedata
 
 import numpy as np
 import pytest
 
 from bert_tf.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
-from tests.conftest import SHARED_DATA
-from tests.helpers import first_lines, piece_spans
-from tests.test_tokenization import HARD_TEXTS, cased_vocab_tokens, write_vocab
+from tests.helpers import SHARED_DATA, first_lines, piece_spans, write_vocab
+from tests.helpers.text import HARD_TEXTS, all_code_point_texts, cased_vocab_tokens
 
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 ENWIKI = SHARED_DATA / "pretrain" / "enwiki_2015_bert_format.txt"
@@ -94,24 +92,10 @@ def _compare_ids(tok, oracle, texts, batch=512):
 # ------------------------------------------------------------------ every code point
 
 
-def _all_code_point_texts():
-    """Every assigned code point (and every 97th unassigned / private-use one, and all
-    of the CJK ranges) inside a word, a few hundred per text."""
-    cps = [cp for cp in range(0x110000)
-           if unicodedata.category(chr(cp)) not in ("Cn", "Co", "Cs") or cp % 97 == 0
-           or ref._is_chinese_char(cp)]
-    # Surrogates cannot be UTF-8 words; tests/test_tokenization.py checks their ids.
-    cps = [cp for cp in cps if not 0xD800 <= cp <= 0xDFFF]
-    texts = []
-    for i in range(0, len(cps), 300):
-        texts.append(" ".join(f"a{chr(cp)}b" for cp in cps[i:i + 300]))
-    return texts
-
-
 @pytest.mark.parametrize("lower", [True, False])
 def test_every_code_point_basic(uncased, cased_vocab_file, lower):
     tok = uncased if lower else BertTokenizer(cased_vocab_file, do_lower_case=False)
-    _compare_basic(tok, _all_code_point_texts(), lower)
+    _compare_basic(tok, all_code_point_texts(), lower)
 
 
 # ------------------------------------------------------------------ context rules (fuzz)

@@ -20,7 +20,7 @@ from bert_tf.training import losses, optimization
 from bert_tf.training.loop import NonFiniteLossError, Trainer
 from bert_tf.training.run import OutputDirRun
 from tests.helpers import loop_options
-from tests.test_data_pretraining import PRED, SEQ, write_records
+from tests.helpers.training import PRED, SEQ, LinearModel, write_records
 
 CFG = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=64, max_position_embeddings=SEQ,
@@ -242,25 +242,13 @@ def test_an_overwrite_restores_the_start_point_before_setting_the_earlier_run_as
     assert sorted(os.listdir(out)) == before
 
 
-class _Linear(keras.Model):
-    """y = Wx + b."""
-
-    def __init__(self):
-        super().__init__(name="linear")
-        self.dense = keras.layers.Dense(1, name="dense")
-        self.dense.build((None, 2))
-
-    def call(self, features, training=None):
-        return {"y": self.dense(features["x"])}
-
-
 def test_nan_loss_stops_at_the_loop_end_naming_that_step_without_saving(tmp_path):
     x = np.ones((12, 2), np.float32)
     x[4] = np.nan  # global batch size 2: the 3rd step sees it
     y = np.ones((12, 1), np.float32)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
-        model = _Linear()
+        model = LinearModel()
         optimizer = optimization.create_optimizer(0.1, 10)
     trainer = Trainer(model, lambda l, o: tf.reduce_mean((o["y"] - l["y"]) ** 2), optimizer,
                       strategy, output_dir=str(tmp_path),

@@ -9,7 +9,6 @@ Commands run in process on a tiny model (the CLI wraps the same `run`), so the w
 matrix costs a few minutes. `python -m tests.test_user_files_property` prints the matrix.
 """
 
-import hashlib
 import os
 import shutil
 import sys
@@ -18,26 +17,13 @@ import pytest
 
 from bert_tf import cli, output_guard
 from bert_tf.setting_fields import parse_args
-from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, tiny_config,
+from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, snapshot, tiny_config,
                            write_sst2_dir, write_vocab)
 
 WORDS = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "again", "and", ".", *WORDS]
 TARGETS = ("user_dir", "user_file", "dot", "symlink", "input", "holds_input",
            "other_output", "same_job")
-
-
-def snapshot(root) -> dict:
-    """Every file below `root` (symlinks not followed) -> sha256 of its bytes."""
-    out = {}
-    for directory, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(directory, name)
-            if os.path.islink(path):
-                continue
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 # ------------------------------------------------------------------ the inputs

@@ -157,9 +157,10 @@ def render() -> str:
     for f in files:
         source = (ROOT / f).read_text(encoding="utf-8")
         deps = set(deps_of(f, modules))
-        if f.startswith("tests/") and f != "tests/conftest.py":
-            deps.add(":tests_conftest")
         if f.startswith("tests/test_"):
+            # pytest loads conftest.py before a test file. Not a dep of tests/helpers:
+            # conftest.py imports them, and Bazel allows no cycle.
+            deps.add(":tests_conftest")
             heavy = (imports_heavy(f, modules) or f in IMPORT_TENSORFLOW_WHEN_RUN
                      or any(word in source for word in STARTS_COMMANDS_OR_MODELS))
             out.extend(pytest_target(target_name(f), [f], [f], heavy, deps))

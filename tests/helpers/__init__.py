@@ -1,16 +1,24 @@
-"""What the tests share: the tiny model config, a model directory to start from, and a
-runner of the commands (`python -m bert_tf.X` / `python -m data_prep.X`) in a subprocess.
+"""What the tests share besides fixtures (those are in tests/conftest.py): the tiny model
+config, a model directory to start from, and a runner of the commands
+(`python -m bert_tf.X` / `python -m data_prep.X`) in a subprocess.
+
+A test file imports from here, never from another test file (tests/test_layers_imports.py
+checks). Helpers of one subject are modules of this package (export, training, tasks,
+squad, text, pretraining_oracle); those may import TensorFlow at the top, this one does not:
+TensorFlow-free test files use it, and conftest.py, which every test loads.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pathlib
 import subprocess
 import sys
 from typing import Optional, Sequence, Union
 
-from tests.conftest import REPO_ROOT
-
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 REPO = str(REPO_ROOT)
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Toy SST-2 sentences: separable by their words, so a tiny model learns them in a few steps.
@@ -58,11 +66,33 @@ def first_lines(path, n: int, keep=str.strip) -> list:
     return out
 
 
-def write_vocab(path, tokens: Sequence[str]) -> str:
-    """Writes `tokens` one per line (UTF-8); returns the path as a string."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
+def write_vocab(path, tokens: Sequence[str], trailing_newline: bool = True,
+                newline: str = "\n") -> str:
+    """Writes `tokens` one per line (UTF-8, lines ended by `newline`, the last one too
+    with `trailing_newline`); returns the path as a string."""
+    data = newline.join(tokens) + (newline if trailing_newline else "")
+    with open(path, "wb") as f:
+        f.write(data.encode("utf-8"))
     return str(path)
+
+
+def write_text(path, text: str) -> str:
+    """Writes `text` to `path` (a pathlib.Path) as UTF-8; returns the path as a string."""
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def snapshot(root) -> dict:
+    """Every file below `root` (symlinks not followed) -> sha256 of its bytes."""
+    out = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                continue
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
 
 
 def make_model_dir(directory, vocab: Union[str, os.PathLike, Sequence[str], None] = None,
