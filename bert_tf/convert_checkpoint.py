@@ -51,9 +51,10 @@ from typing import Optional
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import errors, file_io, output_guard, setting_fields
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.core import errors, file_io, output_guard
+from bert_tf.app import setting_fields
+from bert_tf.app.setting_fields import setting
 
 SOURCE_FORMATS = ("tf1", "huggingface", "keras_hub", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
@@ -114,7 +115,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
             and not os.path.exists(input_path + ".index")):
         raise FileNotFoundError(f"--input={input_path}: no such file or directory")
     if target_format in ("bert_tf", "tf1"):  # read by TF's reader, which globs the path
-        from bert_tf import model_dir
+        from bert_tf.model import model_dir
 
         model_dir.check_checkpoint_path(output_dir, "--output_dir")
     inputs = [input_path, input_path + ".index", bert_config_file, vocab_file]
@@ -153,7 +154,7 @@ def _written_prefix(output_dir: str) -> str:
 def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config_file,
                   vocab_file, do_lower_case, task_name) -> str:
     # late: flag errors are reported without loading TF
-    from bert_tf import model_dir
+    from bert_tf.model import model_dir
     from bert_tf.checkpoints import huggingface, keras_hub, tf1, weights as weights_lib
 
     if source_format == "bert_tf":

@@ -34,10 +34,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, setting_fields, settings
-from bert_tf.errors import BertTfError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.core import output_guard
+from bert_tf.app import setting_fields, settings
+from bert_tf.core.errors import BertTfError
+from bert_tf.app.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -154,9 +155,9 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
                  num_new_tokens: int, do_lower_case: Optional[bool],
                  strip_accents: Optional[bool], pre_tokenizer: Optional[str],
                  min_frequency: int, max_input_lines: int) -> dict:
-    from bert_tf import model_dir
-    from bert_tf.models import BertPretrainer
-    from bert_tf.text_rules import WordPieceTokenizer, load_vocab
+    from bert_tf.model import model_dir
+    from bert_tf.model.pretrainer import BertPretrainer
+    from bert_tf.text.text_rules import WordPieceTokenizer, load_vocab
     from data_prep import build_vocab as bv
 
     # The model as it is, and the text settings the new corpus is read with (the flags,
@@ -222,8 +223,8 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
 
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
-    from bert_tf import model_dir
-    from bert_tf.constants import PRETRAINING_HEADS
+    from bert_tf.model import model_dir
+    from bert_tf.core.constants import PRETRAINING_HEADS
 
     start = model_dir.restore_start_point(resolved, model.checkpoint_items(),
                                           optional=PRETRAINING_HEADS)

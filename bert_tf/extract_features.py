@@ -42,10 +42,10 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import setting_fields, settings
-from bert_tf.errors import UsageError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.app import setting_fields, settings
+from bert_tf.core.errors import UsageError
+from bert_tf.app.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -183,7 +183,7 @@ def write_jsonl(path: str, records: Iterable[dict]) -> int:
     """Writes one JSON object per line as extract_features' output; returns how many."""
     import tensorflow as tf
 
-    from bert_tf import output_guard  # whole or not at all (docs/contracts.md §6)
+    from bert_tf.core import output_guard  # whole or not at all (docs/contracts.md §6)
 
     count = 0
     with output_guard.output_file(path, "extract_features") as tmp, \
@@ -234,14 +234,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
-    from bert_tf import output_guard
+    from bert_tf.core import output_guard
 
     with output_guard.locked(config.output_file, flag="--output_file"):
         return _run(config)
 
 
 def _run(config: ExtractConfig) -> int:
-    from bert_tf import model_dir, output_guard
+    from bert_tf.model import model_dir
+    from bert_tf.core import output_guard
     from bert_tf.training import strategy as strategy_lib
 
     # Written only where nothing is, or over an earlier extract_features output.

@@ -38,10 +38,10 @@ from typing import Callable, Dict, Optional, Sequence
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import setting_fields, settings
-from bert_tf.errors import BertTfError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.app import setting_fields, settings
+from bert_tf.core.errors import BertTfError
+from bert_tf.app.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -134,9 +134,9 @@ def _run(config: FinetuneConfig, output) -> Dict:
     """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
-    from bert_tf import model_dir
+    from bert_tf.model import model_dir, run_record
     from bert_tf import tasks
-    from bert_tf.constants import ENCODER
+    from bert_tf.core.constants import ENCODER
     from bert_tf.training import strategy as strategy_lib
     from bert_tf.training.loop import LoopOptions
 
@@ -151,7 +151,7 @@ def _run(config: FinetuneConfig, output) -> Dict:
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
-    record = model_dir.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
+    record = run_record.RunRecord("finetune", resolved.config, resolved.vocab_file, resolved.text,
                           config.optimizer if config.do_train else None,
                           config.max_seq_length, task.task_config(), schedule, length,
                           data=_data_read(config))
@@ -161,7 +161,7 @@ def _run(config: FinetuneConfig, output) -> Dict:
                  model_files=[resolved.vocab_file, config.bert_config_file],
                  is_chief=strategy_lib.is_chief(strategy))
     with strategy.scope():
-        from bert_tf.encoder import BertEncoder
+        from bert_tf.model.encoder import BertEncoder
 
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
     options = LoopOptions.from_config(config, strategy)
@@ -205,7 +205,7 @@ def _resolve_model_dir(config: FinetuneConfig):
     if resolved.text.pre_tokenizer:
         logging.warning("%s was pretrained on text pre-split by --pre_tokenizer=%s: give "
                         "the task's text split the same way (python -m "
-                        "bert_tf.pre_tokenizers)", config.init_checkpoint or config.output_dir,
+                        "bert_tf.text.pre_tokenizers)", config.init_checkpoint or config.output_dir,
                         resolved.text.pre_tokenizer)
     return resolved
 
@@ -213,7 +213,7 @@ def _resolve_model_dir(config: FinetuneConfig):
 def _initialize(config: FinetuneConfig, task, model, resolved):
     """The start point (the Trainer calls it only when --output_dir holds nothing to
     resume): `Task.initialize`, and the refusal of a run that would score random weights."""
-    from bert_tf.constants import TASK_HEAD
+    from bert_tf.core.constants import TASK_HEAD
 
     start = task.initialize(model, resolved)
     if start is None:
@@ -356,7 +356,7 @@ def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> di
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
     import tensorflow as tf
 
-    from bert_tf import model_dir
+    from bert_tf.model import model_dir
 
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")

@@ -25,10 +25,10 @@ from typing import Optional
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import setting_fields, settings
-from bert_tf.errors import UsageError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.app import setting_fields, settings
+from bert_tf.core.errors import UsageError
+from bert_tf.app.setting_fields import setting
 
 FLAGS = flags.FLAGS
 
@@ -98,10 +98,10 @@ def _run(config: PretrainConfig, output) -> None:
     """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
     import tensorflow as tf
 
-    from bert_tf import model_dir
+    from bert_tf.model import model_dir, run_record
     from bert_tf.data.pretraining import pretraining_dataset
     from bert_tf.data.records import RecordFiles, list_record_files
-    from bert_tf.models import BertPretrainer
+    from bert_tf.model.pretrainer import BertPretrainer
     from bert_tf.training import losses
     from bert_tf.training.loop import LoopOptions, Trainer
 
@@ -114,7 +114,7 @@ def _run(config: PretrainConfig, output) -> None:
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
     schedule, length = config.schedule_settings() if config.do_train else (None, None)
-    record = model_dir.RunRecord("pretrain", resolved.config, resolved.vocab_file,
+    record = run_record.RunRecord("pretrain", resolved.config, resolved.vocab_file,
                                  resolved.text,
                                  config.optimizer if config.do_train else None,
                                  config.max_seq_length, schedule=schedule,
@@ -210,8 +210,8 @@ def _initialize(model, resolved):
     """The start point (called by the Trainer only when --output_dir has nothing to resume):
     --init_checkpoint's encoder, and its pretraining heads when it has them (a converted
     or pretrained dir; a fine-tuned one gives the encoder only). None: random weights."""
-    from bert_tf import model_dir
-    from bert_tf.constants import PRETRAINING_HEADS
+    from bert_tf.model import model_dir
+    from bert_tf.core.constants import PRETRAINING_HEADS
 
     if not resolved.path:
         return None

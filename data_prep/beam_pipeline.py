@@ -39,8 +39,8 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-from bert_tf import output_guard
-from bert_tf.file_io import is_remote
+from bert_tf.core import output_guard
+from bert_tf.core.file_io import is_remote
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import tfrecord_writer
@@ -264,10 +264,10 @@ def parse_args(argv: Sequence[str]):
         ap.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=getattr(d, name))
         ap.add_argument(f"--no{name}", dest=name, action="store_false")
     # --strip_accents / --nostrip_accents (default: follows --do_lower_case) and
-    # --pre_tokenizer, as bert_tf.settings declares them for the absl commands.
+    # --pre_tokenizer, as bert_tf.app.settings declares them for the absl commands.
     ap.add_argument("--strip_accents", type=_bool, nargs="?", const=True, default=None)
     ap.add_argument("--nostrip_accents", dest="strip_accents", action="store_false")
-    from bert_tf.pre_tokenizers import PRE_TOKENIZERS
+    from bert_tf.text.pre_tokenizers import PRE_TOKENIZERS
 
     ap.add_argument("--pre_tokenizer", choices=PRE_TOKENIZERS, default=None)
     for name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "random_seed",
@@ -350,6 +350,6 @@ def main():
 
 
 if __name__ == "__main__":
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.run_plain(main)

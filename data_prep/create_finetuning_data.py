@@ -25,11 +25,12 @@ from typing import List, Optional, Sequence
 
 from absl import flags
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, setting_fields, settings
-from bert_tf.errors import UsageError
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.core import output_guard
+from bert_tf.app import setting_fields, settings
+from bert_tf.core.errors import UsageError
 from bert_tf import tasks
-from bert_tf.setting_fields import setting
+from bert_tf.app.setting_fields import setting
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev")  # test has no labels to train on

@@ -67,6 +67,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.run_main(main, define_flags)

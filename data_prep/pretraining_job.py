@@ -26,7 +26,8 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from bert_tf import file_io, output_guard, text_rules
+from bert_tf.core import file_io, output_guard
+from bert_tf.text import text_rules
 from data_prep import corpus
 from data_prep import document_store
 from data_prep.corpus import CorpusError

@@ -39,9 +39,9 @@ import random
 import struct
 from typing import Dict, List, Optional, Sequence
 
-from bert_tf import text_rules
-from bert_tf.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
-from bert_tf.setting_fields import REQUIRED, CorpusTextSettings, Settings, override, setting
+from bert_tf.text import text_rules
+from bert_tf.core.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
+from bert_tf.app.setting_fields import REQUIRED, CorpusTextSettings, Settings, override, setting
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import pretraining_instances as pi
@@ -89,7 +89,7 @@ class JobConfig(Settings):
                            "reporting FILE:LINE and skipping it.")
     tokenizer: str = setting(
         "python", "WordPiece implementation: 'python' (the original's rules with a word "
-        "cache; fast, no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
+        "cache; fast, no TensorFlow in the workers) or 'tensorflow' (bert_tf.text.tokenization, "
         "in-graph). Both give the original FullTokenizer's ids.",
         choices=("python", "tensorflow"))
     # 0: in this process (tests). The command's default is the CPU count.
@@ -134,7 +134,7 @@ class JobConfig(Settings):
         if self.unit_bytes < 0 or self.shuffle_bucket_bytes < 1:
             raise ValueError("unit_bytes must be >= 0, shuffle_bucket_bytes >= 1")
         if self.pre_tokenizer:
-            from bert_tf import pre_tokenizers
+            from bert_tf.text import pre_tokenizers
 
             pre_tokenizers.check_available(self.pre_tokenizer)
 
@@ -177,7 +177,7 @@ class UnitProcessor:
             vocab_tokens = [t if t is not None else "" for t in vocab_tokens]
             token_to_id = tok.vocab
         elif cfg.tokenizer == "tensorflow":
-            from bert_tf.tokenization import BertTokenizer
+            from bert_tf.text.tokenization import BertTokenizer
 
             tf_tok = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case,
                                    strip_accents=cfg.strip_accents)
@@ -192,7 +192,7 @@ class UnitProcessor:
             is_continuation=pi.continuation_table(vocab_tokens))
         self.pre_split = None
         if cfg.pre_tokenizer:
-            from bert_tf import pre_tokenizers
+            from bert_tf.text import pre_tokenizers
 
             self.pre_split = pre_tokenizers.get_pre_tokenizer(cfg.pre_tokenizer)
         self.encoder = tfrecord_writer.ExampleEncoder(

@@ -24,8 +24,8 @@ from array import array
 from itertools import chain
 from typing import Iterator, NamedTuple, Sequence
 
-from bert_tf import output_guard
-from bert_tf.constants import length_delimited, varint
+from bert_tf.core import output_guard
+from bert_tf.core.constants import length_delimited, varint
 
 
 def _int64_feature(packed: bytes) -> bytes:
@@ -451,7 +451,7 @@ class RecordSpill:
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds
-    (`bert_tf.output_guard.atomic_file`: a hidden, unpredictable name a left-over never
+    (`bert_tf.core.output_guard.atomic_file`: a hidden, unpredictable name a left-over never
     shares with a glob of the records).
 
     An interrupted or failed write leaves no file at `path` (and removes the temporary), so

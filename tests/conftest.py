@@ -21,7 +21,7 @@ def _configure_logical_cpus():
     # Must happen before TF initialises its devices; MirroredStrategy tests need 2.
     # TensorFlow's C++ start-up lines (cudart stubs, oneDNN notices, cuInit) go through
     # the commands' own stderr filter, so they do not flood the suite's output.
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.configure_environment([])
     import tensorflow as tf

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, export_onnx, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import write_model_dir
+from bert_tf.export import saved_model, export_onnx
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.model_dir import write_model_dir
 from tests.test_export import encoder_dir, ids_batch, run_export_model  # noqa: F401 (fixture)
 from tests.test_export_tasks import (BAD_TEXTS, fine_tuned_dir, packed, tokenizer,  # noqa: F401
                                      vocab_file)
@@ -21,9 +22,9 @@ from tests.test_export_tasks import (BAD_TEXTS, fine_tuned_dir, packed, tokenize
 
 def saved_model_outputs(resolved, batches, tmp_path):
     """The ids SavedModel's (`export_model --notext_signatures`) outputs on each batch."""
-    path = export.export_model_dir(resolved, str(tmp_path / "saved_model"),
+    path = saved_model.export_model_dir(resolved, str(tmp_path / "saved_model"),
                                    text_signatures=False)
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     return [{k: v.numpy() for k, v in fn(**{k: tf.constant(v, tf.int32)
                                             for k, v in inputs.items()}).items()}
             for inputs in batches]
@@ -131,7 +132,7 @@ def test_ops_without_onnx_form_are_a_clear_error(tmp_path):
 
     module = Tokenizing()
     tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.f})
-    with pytest.raises(export.ExportError, match=r"^runs/x: .*UnicodeDecode.*tokenize with"):
+    with pytest.raises(saved_model.ExportError, match=r"^runs/x: .*UnicodeDecode.*tokenize with"):
         export_onnx.convert_saved_model(str(tmp_path), source="runs/x")
 
 

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import TASK_CONFIG_FILE, write_model_dir
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.model_dir import TASK_CONFIG_FILE, write_model_dir
 from bert_tf.tasks import make_task
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 from tests.test_export import read_warmup, run_clean
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jumps",
@@ -72,17 +73,17 @@ def packed(tokenizer, a, b=None, length=16):
 def mrpc(tmp_path_factory, vocab_file, tokenizer):
     root = tmp_path_factory.mktemp("mrpc_model")
     task, model = fine_tuned_dir(root, "mrpc", vocab_file, tokenizer, max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(root)),
+    path = saved_model.export_model_dir(model_dir.resolve(str(root)),
                                    str(tmp_path_factory.mktemp("mrpc_export")))
     return task, model, path, tf.saved_model.load(path)
 
 
 def test_classifier_layout_and_assets(mrpc):
     _, _, path, loaded = mrpc
-    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    assert sorted(loaded.signatures) == [saved_model.SERVING_DEFAULT, saved_model.IDS_SIGNATURE]
     assert open(os.path.join(path, "assets", "vocab.txt")).read().split("\n")[:len(VOCAB)] == VOCAB
     assert open(os.path.join(path, "assets", "labels.txt")).read().split() == ["0", "1"]
-    text_fn = loaded.signatures[export.SERVING_DEFAULT]
+    text_fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     assert sorted(text_fn.structured_input_signature[1]) == ["text", "text_b"]
     assert sorted(text_fn.structured_outputs) == ["label", "label_id", "logits", "probabilities"]
 
@@ -91,7 +92,7 @@ def test_classifier_text_and_ids_match_keras(mrpc, tokenizer):
     _, model, _, loaded = mrpc
     a = BAD_TEXTS
     b = list(reversed(BAD_TEXTS))
-    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(a), text_b=as_bytes(b))
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], text=as_bytes(a), text_b=as_bytes(b))
     ids = packed(tokenizer, a, b)
     assert ids["input_word_ids"].shape[1] == 16  # the long pair is truncated, not an error
     want = model(ids, training=False)["logits"].numpy()
@@ -99,7 +100,7 @@ def test_classifier_text_and_ids_match_keras(mrpc, tokenizer):
     np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(want).numpy(), atol=1e-5)
     assert got["label_id"].tolist() == want.argmax(-1).tolist()
     assert [x.decode() for x in got["label"]] == [["0", "1"][i] for i in want.argmax(-1)]
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
 
 
@@ -110,19 +111,19 @@ def test_classifier_split_in_two_matches_keras(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "mrpc", vocab_file, tokenizer, max_seq_length=16)
     resolved = model_dir.resolve(str(tmp_path / "m"))
-    path = export.export_model_dir(resolved, str(tmp_path / "e"), parallel_branches=2)
+    path = saved_model.export_model_dir(resolved, str(tmp_path / "e"), parallel_branches=2)
     ids = packed(tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
-    got = call(tf.saved_model.load(path).signatures[export.IDS_SIGNATURE], **ids)
+    got = call(tf.saved_model.load(path).signatures[saved_model.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
                                atol=1e-5)
-    with pytest.raises(export.ExportError, match="--parallel_branches=3 must divide"):
-        export.export_model_dir(resolved, str(tmp_path / "e3"), parallel_branches=3)
+    with pytest.raises(saved_model.ExportError, match="--parallel_branches=3 must divide"):
+        saved_model.export_model_dir(resolved, str(tmp_path / "e3"), parallel_branches=3)
     assert not os.path.exists(tmp_path / "e3")
 
 
 def test_invalid_utf8_bytes_are_dropped_as_the_original(mrpc):
     _, _, _, loaded = mrpc
-    fn = loaded.signatures[export.SERVING_DEFAULT]
+    fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     bad = call(fn, text=as_bytes([b"bad \xff\xfe fox\xc3"]), text_b=as_bytes(["dog"]))
     clean = call(fn, text=as_bytes(["bad  fox"]), text_b=as_bytes(["dog"]))
     np.testing.assert_allclose(bad["logits"], clean["logits"], atol=1e-6)
@@ -131,13 +132,13 @@ def test_invalid_utf8_bytes_are_dropped_as_the_original(mrpc):
 def test_classifier_clean_process_and_warmup(mrpc, tmp_path):
     _, _, path, loaded = mrpc
     inputs = {"text": as_bytes(BAD_TEXTS[:4]), "text_b": as_bytes(BAD_TEXTS[3:7])}
-    (got,) = run_clean(path, [(export.SERVING_DEFAULT, inputs)], tmp_path)
-    want = call(loaded.signatures[export.SERVING_DEFAULT], **inputs)
+    (got,) = run_clean(path, [(saved_model.SERVING_DEFAULT, inputs)], tmp_path)
+    want = call(loaded.signatures[saved_model.SERVING_DEFAULT], **inputs)
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
     assert got["label"].tolist() == want["label"].tolist()
     logs = read_warmup(path)
     assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == \
-        [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+        [saved_model.SERVING_DEFAULT, saved_model.IDS_SIGNATURE]
     for log in logs:
         request = log.predict_log.request
         inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
@@ -148,8 +149,8 @@ def test_classifier_clean_process_and_warmup(mrpc, tmp_path):
 def test_regression_export(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "sts-b", vocab_file, tokenizer, max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     got = call(fn, text=as_bytes(BAD_TEXTS), text_b=as_bytes(BAD_TEXTS))
     want = model(packed(tokenizer, BAD_TEXTS, BAD_TEXTS), training=False)["logits"].numpy()
     np.testing.assert_allclose(got["score"], want[:, 0], atol=1e-5)
@@ -162,11 +163,11 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", "conll2003", vocab_file, tokenizer,
                                  max_seq_length=8)  # 6 pieces per window: long texts split
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     texts = ["The quick brown foxes jumping.", "", "  ", "서울 北京  is U.S.A. capital",
              "the lazy dog " * 5]
-    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(texts))
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], text=as_bytes(texts))
     for row, text in enumerate(texts):
         words = text.split()
         n = int(got["num_words"][row])
@@ -176,7 +177,7 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
         assert [w.decode() for w in got["words"][row][:n]] == words
         assert (got["start_char"][row][n:] == -1).all() and (got["tags"][row][n:] == b"").all()
     # Invalid UTF-8 bytes are dropped; offsets count each bad byte as one character.
-    bad = call(loaded.signatures[export.SERVING_DEFAULT],
+    bad = call(loaded.signatures[saved_model.SERVING_DEFAULT],
                text=as_bytes([b"bad \xff\xfe fox\xc3", b"\xff"]))
     assert bad["num_words"].tolist() == [2, 0]
     assert bad["words"][0][:2].tolist() == [b"bad", b"fox"]
@@ -184,7 +185,7 @@ def test_ner_words_tags_and_offsets(tmp_path, vocab_file, tokenizer):
     assert bad["end_char"][0][:2].tolist() == [3, 10]
     # The ids signature equals the Keras model.
     ids = packed(tokenizer, texts, length=8)
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     want_logits = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(by_ids["logits"], want_logits, atol=1e-5)
     assert by_ids["tag_ids"].tolist() == want_logits.argmax(-1).tolist()
@@ -208,9 +209,9 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
     opts = dict(max_seq_length=16, doc_stride=3, max_query_length=4, n_best_size=5,
                 max_answer_length=4)
     task, model = fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, **opts)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
-    fn = loaded.signatures[export.SERVING_DEFAULT]
+    fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     assert sorted(fn.structured_input_signature[1]) == ["context", "question"]
     questions = ["where is seoul?", "what jumps over the lazy dog in korea?", "서울", "fox",
                  b"\xff where", "  "]
@@ -245,7 +246,7 @@ def test_squad_answers_match_the_original_rule(tmp_path, vocab_file, tokenizer):
             np.testing.assert_allclose(got["score"][row], best["start_logit"] + best["end_logit"],
                                        atol=1e-5)
     ids = packed(tokenizer, ["where is seoul?"], ["seoul is the capital of korea."])
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     want = model(ids, training=False)
     np.testing.assert_allclose(by_ids["start_logits"], want["start_logits"].numpy(), atol=1e-5)
     np.testing.assert_allclose(by_ids["end_logits"], want["end_logits"].numpy(), atol=1e-5)
@@ -255,8 +256,8 @@ def test_squad_v2_null_answer(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     fine_tuned_dir(tmp_path / "m", "squad", vocab_file, tokenizer, max_seq_length=16,
                    version_2_with_negative=True, null_score_diff_threshold=-1e6)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     got = call(fn, question=as_bytes(["where is seoul?"]),
                context=as_bytes(["seoul is the capital of korea."]))
     # A threshold far below any score difference: every question is unanswerable.
@@ -269,7 +270,7 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
 
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "sst-2", vocab_file, tokenizer, max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"),
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"),
                                    text_signatures=False)
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
@@ -279,13 +280,13 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, vocab_file, tokenizer):
     assert not any("Wordpiece" in op for op in ops), sorted(ops)
     assert os.path.exists(os.path.join(path, "assets", "vocab.txt"))
     loaded = tf.saved_model.load(path)
-    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT]
+    assert sorted(loaded.signatures) == [saved_model.SERVING_DEFAULT]
     ids = packed(tokenizer, ["the quick fox", "서울"])
-    got = call(loaded.signatures[export.SERVING_DEFAULT], **ids)
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], **ids)
     np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
                                atol=1e-5)
     (log,) = read_warmup(path)
-    assert log.predict_log.request.model_spec.signature_name == export.SERVING_DEFAULT
+    assert log.predict_log.request.model_spec.signature_name == saved_model.SERVING_DEFAULT
 
 
 # ------------------------------------------------------------------ SWAG (multiple choice)
@@ -294,12 +295,12 @@ def test_multiple_choice_export(tmp_path, vocab_file, tokenizer):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", "swag", vocab_file, tokenizer,
                                  max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
-    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    assert sorted(loaded.signatures) == [saved_model.SERVING_DEFAULT, saved_model.IDS_SIGNATURE]
     contexts = BAD_TEXTS[:4]
     endings = [[BAD_TEXTS[(i + k) % len(BAD_TEXTS)] for k in range(4)] for i in range(4)]
-    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(contexts),
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], text=as_bytes(contexts),
                endings=np.array([as_bytes(row) for row in endings]))
     flat = packed(tokenizer, [c for c in contexts for _ in range(4)],
                   [e for row in endings for e in row])
@@ -309,7 +310,7 @@ def test_multiple_choice_export(tmp_path, vocab_file, tokenizer):
     np.testing.assert_allclose(got["logits"], want, atol=1e-5)
     np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(want).numpy(), atol=1e-5)
     assert got["label_id"].tolist() == want.argmax(-1).tolist()
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
     for log in read_warmup(path):
         request = log.predict_log.request

@@ -1,4 +1,4 @@
-"""bert_tf.file_io: local paths without TensorFlow, remote ones (a scheme) through tf.io.gfile.
+"""bert_tf.core.file_io: local paths without TensorFlow, remote ones (a scheme) through tf.io.gfile.
 
 TensorFlow's in-memory file system (`ram://`) stands in for gs:// here: the same code
 path (a scheme, so tf.io.gfile), no network."""
@@ -9,7 +9,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf import file_io, text_rules
+from bert_tf.core import file_io
+from bert_tf.text import text_rules
 from data_prep import corpus
 from tests.helpers import REPO, command_env
 

@@ -25,9 +25,9 @@ CTX2 = "The cat sat\u202fon the mat ."
 def shared_tokenizer():
     """(vocab_file, BertTokenizer), built once for all SQuAD test modules (building and
     tracing a tokenizer costs seconds)."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
-    from bert_tf import file_io
+    from bert_tf.core import file_io
 
     path = os.path.join(file_io.scratch_dir("squad_vocab_"), "vocab.txt")
     with open(path, "w", encoding="utf-8") as f:

@@ -8,7 +8,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.conftest import SHARED_DATA
 from tests.helpers import first_lines, piece_spans

@@ -10,7 +10,7 @@ their `gelu_new`.
 
 >>> import tempfile
 >>> from bert_tf.checkpoints.weights import weights_from_model
->>> from bert_tf.models import BertPretrainer
+>>> from bert_tf.model.pretrainer import BertPretrainer
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> path = write_huggingface(weights_from_model(BertPretrainer(cfg), do_lower_case=True),
@@ -31,15 +31,17 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import constants, file_io, model_dir, text_rules
+from bert_tf.core import constants, file_io
+from bert_tf.model import model_dir
+from bert_tf.text import text_rules
 from bert_tf.checkpoints.names import (POOLER, TASK_HEAD_MAPPINGS, hf_name,
                                        hf_names, mappings_for)
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          checked, checked_vocab, collect, log_unused,
                                          read_mapped, require_file)
-from bert_tf.config import BertConfig, ConfigError
-from bert_tf.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
-from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.core.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
+from bert_tf.model.model_dir import CheckpointMismatchError
 
 _HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -358,7 +360,7 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
     config.json says: the architecture, `finetuning_task`, a regression's one output),
     its labels from `id2label` and the task's default max_seq_length.
 
-    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.model.config import BertConfig
     >>> raw = {"id2label": {"0": "NEGATIVE", "1": "POSITIVE"}, "finetuning_task": "sst2"}
     >>> c = huggingface_task_config(raw, "BertForSequenceClassification", 2, None,
     ...                             BertConfig(), source="config.json")
@@ -366,7 +368,7 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
     ('SST-2', ['NEGATIVE', 'POSITIVE'], 128)
     """
     from bert_tf import tasks
-    from bert_tf.errors import UsageError
+    from bert_tf.core.errors import UsageError
 
     family = _CLASS_TASKS[architecture]
     name, options = split_task_name(task_name) if task_name else (None, {})

@@ -17,7 +17,7 @@ ignores it) and the reader takes the task and labels from it when it is there.
 
 >>> import tempfile
 >>> from bert_tf.checkpoints.weights import weights_from_model
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.encoder import BertEncoder
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
 ...                  intermediate_size=16, hidden_act="gelu_approximate")
 >>> d = tempfile.mkdtemp()
@@ -36,13 +36,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_dir
+from bert_tf.model import model_dir
 from bert_tf.checkpoints.names import POOLER, TASK_HEAD_MAPPINGS, expected_shapes, mappings_for
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          check_vocab, checked, require_file)
-from bert_tf.config import BertConfig, ConfigError
-from bert_tf.errors import UsageError
-from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.core.errors import UsageError
+from bert_tf.model.model_dir import CheckpointMismatchError
 
 CONFIG_FILE = "config.json"            # the backbone's Keras config
 TASK_FILE = "task.json"                # a task model's Keras config (BertTextClassifier)

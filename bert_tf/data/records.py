@@ -18,8 +18,8 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from bert_tf import file_io
-from bert_tf.errors import BertTfError, StopRequested
+from bert_tf.core import file_io
+from bert_tf.core.errors import BertTfError, StopRequested
 
 
 class RecordFormatError(BertTfError, ValueError):

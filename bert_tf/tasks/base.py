@@ -26,7 +26,7 @@ Contract of each piece:
   file `data_dir` would give (`--train_file`, `--validation_file`, `--test_file`; SQuAD's
   `--predict_file`). `options` are the task's own settings,
   named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
-  GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
+  GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.text.tokenization.BertTokenizer`
   (may be None for tasks used only to read examples or compute metrics).
 * `get_examples(split)`: split is "train", "dev" or "test". Pure: same file, same list.
   Bad input raises `TaskDataError` naming file, line and what to do.
@@ -60,8 +60,8 @@ Contract of each piece:
 Example (a toy task; GLUE, NER, SWAG and SQuAD follow the same shape):
 
 >>> import numpy as np
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
 >>> from bert_tf.tasks.glue import Sst2Task
 >>> task = Sst2Task(tokenizer=None, max_seq_length=8)
 >>> model = task.build_model(BertEncoder(BertConfig(vocab_size=30, hidden_size=8,
@@ -86,8 +86,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import keras
 import numpy as np
 
-from bert_tf.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
-from bert_tf.errors import BertTfError, UsageError
+from bert_tf.core.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
+from bert_tf.core.errors import BertTfError, UsageError
 from bert_tf.layers.heads import ClassificationHead
 
 
@@ -274,7 +274,7 @@ class Task:
     def serving_module(self, model, tokenizer, max_seq_length: int,
                        text_signatures: bool = True):
         """The task's `serving.TaskServing` (its SavedModel signatures, which equal its
-        `postprocess`); `bert_tf.export` writes it. A task without one says so."""
+        `postprocess`); `bert_tf.export.saved_model` writes it. A task without one says so."""
         raise UsageError(f"task {self.name!r}: {type(self).__name__} has no serving_module "
                          f"(classification, regression, NER, SQuAD and multiple choice "
                          f"have one); export its encoder instead")
@@ -288,7 +288,7 @@ class Task:
         """
         from absl import logging
 
-        from bert_tf import model_dir
+        from bert_tf.model import model_dir
 
         if not resolved.path:
             return None
@@ -331,7 +331,7 @@ class Task:
 
 
 def write_tsv_lines(path: str, lines: Sequence[str]) -> str:
-    from bert_tf import output_guard  # whole or not at all (docs/contracts.md §6)
+    from bert_tf.core import output_guard  # whole or not at all (docs/contracts.md §6)
 
     output_guard.write_text(path, "\n".join(lines) + "\n")
     return path

@@ -29,7 +29,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import output_guard, serving
+from bert_tf.core import output_guard
+from bert_tf.serving import modules as serving
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks.squad_data import BasicFn, SquadExample
 
@@ -307,7 +308,7 @@ class SpanServing(serving.TaskServing):
 
     def _windows(self, question, context):
         """Packed windows and the bookkeeping to map them back to the context."""
-        from bert_tf.packing import pack_inputs
+        from bert_tf.text.packing import pack_inputs
 
         q = self.tok.tokenize(question)
         q = q[:, :self.max_query_length]  # as the original: the question's first pieces

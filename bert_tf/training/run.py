@@ -22,7 +22,8 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from absl import logging
 
-from bert_tf import model_dir, output_guard
+from bert_tf.model import model_dir, run_record
+from bert_tf.core import output_guard
 from bert_tf.training import strategy
 
 
@@ -39,7 +40,7 @@ class OutputDirRun:
         self._aside: Optional[str] = None
         self._recorded = False
 
-    def check(self, record: model_dir.RunRecord, *, init_checkpoint: Optional[str],
+    def check(self, record: run_record.RunRecord, *, init_checkpoint: Optional[str],
               inputs: Iterable[Optional[str]], is_chief: bool,
               model_files: Iterable[Optional[str]] = (),
               length_may_change: bool = False) -> Optional[str]:
@@ -67,9 +68,9 @@ class OutputDirRun:
                 logging.warning("%s: put back the earlier run an --overwrite had moved to "
                                 "%s (the new run had not started)", self.output_dir, restored)
         try:
-            return model_dir.check_run_dir(self.output_dir, record,
+            return run_record.check_run_dir(self.output_dir, record,
                                            length_may_change=length_may_change)
-        except model_dir.RunMismatchError:
+        except run_record.RunMismatchError:
             if not self.overwrite or same_dir:
                 raise
         # The earlier run is moved away with all it holds: nothing the new run reads may
@@ -97,11 +98,11 @@ class OutputDirRun:
         trainer = make_trainer()
         return trainer, trainer.restore_or_initialize(lambda: start, resume=False)
 
-    def write_record(self, record: model_dir.RunRecord) -> None:
+    def write_record(self, record: run_record.RunRecord) -> None:
         """The model dir's metadata and marker (chief): from here the dir is the new
         run's, and the earlier one is removed when the run ends (`finish`)."""
         if self.is_chief:
-            model_dir.write_run_record(self.output_dir, record)
+            run_record.write_run_record(self.output_dir, record)
         self._recorded = True
 
     def finish(self) -> None:

@@ -23,7 +23,7 @@ What it does, in one place for all commands:
 * Flags defined the same way by every command: `run_main(main, define_flags)` calls the
   command's `define_flags(flags.FLAGS)` before parsing (never at import, so importing
   several command modules never collides), and `main` rejects positional arguments.
-* An error derived from `bert_tf.errors.BertTfError` (and a missing file) is printed as
+* An error derived from `bert_tf.core.errors.BertTfError` (and a missing file) is printed as
   one line, `COMMAND: error: MESSAGE`, with exit status 1 and no traceback;
   `errors.Preempted` (SIGTERM, checkpoint written) is logged and exits 143.
 
@@ -41,7 +41,7 @@ import sys
 import threading
 from typing import Callable, List, Optional, Sequence
 
-from bert_tf.errors import BertTfError, Preempted, UsageError
+from bert_tf.core.errors import BertTfError, Preempted, UsageError
 
 _PACKAGES = ("bert_tf", "data_prep")
 # Lines a user does not need, in TensorFlow's two C++ log formats (absl and tsl):

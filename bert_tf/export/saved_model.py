@@ -34,8 +34,8 @@ input as sent. docs/serving.md has the signatures and client requests.
 Example:
 
 >>> import tempfile, os
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> export_dir = tempfile.mkdtemp()
@@ -55,10 +55,10 @@ from typing import Callable, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.constants import length_delimited as _field
-from bert_tf import output_guard
-from bert_tf.errors import BertTfError
-from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
+from bert_tf.core.constants import length_delimited as _field
+from bert_tf.core import output_guard
+from bert_tf.core.errors import BertTfError
+from bert_tf.serving.modules import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
                              scratch_dir)
 
@@ -263,11 +263,11 @@ def check_parallel_branches(config, branches) -> int:
     """`branches` as an int; ExportError unless it is a whole number that divides the
     model's (`config`'s) heads and FFN width.
 
-    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.model.config import BertConfig
     >>> check_parallel_branches(BertConfig(num_attention_heads=2, intermediate_size=16), 3)
     Traceback (most recent call last):
     ...
-    bert_tf.export.ExportError: --parallel_branches=3 must divide the model's num_attention_heads=2 and intermediate_size=16
+    bert_tf.export.saved_model.ExportError: --parallel_branches=3 must divide the model's num_attention_heads=2 and intermediate_size=16
     """
     if isinstance(branches, bool) or int(branches) != branches or branches < 1:
         raise ExportError(f"--parallel_branches={branches!r} must be a whole number >= 1")
@@ -300,8 +300,8 @@ def with_precision(model, mixed_precision: str, build: Optional[Callable] = None
     encoder (`task.build_model`); its head is rebuilt in float32, so logits are float32.
     Plain TF ops and dtypes only: the SavedModel still loads in stock TF Serving.
 
-    >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
+    >>> from bert_tf.model.config import BertConfig
+    >>> from bert_tf.model.encoder import BertEncoder
     >>> enc = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                              num_attention_heads=2, intermediate_size=16))
     >>> copy = with_precision(enc, "mixed_bfloat16")
@@ -315,7 +315,7 @@ def with_precision(model, mixed_precision: str, build: Optional[Callable] = None
         return model
     import keras
 
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     encoder = model if isinstance(model, BertEncoder) else model.encoder
     previous = keras.config.dtype_policy()
@@ -373,7 +373,7 @@ def serving_max_seq_length(config, requested: Optional[int] = None,
     `requested`, else the fine-tuning length in `task_config`, else 128 (at most the
     model's max_position_embeddings); ExportError outside [3, max_position_embeddings].
 
-    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.model.config import BertConfig
     >>> serving_max_seq_length(BertConfig(max_position_embeddings=64))
     64
     >>> serving_max_seq_length(BertConfig(), None, {"max_seq_length": 384})
@@ -410,8 +410,8 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
 
     >>> import tempfile
     >>> from bert_tf import model_dir
-    >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
+    >>> from bert_tf.model.config import BertConfig
+    >>> from bert_tf.model.encoder import BertEncoder
     >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                  num_attention_heads=2, intermediate_size=16)
     >>> src = tempfile.mkdtemp()
@@ -419,7 +419,7 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
     >>> os.path.basename(export_model_dir(model_dir.resolve(src), tempfile.mkdtemp()))
     '1'
     """
-    from bert_tf import model_dir
+    from bert_tf.model import model_dir
 
     try:
         resolved.require(config=True)
@@ -450,8 +450,8 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
     index already read by `resolved`) and exports the task's own serving module
     (`Task.serving_module`, written next to the host postprocessing its raw-text
     signature equals) in `mixed_precision` (`with_precision`)."""
-    from bert_tf import model_dir
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model import model_dir
+    from bert_tf.model.encoder import BertEncoder
     from bert_tf.tasks import task_from_config
 
     if not resolved.vocab_file:

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from bert_tf.errors import BertTfError
+from bert_tf.core.errors import BertTfError
 
 # `gelu` is the exact erf form (Hugging Face's meaning); `gelu_approximate` (alias
 # `gelu_new`) is the tanh form the original TF1 code computed.

@@ -7,7 +7,7 @@ lower-casing + NFD + dropping "Mn" marks when uncased, and spaces around punctua
 `tables(lower, strip)` runs Python's own `unicodedata` / `str.lower` over all 0x110000 code
 points once and stores, per code point, the code points it becomes (a compact two-level
 page table over a list of "templates"; a template may say "the character itself", so the
-~300k identity entries share one). `bert_tf.tokenization.BertTokenizer` looks them up in
+~300k identity entries share one). `bert_tf.text.tokenization.BertTokenizer` looks them up in
 the graph. Built once per machine and cached as .npz (`BERT_TF_CACHE_DIR`, default
 ~/.cache/bert_tf). numpy only, no TensorFlow.
 
@@ -34,9 +34,9 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf import text_rules
-from bert_tf.text_rules import is_chinese_char as _is_chinese_char
-from bert_tf.text_rules import is_punctuation as _is_punctuation
+from bert_tf.text import text_rules
+from bert_tf.text.text_rules import is_chinese_char as _is_chinese_char
+from bert_tf.text.text_rules import is_punctuation as _is_punctuation
 
 SPACE = 0x20
 SELF = -1  # template value meaning "the input character itself"
@@ -213,7 +213,7 @@ class _Tables:
                     or not _same_words(_expand(cp, stripped, False), unspaced)):
                 special.append(cp)
         if special and not strip:  # cannot happen: per-character lower() adds no spacing
-            raise RuntimeError(f"bert_tf.codepoint_tables: unexpected special characters {special}")
+            raise RuntimeError(f"bert_tf.text.codepoint_tables: unexpected special characters {special}")
         # Order the ids: at most one code point, then longer, then the special copies.
         order = sorted(range(len(main.templates)),
                        key=lambda t: (len(main.templates[t]) > 1, t))

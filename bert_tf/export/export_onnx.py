@@ -40,8 +40,8 @@ from typing import Optional
 
 import numpy as np
 
-from bert_tf import export, export_converted
-from bert_tf.export import ExportError
+from bert_tf.export import saved_model, export_converted
+from bert_tf.export.saved_model import ExportError
 
 MODEL_FILE = "model.onnx"
 OPSET = 17
@@ -73,7 +73,7 @@ def require(module: str, package: str):
                           f"(pinned in requirements-dev.txt)") from None
 
 
-def convert_saved_model(saved_model_dir: str, signature_key: str = export.SERVING_DEFAULT,
+def convert_saved_model(saved_model_dir: str, signature_key: str = saved_model.SERVING_DEFAULT,
                         source: Optional[str] = None):
     """One SavedModel signature -> an ONNX ModelProto (opset OPSET) with the signature's
     input and output names.
@@ -128,14 +128,14 @@ def export_onnx_dir(resolved, export_dir: str, version: Optional[int] = None,
     """
     export_converted.check_quantization(quantization, QUANTIZATIONS, "onnx")
 
-    def convert(saved_model: str, out: str) -> dict:
-        proto = convert_saved_model(saved_model, source=resolved.path)
+    def convert(ids_model: str, out: str) -> dict:
+        proto = convert_saved_model(ids_model, source=resolved.path)
         path = os.path.join(out, MODEL_FILE)
         if quantization == "dynamic_int8":
             import onnx
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            float_path = os.path.join(saved_model, "float32.onnx")
+            float_path = os.path.join(ids_model, "float32.onnx")
             onnx.save(proto, float_path)
             quantize_dynamic(float_path, path, weight_type=QuantType.QInt8)
         else:

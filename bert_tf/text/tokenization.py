@@ -6,13 +6,13 @@ uncased), but runs as TensorFlow ops, so it works eagerly on batches, inside `tf
 TensorFlow and tensorflow_text, never bert_tf).
 
 The original's character rules (whitespace, control, punctuation, CJK ideographs,
-accent stripping) and vocab reading come from `bert_tf.text_rules`, which the offline
-tools' pure-Python `WordPieceTokenizer` shares; `bert_tf.codepoint_tables` runs them over
+accent stripping) and vocab reading come from `bert_tf.text.text_rules`, which the offline
+tools' pure-Python `WordPieceTokenizer` shares; `bert_tf.text.codepoint_tables` runs them over
 every code point once into lookup tables. In the graph: decode UTF-8 (invalid bytes
 dropped, as Python's "ignore"), look up each character's template, expand, re-encode,
 split on ' ', then WordPiece with tensorflow_text's `FastWordpieceTokenizer` (words over
 `max_input_chars_per_word` characters become [UNK] first, as the original does).
-`encode` packs `[CLS] a [SEP] (b [SEP])` with `bert_tf.packing.pack_inputs`.
+`encode` packs `[CLS] a [SEP] (b [SEP])` with `bert_tf.text.packing.pack_inputs`.
 
 `strip_accents` (Hugging Face's meaning, `text_rules.text_mode`) selects the tables:
 None follows do_lower_case (the original); lower-casing with `strip_accents=False` keeps
@@ -43,9 +43,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import codepoint_tables as ct
-from bert_tf import constants, text_rules
-from bert_tf.packing import pack_inputs
+from bert_tf.text import codepoint_tables as ct
+from bert_tf.core import constants
+from bert_tf.text import text_rules
+from bert_tf.text.packing import pack_inputs
 
 def _utf8_length(cp):
     """Bytes of each code point in UTF-8 (int32 tensor in, int32 out)."""

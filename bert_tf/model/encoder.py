@@ -2,7 +2,7 @@
 
 import keras
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 from bert_tf.layers import BertEmbeddings, Pooler, TransformerBlock, attention_bias_from_mask
 
 
