@@ -246,8 +246,9 @@ def _module_name() -> str:
     return spec.name if spec else command_name()
 
 
-_OUR_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               package, "") for package in _PACKAGES + ("demo",))
+# The repository (this file is bert_tf/app/cli.py): our own log records come from there.
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_OUR_DIRS = tuple(os.path.join(_REPO, package, "") for package in _PACKAGES + ("demo",))
 
 
 class _OursOrWarnings:
