@@ -52,9 +52,10 @@ from typing import Optional
 from absl import flags, logging
 
 from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf.core import errors, file_io, output_guard
 from bert_tf.app import setting_fields
 from bert_tf.app.setting_fields import setting
+from bert_tf.core import errors, file_io, output_guard
+from bert_tf.tasks import canonical_task_name
 
 SOURCE_FORMATS = ("tf1", "huggingface", "keras_hub", "bert_tf")
 TARGET_FORMATS = ("bert_tf", "tf1", "huggingface", "keras_hub")
@@ -103,7 +104,6 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
                          f"sources; a {source_format} source's task (if any) is its own")
     if task_name:
         from bert_tf.checkpoints.huggingface import split_task_name
-        from bert_tf.tasks import canonical_task_name
 
         # an unknown name is a usage error, before any work
         canonical_task_name(split_task_name(task_name)[0])

@@ -27,8 +27,9 @@ from absl import flags, logging
 
 from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf.app import settings
-from bert_tf.core.errors import UsageError
 from bert_tf.app.setting_fields import setting
+from bert_tf.core import file_io, output_guard
+from bert_tf.core.errors import UsageError
 
 FLAGS = flags.FLAGS
 
@@ -131,8 +132,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def run(config: ExportConfig) -> str:
     """Exports as `config` says; returns EXPORT_DIR/<version>. One export into an
     EXPORT_DIR at a time (a lock: two would pick the same next version)."""
-    from bert_tf.core import output_guard
-
     if output_guard.is_file(config.export_dir):
         raise output_guard.OutputGuardError(f"--export_dir={config.export_dir} is a file; "
                                             f"name a directory (versions go inside it)")
@@ -146,8 +145,6 @@ def run(config: ExportConfig) -> str:
 
 
 def _run(config: ExportConfig) -> str:
-    from bert_tf.core import output_guard
-
     # EXPORT_DIR gains a version folder: never the model dir it exports nor a parent of it
     # (docs/contracts.md §6); a folder inside the model dir (MODEL/export/1) changes no input file.
     output_guard.check_apart(config.export_dir, [config.init_checkpoint, config.vocab_file,
@@ -159,8 +156,6 @@ def _run(config: ExportConfig) -> str:
                          f"tokenize in the client with the exported vocab.txt")
     calibration_texts = None
     if config.calibration_file:
-        from bert_tf.core import file_io
-
         try:
             calibration_texts = file_io.read_bytes(config.calibration_file).decode(
                 "utf-8").splitlines()

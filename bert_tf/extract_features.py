@@ -41,11 +41,13 @@ import re
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 from absl import flags, logging
+import numpy as np
 
 from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf.app import setting_fields, settings
-from bert_tf.core.errors import UsageError
 from bert_tf.app.setting_fields import setting
+from bert_tf.core import output_guard
+from bert_tf.core.errors import UsageError
 
 FLAGS = flags.FLAGS
 
@@ -62,8 +64,6 @@ class InputExample:
 def read_examples(input_file: str) -> List[InputExample]:
     """One example per line (UTF-8); `A ||| B` is a pair. Unique ids count lines from 0."""
     import tensorflow as tf  # gfile: inputs may live on gs://
-
-    from absl import logging
 
     examples = []
     with tf.io.gfile.GFile(input_file, "rb") as f:
@@ -117,7 +117,6 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
     with a `strategy` (the encoder built in its scope, e.g. a TPUStrategy), batches have
     a static size divisible by the replicas and are split among them.
     """
-    import numpy as np
     import tensorflow as tf
 
     if max_seq_length > encoder.config.max_position_embeddings:
@@ -159,8 +158,6 @@ def extract(encoder, tokenizer, examples: Sequence[InputExample], layer_indexes:
 def _packed_inputs(tokenizer, examples: Sequence[InputExample], max_seq_length: int):
     """Model inputs (numpy int32) of `[CLS] a [SEP] (b [SEP])` per example, packed and
     truncated by the tokenizer's one packing function (`BertTokenizer.encode`)."""
-    import numpy as np
-
     inputs = {name: np.zeros((len(examples), max_seq_length), np.int32)
               for name in ("input_word_ids", "input_mask", "input_type_ids")}
     for has_b in (False, True):
@@ -182,8 +179,6 @@ def _rounded(vector) -> List[float]:
 def write_jsonl(path: str, records: Iterable[dict]) -> int:
     """Writes one JSON object per line as extract_features' output; returns how many."""
     import tensorflow as tf
-
-    from bert_tf.core import output_guard  # whole or not at all (docs/contracts.md §6)
 
     count = 0
     with output_guard.output_file(path, "extract_features") as tmp, \
@@ -234,15 +229,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def run(config: ExtractConfig) -> int:
     """Runs the extraction `config` describes; returns the number of lines written."""
-    from bert_tf.core import output_guard
-
     with output_guard.locked(config.output_file, flag="--output_file"):
         return _run(config)
 
 
 def _run(config: ExtractConfig) -> int:
     from bert_tf.model import model_dir
-    from bert_tf.core import output_guard
     from bert_tf.training import strategy as strategy_lib
 
     # Written only where nothing is, or over an earlier extract_features output.

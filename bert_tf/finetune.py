@@ -39,9 +39,20 @@ from typing import Callable, Dict, Optional, Sequence
 from absl import flags, logging
 
 from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+import tensorflow as tf  # after cli, as every import below that loads TensorFlow
+from bert_tf import tasks
 from bert_tf.app import setting_fields, settings
-from bert_tf.core.errors import BertTfError
 from bert_tf.app.setting_fields import setting
+from bert_tf.core.constants import ENCODER, TASK_HEAD
+from bert_tf.core.errors import BertTfError
+from bert_tf.data import finetuning as data_lib
+from bert_tf.data.records import RecordFiles
+from bert_tf.model import model_dir, run_record
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.training import optimization, strategy as strategy_lib
+from bert_tf.training.loop import LoopOptions, Trainer
+from bert_tf.training.run import output_dir_run
+from bert_tf.training.strategy import needs_static_shapes
 
 FLAGS = flags.FLAGS
 
@@ -99,9 +110,6 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
         max_seq_length): off with --nolength_bucketing and on TPUs (one static shape);
         fewer, coarser lengths when the step is XLA-compiled (once per length). Training
         and prediction both take these (the one place that decides)."""
-        from bert_tf.data import finetuning as data_lib
-        from bert_tf.training.strategy import needs_static_shapes
-
         if not self.length_bucketing or needs_static_shapes(strategy):
             return None
         return data_lib.batch_bucket_lengths(self.max_seq_length, compiled=jit_compile)
@@ -124,7 +132,6 @@ def run(config: FinetuneConfig) -> Dict:
     """
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    from bert_tf.training.run import output_dir_run
 
     with output_dir_run("finetune", config.output_dir, overwrite=config.overwrite) as output:
         return _run(config, output)
@@ -134,11 +141,6 @@ def _run(config: FinetuneConfig, output) -> Dict:
     """`run` inside --output_dir's lifecycle (`training.run.OutputDirRun`)."""
     # The strategy first: multi-worker collectives (and TPU init) must be configured before
     # TensorFlow runs any op, and the tokenizer below runs some.
-    from bert_tf.model import model_dir, run_record
-    from bert_tf import tasks
-    from bert_tf.core.constants import ENCODER
-    from bert_tf.training import strategy as strategy_lib
-    from bert_tf.training.loop import LoopOptions
 
     strategy = strategy_lib.from_settings(config)
     resolved = _resolve_model_dir(config)
@@ -161,8 +163,6 @@ def _run(config: FinetuneConfig, output) -> Dict:
                  model_files=[resolved.vocab_file, config.bert_config_file],
                  is_chief=strategy_lib.is_chief(strategy))
     with strategy.scope():
-        from bert_tf.model.encoder import BertEncoder
-
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
     options = LoopOptions.from_config(config, strategy)
     buckets = config.length_buckets(strategy, options.jit_compile)
@@ -213,8 +213,6 @@ def _resolve_model_dir(config: FinetuneConfig):
 def _initialize(config: FinetuneConfig, task, model, resolved):
     """The start point (the Trainer calls it only when --output_dir holds nothing to
     resume): `Task.initialize`, and the refusal of a run that would score random weights."""
-    from bert_tf.core.constants import TASK_HEAD
-
     start = task.initialize(model, resolved)
     if start is None:
         if not config.do_train:
@@ -245,8 +243,6 @@ class _TrainingData:
 def _training_data(config: FinetuneConfig, task) -> _TrainingData:
     examples = records = None
     if config.input_file:
-        from bert_tf.data.records import RecordFiles
-
         records = RecordFiles(config.input_file, config.skip_corrupt_records)
         num_examples = _check_records(config, records, task.feature_spec())
     else:
@@ -265,8 +261,6 @@ def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
                          buckets) -> Callable:
     """The Trainer's `dataset_fn(ctx, position)` (position: where the Trainer resumes):
     the records, or the examples converted to features here."""
-    from bert_tf.data import finetuning as data_lib
-
     if training.records is not None:
         records, spec = training.records, task.feature_spec()
 
@@ -294,10 +288,6 @@ def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
 def _check_records(config: FinetuneConfig, records, spec) -> int:
     """Counts the records (`RecordFiles`: damaged ones are named, or skipped with
     --skip_corrupt_records) and checks that the first one has the task's layout."""
-    import tensorflow as tf
-
-    from bert_tf.data import finetuning as data_lib
-
     files = records.paths()
     try:
         next(iter(data_lib.record_dataset(files[0], spec, 1, is_training=False)))
@@ -317,9 +307,6 @@ def _examples(task, split, limit):
 
 
 def _make_trainer(config: FinetuneConfig, model, task, strategy, training, options):
-    from bert_tf.training import optimization
-    from bert_tf.training.loop import Trainer
-
     with strategy.scope():
         optimizer = (optimization.from_settings(config, training.num_steps,
                                                 training.num_warmup_steps)
@@ -354,10 +341,6 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, datas
 
 def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> dict:
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
-    import tensorflow as tf
-
-    from bert_tf.model import model_dir
-
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
     start = time.time()

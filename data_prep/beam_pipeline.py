@@ -39,8 +39,11 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
+import numpy as np
+
 from bert_tf.core import output_guard
 from bert_tf.core.file_io import is_remote
+from bert_tf.text.pre_tokenizers import PRE_TOKENIZERS
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import tfrecord_writer
@@ -165,8 +168,6 @@ def _make_dofns(cfg: JobConfig, work_dir: str, num_units: int):
             self.store = None
 
         def process(self, element, all_stats):
-            import numpy as np
-
             u, _ = element
             if self.store is None:  # the side input is the same for every unit
                 self.stats = dict(sorted(all_stats))
@@ -267,7 +268,6 @@ def parse_args(argv: Sequence[str]):
     # --pre_tokenizer, as bert_tf.app.settings declares them for the absl commands.
     ap.add_argument("--strip_accents", type=_bool, nargs="?", const=True, default=None)
     ap.add_argument("--nostrip_accents", dest="strip_accents", action="store_false")
-    from bert_tf.text.pre_tokenizers import PRE_TOKENIZERS
 
     ap.add_argument("--pre_tokenizer", choices=PRE_TOKENIZERS, default=None)
     for name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "random_seed",

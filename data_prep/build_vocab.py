@@ -51,9 +51,14 @@ import heapq
 import sys
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from absl import flags, logging
+from tqdm import tqdm
+
+from bert_tf.app.setting_fields import REQUIRED, CorpusTextSettings, setting
 from bert_tf.core import file_io, output_guard
 from bert_tf.core.constants import PAD_TOKEN, SPECIAL_TOKENS
-from bert_tf.app.setting_fields import REQUIRED, CorpusTextSettings, setting
+from bert_tf.text.pre_tokenizers import get_pre_tokenizer
+from bert_tf.text.text_rules import BasicTokenizer
 from data_prep import corpus
 # One reader of the corpus format: input errors, globs and the binary sniff are corpus.py's
 # (shared with create_pretraining_data).
@@ -189,12 +194,9 @@ def bert_pretokenizer(do_lower_case: bool, strip_accents: Optional[bool] = None,
     >>> bert_pretokenizer(True, strip_accents=False)(["Héllo, 한국어!"])
     [['héllo', ',', '한국어', '!']]
     """
-    from bert_tf.text.text_rules import BasicTokenizer
-
     basic = BasicTokenizer(do_lower_case, strip_accents=strip_accents).tokenize_batch
     if not pre_tokenizer:
         return basic
-    from bert_tf.text.pre_tokenizers import get_pre_tokenizer
 
     split = get_pre_tokenizer(pre_tokenizer)
     return lambda lines: basic(split(lines))
@@ -470,7 +472,6 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
 def _progress(enabled: bool, **kwargs):
     if not enabled:
         return None
-    from tqdm import tqdm
 
     return tqdm(file=sys.stderr, mininterval=1.0, **kwargs)
 
@@ -514,14 +515,11 @@ def run(config: BuildVocabConfig, log: Callable[[str], None] = lambda s: None
 
 def define_flags(flag_values=None) -> None:
     """Defines the command's flags on `flag_values` (default: absl's global FLAGS)."""
-    from absl import flags
-
     BuildVocabConfig.define_flags(flags.FLAGS if flag_values is None else flag_values)
 
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    from absl import flags, logging
 
     config = BuildVocabConfig.from_flags(flags.FLAGS)  # refuses a missing --input_file
     logging.set_verbosity(logging.INFO)

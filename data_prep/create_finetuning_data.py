@@ -26,11 +26,11 @@ from typing import List, Optional, Sequence
 from absl import flags
 
 from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf.core import output_guard
-from bert_tf.app import setting_fields, settings
-from bert_tf.core.errors import UsageError
 from bert_tf import tasks
+from bert_tf.app import setting_fields, settings
 from bert_tf.app.setting_fields import setting
+from bert_tf.core import output_guard
+from bert_tf.core.errors import UsageError
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev")  # test has no labels to train on

@@ -26,6 +26,9 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
+from tqdm import tqdm
+
 from bert_tf.core import file_io, output_guard
 from bert_tf.text import text_rules
 from data_prep import corpus
@@ -315,8 +318,6 @@ class _Phase:
     """A progress bar for one pass (disabled with progress=False)."""
 
     def __init__(self, cfg, desc, total, unit, initial=0):
-        from tqdm import tqdm
-
         self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit,
                         disable=not cfg.progress, dynamic_ncols=True, file=sys.stderr)
 
@@ -445,8 +446,6 @@ def _run(cfg: JobConfig) -> Dict:
 
 
 def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
-    import numpy as np
-
     U, S = len(units), len(shards)
     def part(u):
         return os.path.join(work, f"part-{u:06d}.docs")

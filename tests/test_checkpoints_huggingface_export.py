@@ -23,11 +23,11 @@ import yaml
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from bert_tf.checkpoints import huggingface, weights as weights_lib  # noqa: E402
+from bert_tf.convert_checkpoint import convert  # noqa: E402
 from bert_tf.core import constants  # noqa: E402
 from bert_tf.model import model_dir
-from bert_tf.checkpoints import huggingface, weights as weights_lib  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
-from bert_tf.convert_checkpoint import convert  # noqa: E402
 from bert_tf.model.pretrainer import BertPretrainer  # noqa: E402
 from tests.helpers import make_model_dir, run_command, tiny_config  # noqa: E402
 from tests.test_data_pretraining import PRED, SEQ, write_records  # noqa: E402

@@ -12,11 +12,11 @@ import keras
 import pytest
 from absl import flags
 
+from bert_tf import export_model, extract_features, finetune
+from bert_tf import pretrain
 from bert_tf.app import cli, setting_fields, settings
 from bert_tf.core import errors
-from bert_tf import export_model, extract_features, finetune
 from bert_tf.model import model_dir
-from bert_tf import pretrain
 from bert_tf.model.config import BertConfig
 from data_prep import create_finetuning_data
 

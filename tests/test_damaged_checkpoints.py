@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.model import model_dir
 from bert_tf.checkpoints import huggingface, names, tf1, weights as weights_lib
+from bert_tf.model import model_dir
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pretrainer import BertPretrainer
 from tests.helpers import tiny_config

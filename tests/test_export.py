@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.core.constants import MODEL_INPUTS
 from bert_tf.export import saved_model
 from bert_tf.model import model_dir
 from bert_tf.model.config import BertConfig
-from bert_tf.core.constants import MODEL_INPUTS
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.model_dir import write_model_dir
 from tests.conftest import REPO_ROOT

@@ -3,8 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.model.config import BertConfig
 from bert_tf.data import finetuning as data_lib
+from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.ner import Conll2003NerTask
 from bert_tf.training import optimization

@@ -7,9 +7,9 @@ from typing import List, Optional
 import pytest
 from absl import flags
 
-from bert_tf.core import errors
 from bert_tf.app import setting_fields
 from bert_tf.app.setting_fields import setting
+from bert_tf.core import errors
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.core import constants
+from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.model import model_dir
 from bert_tf.model.config import BertConfig
-from bert_tf.data.pretraining import pretraining_dataset
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pretrainer import BertPretrainer
 from bert_tf.training import losses, optimization

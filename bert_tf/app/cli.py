@@ -34,12 +34,16 @@ from __future__ import annotations
 
 import atexit
 import errno
+import logging
 import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from typing import Callable, List, Optional, Sequence
+
+from absl import app, flags, logging as absl_logging
 
 from bert_tf.core.errors import BertTfError, Preempted, UsageError
 
@@ -266,8 +270,6 @@ class _OursOrWarnings:
 def _short_format(record, message: str) -> str:
     """`2026-11-24 12:03:04 message` (`... WARNING: message` above INFO) instead of absl's
     `I1124 12:03:04.123456 140112258055040 file.py:162] message`."""
-    import time
-
     level = "" if record.levelno <= 20 else f"{record.levelname}: "
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
     return f"{when} {level}{message}"
@@ -276,11 +278,6 @@ def _short_format(record, message: str) -> str:
 def _quiet_python_loggers() -> None:
     """Other libraries' Python INFO lines, and absl's long line prefix, only at
     --verbosity >= 1."""
-    import logging
-
-    from absl import flags
-    from absl import logging as absl_logging
-
     if flags.FLAGS["verbosity"].value >= 1:
         return
 
@@ -340,8 +337,6 @@ def _storage_full(error: BaseException) -> Optional[str]:
 
 def run_errors_as_messages(function: Callable, *args):
     """Calls `function(*args)`; usage and user errors become a message and exit 1."""
-    from absl import app, flags
-
     try:
         return function(*args)
     except (app.UsageError, flags.ValidationError, UsageError) as e:
@@ -350,10 +345,8 @@ def run_errors_as_messages(function: Callable, *args):
         _print_error("interrupted")
         sys.exit(130)
     except Preempted as e:
-        from absl import logging
-
-        logging.warning("%s", e)
-        logging.flush()
+        absl_logging.warning("%s", e)
+        absl_logging.flush()
         sys.exit(e.exit_code)
     except Exception as e:  # noqa: BLE001 - re-raised unless it is the user's to fix
         full = _storage_full(e)
@@ -369,8 +362,6 @@ def run_errors_as_messages(function: Callable, *args):
 
 def _parse_flags(argv: List[str]) -> List[str]:
     """absl's flag parsing with the reason first (absl's own says FATAL before it)."""
-    from absl import flags
-
     try:
         return flags.FLAGS(argv)
     except flags.Error as e:
@@ -382,8 +373,6 @@ def run_main(main: Callable[[List[str]], object],
              argv: Optional[List[str]] = None) -> None:
     """Runs `main(argv)` as absl's app.run does, with the behaviour of this module;
     `define_flags(flags.FLAGS)` defines the command's flags first."""
-    from absl import app, flags
-
     configure_environment(argv)
     if define_flags is not None:
         define_flags(flags.FLAGS)

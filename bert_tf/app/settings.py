@@ -42,10 +42,12 @@ The TF-free data_prep commands use `bert_tf.app.setting_fields` alone.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from absl import flags
 
+from bert_tf import tasks
 from bert_tf.app.setting_fields import Settings, TextSettings, given, override, require, setting
 
 
@@ -136,8 +138,6 @@ def map_original_tpu_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 def _names(module: str, attribute: str) -> Callable[[], Sequence[str]]:
     """An enum's values that live beside TensorFlow: read when the flag is defined."""
     def names():
-        import importlib
-
         return getattr(importlib.import_module(module), attribute)
     return names
 
@@ -270,8 +270,6 @@ class TaskSettings(Settings):
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):
         """Checks --task_name (given, and a task)."""
-        from bert_tf import tasks
-
         require(flag_values, ["task_name"])
         tasks.canonical_task_name(flag_values.task_name)
         return super().from_flags(flag_values, **values)
@@ -279,8 +277,6 @@ class TaskSettings(Settings):
     @property
     def task(self):
         """The `tasks.TaskSpec` these settings name."""
-        from bert_tf import tasks
-
         # An empty list flag is "not given" (the task's own labels).
         options = {name: getattr(self, name) or None if name == "label_list"
                    else getattr(self, name) for name in TASK_OPTION_FLAGS}

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import tasks
 from bert_tf.core import constants, file_io
 from bert_tf.model import model_dir
 from bert_tf.text import text_rules
@@ -39,9 +40,11 @@ from bert_tf.checkpoints.names import (POOLER, TASK_HEAD_MAPPINGS, hf_name,
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          checked, checked_vocab, collect, log_unused,
                                          read_mapped, require_file)
-from bert_tf.model.config import BertConfig, ConfigError
 from bert_tf.core.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
+from bert_tf.core.errors import UsageError
+from bert_tf.model.config import BertConfig, ConfigError
 from bert_tf.model.model_dir import CheckpointMismatchError
+from bert_tf.tasks import make_task
 
 _HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -367,9 +370,6 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
     >>> c["task_name"], c["label_list"], c["max_seq_length"]
     ('SST-2', ['NEGATIVE', 'POSITIVE'], 128)
     """
-    from bert_tf import tasks
-    from bert_tf.core.errors import UsageError
-
     family = _CLASS_TASKS[architecture]
     name, options = split_task_name(task_name) if task_name else (None, {})
     if name is None:
@@ -466,8 +466,6 @@ def huggingface_task_class(task_config: dict) -> str:
     >>> huggingface_task_class({"task_name": "SST-2"}), huggingface_task_class({"task_name": "squad"})
     ('BertForSequenceClassification', 'BertForQuestionAnswering')
     """
-    from bert_tf.tasks import make_task
-
     name = make_task(task_config["task_name"]).huggingface_class  # declared by each task
     if name is not None:
         return name

@@ -35,10 +35,12 @@ from absl import logging
 from bert_tf.model import model_dir
 from bert_tf.checkpoints.names import (HEAD_MAPPINGS, POOLER, WeightMapping,
                                        expected_shapes, hf_name, hf_names, mappings_for)
-from bert_tf.model.config import BertConfig
 from bert_tf.core.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
 from bert_tf.core.errors import BertTfError
+from bert_tf.model.config import BertConfig
 from bert_tf.model.model_dir import CheckpointMismatchError
+from bert_tf.model.pretrainer import BertPretrainer
+from bert_tf.tasks import task_from_config
 
 # Source variables that are not model weights: optimizer slots and step counters (TF1),
 # buffers (Hugging Face).
@@ -145,8 +147,6 @@ def build_model(weights: BertWeights):
     Refuses (CheckpointMismatchError) an array whose shape does not fit the config,
     naming the source variable and both shapes.
     """
-    from bert_tf.model.pretrainer import BertPretrainer  # late: keeps the readers light
-
     model = BertPretrainer(weights.config)
     for name, variable in model_variables(model).items():
         head = name.split("/")[0]
@@ -175,8 +175,6 @@ def build_model(weights: BertWeights):
 def build_task_head(weights: BertWeights):
     """The task head `weights.task_config` names (the task's own `build_head`), holding the
     `task_head/dense/*` arrays; CheckpointMismatchError when they do not fit it."""
-    from bert_tf.tasks import task_from_config
-
     head = task_from_config(weights.task_config).build_head(weights.config)
     if not head.built:
         head.build()
@@ -353,7 +351,6 @@ def read_model_dir(path: str) -> BertWeights:
     if ENCODER not in children:
         raise CheckpointFormatError(f"{prefix}: not a bert_tf checkpoint (no `encoder` child; "
                                     f"found {', '.join(sorted(children))})")
-    from bert_tf.model.pretrainer import BertPretrainer
 
     config, task_config = resolved.config, resolved.task_config
     model = BertPretrainer(config)
@@ -364,7 +361,6 @@ def read_model_dir(path: str) -> BertWeights:
     objects.update({h: getattr(model, h) for h in heads})
     task_head = None
     if task_config is not None:  # a fine-tuned dir (`resolved.heads` has task_head)
-        from bert_tf.tasks import task_from_config
 
         task_head = task_from_config(task_config).build_head(config)
         if not task_head.built:

@@ -17,10 +17,13 @@ b'hi\\n'
 
 from __future__ import annotations
 
+import atexit
 import glob as _glob
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from typing import List
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -104,10 +107,6 @@ def scratch_dir(prefix: str) -> str:
     >>> d = scratch_dir("bert_tf_doc_"); os.path.isdir(d)
     True
     """
-    import atexit
-    import shutil
-    import tempfile
-
     path = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path

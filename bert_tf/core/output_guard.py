@@ -57,10 +57,12 @@ bert_tf.core.output_guard.OutputGuardError: --output_dir=... contains the input 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
+import socket
 import uuid
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -713,8 +715,6 @@ def locked(path: str, *, flag: str) -> Iterator[None]:
     if file_io.is_remote(path):
         yield
         return
-    import fcntl
-    import socket
 
     parent, name = os.path.split(_norm(path))
     try:

@@ -44,6 +44,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from bert_tf.export import saved_model
+from bert_tf.model import model_dir
 
 INFO_FILE = "model_info.json"
 
@@ -81,8 +82,6 @@ def _text_info(resolved, max_seq_length: Optional[int], ids_model: str) -> dict:
     """The text settings the ids must be made with (the model dir's, with the export's
     overrides: flags, model dir or inferred from the vocab, resolved once by
     model_dir.resolve), the task and the lengths."""
-    from bert_tf.model import model_dir
-
     config, task_config = resolved.config, resolved.task_config or {}
     tokenizer = {}
     path = os.path.join(ids_model, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)

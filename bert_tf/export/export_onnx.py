@@ -34,6 +34,7 @@ Example: `convert_saved_model` below; whole exports in tests/test_export_onnx.py
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from typing import Optional
@@ -64,8 +65,6 @@ def _erfc(ctx, node, name, args):
 
 def require(module: str, package: str):
     """Imports `module` or raises an ExportError naming the pip package to install."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:

@@ -63,8 +63,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.export import saved_model, export_converted
-from bert_tf.export.saved_model import ExportError
 from bert_tf.export.export_onnx import require
+from bert_tf.export.saved_model import ExportError
+from bert_tf.model import model_dir
 
 MODEL_FILE = "model.xml"
 PLUGIN_CONFIG_FILE = "plugin_config.json"
@@ -163,8 +164,6 @@ def _calibration_inputs(model, rows: list, resolved, length: int, source: str) -
     packed as the raw-text signature packs: a text or a pair; for a multiple-choice model
     (ids of rank 3) a context and its num_choices endings. Texts and pairs are tokenized
     in one batch each (one traced function per kind, not one per length)."""
-    from bert_tf.model import model_dir
-
     try:
         tokenizer = resolved.tokenizer()
     except model_dir.ModelDirError as e:

@@ -52,12 +52,16 @@ import json
 import os
 from typing import Callable, List, Mapping, Optional, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.core.constants import length_delimited as _field
 from bert_tf.core import output_guard
 from bert_tf.core.errors import BertTfError
+from bert_tf.model import model_dir
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.tasks import task_from_config
 from bert_tf.serving.modules import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
                              scratch_dir)
@@ -313,9 +317,6 @@ def with_precision(model, mixed_precision: str, build: Optional[Callable] = None
                           f"{', '.join(EXPORT_PRECISIONS)}")
     if mixed_precision == "float32":
         return model
-    import keras
-
-    from bert_tf.model.encoder import BertEncoder
 
     encoder = model if isinstance(model, BertEncoder) else model.encoder
     previous = keras.config.dtype_policy()
@@ -419,8 +420,6 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
     >>> os.path.basename(export_model_dir(model_dir.resolve(src), tempfile.mkdtemp()))
     '1'
     """
-    from bert_tf.model import model_dir
-
     try:
         resolved.require(config=True)
     except model_dir.ModelDirError as e:
@@ -450,10 +449,6 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
     index already read by `resolved`) and exports the task's own serving module
     (`Task.serving_module`, written next to the host postprocessing its raw-text
     signature equals) in `mixed_precision` (`with_precision`)."""
-    from bert_tf.model import model_dir
-    from bert_tf.model.encoder import BertEncoder
-    from bert_tf.tasks import task_from_config
-
     if not resolved.vocab_file:
         raise ExportError(f"{resolved.directory}: no {model_dir.VOCAB_FILE}; a task export "
                           f"tokenizes raw text in the graph, pass --vocab_file")

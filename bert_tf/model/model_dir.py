@@ -57,9 +57,11 @@ from typing import Mapping, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from bert_tf.core import output_guard  # each file whole or not at all (docs/contracts.md §6)
-from bert_tf.model.config import BertConfig, ConfigError
 from bert_tf.core.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
 from bert_tf.core.errors import BertTfError
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.text.text_rules import infer_do_lower_case, infer_strip_accents
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -418,8 +420,6 @@ def _resolve_text(recorded: Sequence[dict], vocab_file: Optional[str],
                   do_lower_case: Optional[bool], strip_accents: Optional[bool],
                   pre_tokenizer: Optional[str]) -> TokenizerConfig:
     """Steps 1-4 of the precedence for the text settings (`recorded`: step 2's dicts)."""
-    from bert_tf.text.text_rules import infer_do_lower_case, infer_strip_accents
-
     def first(name, given):
         if given is not None:
             return given, True
@@ -549,8 +549,6 @@ def load_encoder(path, config: Optional[BertConfig] = None, dtype=None):
     checkpoint prefix inside one, or a `ResolvedModelDir`). `config` overrides the
     stored config (e.g. dropout).
     """
-    from bert_tf.model.encoder import BertEncoder  # late: keeps this module importable without Keras work
-
     resolved = path if isinstance(path, ResolvedModelDir) else resolve(path)
     config = config or resolved.require().config
     encoder = BertEncoder(config, dtype=dtype, name=ENCODER)

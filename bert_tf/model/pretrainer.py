@@ -4,10 +4,10 @@ from typing import Any, Dict
 
 import keras
 
-from bert_tf.model.config import BertConfig
 from bert_tf.core.constants import ENCODER, MASKED_LM, NEXT_SENTENCE
-from bert_tf.model.encoder import BertEncoder
 from bert_tf.layers import ClassificationHead, MaskedLMHead
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

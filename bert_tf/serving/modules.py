@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from bert_tf.core import file_io
 from bert_tf.core.constants import MODEL_INPUTS
+from bert_tf.core.errors import UsageError
 from bert_tf.serving.graph import InferenceEncoder
 
 SERVING_DEFAULT = "serving_default"
@@ -206,7 +207,6 @@ class ServingModule(tf.Module):
         vocab_size = self.encoder_config.vocab_size
         if self.has_text_signatures and tokenizer.vocab_size > vocab_size:
             # The raw-text signatures' ids come from this vocab: checked here, at export.
-            from bert_tf.core.errors import UsageError
 
             raise UsageError(f"{tokenizer.vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"the model's vocab_size is {vocab_size}: raw text would give "

@@ -83,12 +83,16 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from absl import logging
 import keras
 import numpy as np
+import tensorflow as tf
 
+from bert_tf.core import output_guard
 from bert_tf.core.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
 from bert_tf.core.errors import BertTfError, UsageError
 from bert_tf.layers.heads import ClassificationHead
+from bert_tf.model import model_dir
 
 
 
@@ -108,8 +112,6 @@ def read_task_text(path: str, missing_hint: str, encoding: str = "utf-8-sig") ->
         ... except TaskDataError as e: print(str(e).split(": ", 1)[1])
         line 2, byte 3: not valid UTF-8 (invalid continuation byte); save the file as UTF-8
     """
-    import tensorflow as tf  # gfile: data may live on gs://
-
     try:
         with tf.io.gfile.GFile(path, "rb") as f:
             data = f.read()
@@ -286,10 +288,6 @@ class Task:
         very task (same labels). Returns the `model_dir.StartPoint`, or None without
         --init_checkpoint (random weights).
         """
-        from absl import logging
-
-        from bert_tf.model import model_dir
-
         if not resolved.path:
             return None
         objects = {ENCODER: model.encoder}
@@ -331,8 +329,6 @@ class Task:
 
 
 def write_tsv_lines(path: str, lines: Sequence[str]) -> str:
-    from bert_tf.core import output_guard  # whole or not at all (docs/contracts.md §6)
-
     output_guard.write_text(path, "\n".join(lines) + "\n")
     return path
 

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from bert_tf.core.errors import UsageError
 from bert_tf.tasks.base import Task, TaskDataError, require_examples, sparse_ce
@@ -130,7 +131,6 @@ class SquadTask(Task):
 
     def get_examples(self, split: str) -> List[SquadExample]:
         path = self.split_file(split)
-        import tensorflow as tf
 
         if not tf.io.gfile.exists(path):
             raise TaskDataError(f"{path}: no such file; pass --train_file / --predict_file "

@@ -33,6 +33,7 @@ from bert_tf.core import output_guard
 from bert_tf.serving import modules as serving
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks.squad_data import BasicFn, SquadExample
+from bert_tf.text.packing import pack_inputs
 
 
 @dataclasses.dataclass
@@ -308,8 +309,6 @@ class SpanServing(serving.TaskServing):
 
     def _windows(self, question, context):
         """Packed windows and the bookkeeping to map them back to the context."""
-        from bert_tf.text.packing import pack_inputs
-
         q = self.tok.tokenize(question)
         q = q[:, :self.max_query_length]  # as the original: the question's first pieces
         ids, starts, ends = self.tok.tokenize_with_offsets(context)

@@ -29,7 +29,10 @@ The context-dependent rules of `str.lower()` + NFD are handled explicitly:
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import sys
+import tempfile
 import unicodedata
 
 import numpy as np
@@ -249,9 +252,6 @@ class _Tables:
     def load(cls, lower: bool, strip: bool) -> "_Tables":
         """Built once per machine and cached (keyed by this file, text_rules.py and the
         Unicode version)."""
-        import hashlib
-        import sys
-        import tempfile
         sha = hashlib.sha256()
         for source in (__file__, text_rules.__file__):  # the table builder and its rules
             with open(source, "rb") as f:

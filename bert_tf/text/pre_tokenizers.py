@@ -28,8 +28,10 @@ This module imports no TensorFlow and imports the analyser only when asked for o
 from __future__ import annotations
 
 import functools
+import importlib.util
 import unicodedata
 from typing import Callable, Iterable, List, Sequence, Tuple
+import warnings
 
 from bert_tf.core.errors import BertTfError
 
@@ -88,7 +90,6 @@ class KiwiSplitter:
             raise PreTokenizerError(
                 f"--pre_tokenizer=kiwi needs the kiwipiepy package, which is not installed: "
                 f"{_PIP_HINT['kiwi']}") from None
-        import warnings
 
         with warnings.catch_warnings():  # 0 = one thread since kiwipiepy 0.21 (it warns)
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -120,8 +121,6 @@ def check_available(name: str) -> None:
     ...
     bert_tf.text.pre_tokenizers.PreTokenizerError: --pre_tokenizer=nonesuch: unknown; choose one of kiwi
     """
-    import importlib.util
-
     if name not in _MODULES:
         raise PreTokenizerError(f"--pre_tokenizer={name}: unknown; choose one of "
                                 f"{', '.join(PRE_TOKENIZERS)}")

@@ -43,8 +43,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.text import codepoint_tables as ct
 from bert_tf.core import constants
+from bert_tf.text import codepoint_tables as ct
 from bert_tf.text import text_rules
 from bert_tf.text.packing import pack_inputs
 

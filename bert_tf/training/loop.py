@@ -105,11 +105,11 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf.core import file_io
-from bert_tf.model import model_dir
 from bert_tf.core.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
-from bert_tf.data.position import InputPosition
 from bert_tf.core.errors import BertTfError, Preempted, StopRequested, UsageError
+from bert_tf.data.position import InputPosition
 from bert_tf.layers import dropout
+from bert_tf.model import model_dir
 from bert_tf.model.model_dir import StartPoint
 from bert_tf.training.inference import InferenceLoop
 from bert_tf.training.preemption import PreemptionWatcher

@@ -22,8 +22,8 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from absl import logging
 
-from bert_tf.model import model_dir, run_record
 from bert_tf.core import output_guard
+from bert_tf.model import model_dir, run_record
 from bert_tf.training import strategy
 
 
