@@ -57,8 +57,8 @@ def open_any(path: str, mode: str = "rb"):
     Beam's FileSystems, uncompressed (a .gz is refused by the text sniff, not inflated)."""
     if not is_remote(path):
         return open(path, mode)
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystem import CompressionTypes  # optional (requirements-beam.txt)
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
@@ -68,7 +68,7 @@ def expand_globs(spec: str) -> List[str]:
     matching nothing is an error (`corpus.expand_input_globs`)."""
     if not any(is_remote(p.strip()) for p in spec.split(",")):
         return corpus.expand_input_globs(spec)
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     def glob_fn(pattern):
         return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
@@ -79,7 +79,7 @@ def expand_globs(spec: str) -> List[str]:
 def _size(path: str) -> int:
     if not is_remote(path):
         return os.path.getsize(path)
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
@@ -100,7 +100,7 @@ def _create_any(path: str):
     if not is_remote(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return open(path, "wb")
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     return FileSystems.create(path)
 
@@ -109,14 +109,14 @@ def _rename_any(src: str, dst: str):
     if not is_remote(dst):
         os.replace(src, dst)
         return
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     FileSystems.rename([src], [dst])
 
 
 def _make_dofns(cfg: JobConfig, work_dir: str, num_units: int):
-    import apache_beam as beam
-    from apache_beam.metrics import Metrics
+    import apache_beam as beam  # optional (requirements-beam.txt)
+    from apache_beam.metrics import Metrics  # optional
 
     vocab_bytes = _read_bytes(cfg.vocab_file)
 
@@ -223,7 +223,7 @@ def build_pipeline(pipeline, cfg: JobConfig, units: Sequence[corpus.WorkUnit],
                    work_dir: str):
     """Adds the job to `pipeline`: units -> document store -> keyed records -> shuffle by
     the runner -> TFRecord shards."""
-    import apache_beam as beam
+    import apache_beam as beam  # optional (requirements-beam.txt)
 
     tokenize, instances, write_shard = _make_dofns(cfg, work_dir, len(units))
     tokenized = (pipeline
@@ -284,9 +284,9 @@ def parse_args(argv: Sequence[str]):
 
 def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     """Plans the units, runs the pipeline; returns the summary when the runner reports counts."""
-    import apache_beam as beam
-    from apache_beam.metrics.metric import MetricsFilter
-    from apache_beam.options.pipeline_options import PipelineOptions
+    import apache_beam as beam  # optional (requirements-beam.txt)
+    from apache_beam.metrics.metric import MetricsFilter  # optional
+    from apache_beam.options.pipeline_options import PipelineOptions  # optional
 
     cfg, beam_args = parse_args(argv)
     cfg.validate()

@@ -142,7 +142,7 @@ def _init_worker(cfg: JobConfig, single_threaded: bool):
     global _WORKER, _STORE
     if single_threaded and cfg.tokenizer == "tensorflow":
         # One TF thread per worker: the workers are the parallelism.
-        import tensorflow as tf
+        import tensorflow as tf  # --tokenizer=tensorflow only; TF-free module
 
         try:
             tf.config.threading.set_inter_op_parallelism_threads(1)

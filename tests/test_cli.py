@@ -138,7 +138,7 @@ def test_the_filter_waits_for_a_non_blocking_stderr_instead_of_dropping_output()
     code = (
         "import fcntl, os\n"
         "fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
-        "from bert_tf import cli\n"
+        "from bert_tf.app import cli\n"
         "cli._install_stderr_filter()\n"
         "print('go', flush=True)\n"
         "for i in range(640):\n"
@@ -169,7 +169,7 @@ def test_a_dead_filter_gives_the_command_its_stderr_back():
     # write to stderr failed with EPIPE and a successful command exited 1 (or 120).
     code = (
         "import os, signal, sys\n"
-        "from bert_tf import cli\n"
+        "from bert_tf.app import cli\n"
         "cli._install_stderr_filter()\n"
         "print('before', file=sys.stderr, flush=True)\n"
         "pid = os.getpid()\n"

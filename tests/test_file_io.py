@@ -54,7 +54,7 @@ def test_local_paths(tmp_path):
 
 def test_local_paths_load_no_tensorflow(tmp_path):
     (tmp_path / "a.txt").write_text("x\n")
-    script = ("import sys; from bert_tf import file_io; "
+    script = ("import sys; from bert_tf.core import file_io; "
               f"assert file_io.read_bytes({str(tmp_path / 'a.txt')!r}) == b'x\\n'; "
               f"file_io.glob({str(tmp_path / '*')!r}); file_io.file_size({str(tmp_path)!r}); "
               "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
@@ -64,7 +64,7 @@ def test_local_paths_load_no_tensorflow(tmp_path):
 
 
 def test_scratch_dirs_are_gone_when_the_process_exits(tmp_path):
-    code = ("from bert_tf import file_io; import os; d = file_io.scratch_dir('x_'); "
+    code = ("from bert_tf.core import file_io; import os; d = file_io.scratch_dir('x_'); "
             "open(os.path.join(d, 'vocab.txt'), 'w').write('a'); print(d)")
     env = command_env(TMPDIR=str(tmp_path))
     made = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True,

@@ -72,7 +72,7 @@ def imports(path, known):
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
-                if sub in known:  # `from bert_tf import model_dir`
+                if sub in known:  # `from bert_tf.model import model_dir`
                     found.add(sub)
                 elif node.module in known:  # `from bert_tf.core.errors import BertTfError`
                     found.add(node.module)

@@ -540,7 +540,7 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_
 
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from bert_tf import output_guard\n"
+        [sys.executable, "-c", "import sys, time; from bert_tf.core import output_guard\n"
          f"with output_guard.locked({str(out)!r}, flag='--output_dir'):\n"
          "    print('held', flush=True); time.sleep(600)"],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=REPO))

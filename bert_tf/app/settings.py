@@ -70,7 +70,7 @@ class ModelDirSettings(TextSettings):
 
     def resolve(self, *fallbacks: Optional[str]):
         """`model_dir.resolve` of --init_checkpoint with these flags as overrides."""
-        from bert_tf.model import model_dir
+        from bert_tf.model import model_dir  # TensorFlow: not loaded by --help (0.5 s, not 9 s)
 
         return model_dir.resolve(self.init_checkpoint, bert_config_file=self.bert_config_file,
                                  vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,

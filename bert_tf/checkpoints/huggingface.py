@@ -30,6 +30,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
 
 from bert_tf import tasks
 from bert_tf.core import constants, file_io
@@ -74,8 +76,6 @@ def _damaged_weights(path: str, error: Exception) -> Exception:
 
 
 def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
-    from safetensors import SafetensorError, safe_open
-
     result = {}
     try:
         with safe_open(path, framework="np") as f:
@@ -88,7 +88,7 @@ def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
         if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
             raise CheckpointFormatError(f"{path}: cannot read safetensors: {e}") from None
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 (optional (requirements-dev.txt), for .bin files)
     except ImportError:
         raise CheckpointFormatError(f"{path}: holds bfloat16 weights, which need torch to "
                                     f"read; pip install torch") from None
@@ -101,7 +101,7 @@ _SAFE_TORCH = (2, 6)  # the first torch whose weights_only=True load is safe
 
 def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
     try:
-        import torch
+        import torch  # optional (requirements-dev.txt), for .bin files
     except ImportError:
         raise CheckpointFormatError(f"{path}: reading pytorch_model.bin needs torch (pip "
                                     f"install torch), or convert from model.safetensors") from None
@@ -520,8 +520,6 @@ def write_huggingface(weights: BertWeights, output_dir: str) -> str:
     tokenizer_config.json (BertTokenizer, do_lower_case when known). Returns the
     weights file's path.
     """
-    from safetensors.numpy import save_file
-
     check_shapes(weights)
     architecture = huggingface_architecture(weights)
     prefix = "" if architecture == "BertModel" else "bert."

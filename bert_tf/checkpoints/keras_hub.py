@@ -60,7 +60,7 @@ _TANH_GELU = ("gelu_approximate", "gelu_new", "gelu_pytorch_tanh")
 
 def _keras_hub():
     try:
-        import keras_hub
+        import keras_hub  # optional (requirements-dev.txt)
     except ImportError:
         raise CheckpointFormatError("keras-hub presets need the keras-hub package: pip "
                                     "install keras-hub") from None

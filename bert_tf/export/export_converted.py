@@ -21,7 +21,7 @@ Example (a "format" that only copies the SavedModel's graph file):
 >>> import tempfile, shutil
 >>> from bert_tf.model.config import BertConfig
 >>> from bert_tf.model.encoder import BertEncoder
->>> from bert_tf import model_dir
+>>> from bert_tf.model import model_dir
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> src = tempfile.mkdtemp()

@@ -124,7 +124,7 @@ def load_interpreter(model_path: Optional[str] = None, model_content: Optional[b
                      num_threads: Optional[int] = None):
     """The LiteRT runtime's Interpreter: the `ai_edge_litert` package, the same C++ runtime
     (builtin ops + XNNPACK) as on Android and iOS (TF's tf.lite.Interpreter is deprecated)."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter  # optional (--format=litert)
 
     return Interpreter(model_path=model_path, model_content=model_content,
                        num_threads=num_threads)

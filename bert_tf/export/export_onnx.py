@@ -53,7 +53,7 @@ _NUMPY_NAMES = {"tensor(float)": "float32", "tensor(double)": "float64"}
 
 def _erfc(ctx, node, name, args):
     """tf2onnx handler of TF's Erfc (tf.nn.gelu's exact form): 1 - Erf(x)."""
-    from tf2onnx import utils
+    from tf2onnx import utils  # optional (--format=onnx)
 
     erf = ctx.make_node("Erf", [node.input[0]])
     one = ctx.make_const(utils.make_name("one"),
@@ -91,8 +91,8 @@ def convert_saved_model(saved_model_dir: str, signature_key: str = saved_model.S
     (['x'], ['y'])
     """
     tf2onnx = require("tf2onnx", "tf2onnx==1.17.0")
-    import onnx
-    from tf2onnx import tf_loader
+    import onnx  # optional (--format=onnx)
+    from tf2onnx import tf_loader  # optional (--format=onnx)
 
     tf2onnx_logger = logging.getLogger("tf2onnx")
     level = tf2onnx_logger.level
@@ -131,8 +131,8 @@ def export_onnx_dir(resolved, export_dir: str, version: Optional[int] = None,
         proto = convert_saved_model(ids_model, source=resolved.path)
         path = os.path.join(out, MODEL_FILE)
         if quantization == "dynamic_int8":
-            import onnx
-            from onnxruntime.quantization import QuantType, quantize_dynamic
+            import onnx  # optional (--format=onnx)
+            from onnxruntime.quantization import QuantType, quantize_dynamic  # optional
 
             float_path = os.path.join(ids_model, "float32.onnx")
             onnx.save(proto, float_path)

@@ -41,7 +41,7 @@ Example:
 >>> import tempfile, os
 >>> from bert_tf.model.config import BertConfig
 >>> from bert_tf.model.encoder import BertEncoder
->>> from bert_tf import model_dir
+>>> from bert_tf.model import model_dir
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> src = tempfile.mkdtemp()
@@ -94,7 +94,7 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
     if calibration_texts is not None:
         calibration = _calibration_rows(calibration_texts, calibration_source)
     require("openvino", "openvino==2026.4.1")
-    import openvino as ov
+    import openvino as ov  # optional (--format=openvino)
 
     plugin_config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[mixed_precision]}
 
@@ -102,7 +102,7 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
         model = ov.convert_model(ids_model)
         if quantization == "dynamic_int8":
             require("nncf", "nncf==3.4.0")  # a one-line error when it is not installed
-            import nncf
+            import nncf  # optional (int8 only)
 
             model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
         elif quantization == "static_int8":
@@ -123,7 +123,7 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
 def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None):
     """The IR in `path` (an export's version directory) compiled by the OpenVINO runtime
     with the export's plugin_config.json (then `config`, e.g. INFERENCE_NUM_THREADS)."""
-    import openvino as ov
+    import openvino as ov  # optional (--format=openvino)
 
     settings = {}
     plugin_config = os.path.join(path, PLUGIN_CONFIG_FILE)
@@ -136,7 +136,7 @@ def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None)
 
 def describe(compiled) -> dict:
     """inputs / outputs: name -> dtype and shape (-1 for a dynamic axis)."""
-    import openvino as ov
+    import openvino as ov  # optional (--format=openvino)
 
     def tensors(ports):
         return {p.get_any_name(): {
@@ -202,7 +202,7 @@ def _quantized(model, inputs: list):
     """NNCF post-training int8 quantization of `model`, ranges measured on `inputs`
     (the transformer preset: softmax, LayerNorm and GELU stay in float)."""
     require("nncf", "nncf==3.4.0")
-    import nncf
+    import nncf  # optional (int8 only)
 
     return nncf.quantize(model, nncf.Dataset([{k: np.asarray(v) for k, v in x.items()}
                                               for x in inputs]),

@@ -410,7 +410,7 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
     `export_dir/<version>`.
 
     >>> import tempfile
-    >>> from bert_tf import model_dir
+    >>> from bert_tf.model import model_dir
     >>> from bert_tf.model.config import BertConfig
     >>> from bert_tf.model.encoder import BertEncoder
     >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,

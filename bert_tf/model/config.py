@@ -148,7 +148,8 @@ class BertConfig:
         `path` may also be a directory holding `bert_config.json` or `config.json`
         (a directory written by convert_checkpoint, pretrain or finetune).
         """
-        import tensorflow as tf  # gfile reads gs:// paths too; imported late to keep this light
+        # gs:// too; BertConfig itself needs no TensorFlow (9 s to import)
+        import tensorflow as tf
 
         if tf.io.gfile.isdir(path):
             for name in ("bert_config.json", "config.json", "config.yaml"):
@@ -177,6 +178,7 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
+        # gs:// too; BertConfig itself needs no TensorFlow (9 s to import)
         import tensorflow as tf
 
         with tf.io.gfile.GFile(path, "w") as f:

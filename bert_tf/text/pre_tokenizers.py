@@ -85,7 +85,7 @@ class KiwiSplitter:
 
     def __init__(self):
         try:
-            from kiwipiepy import Kiwi
+            from kiwipiepy import Kiwi  # optional (requirements-korean.txt)
         except ImportError:
             raise PreTokenizerError(
                 f"--pre_tokenizer=kiwi needs the kiwipiepy package, which is not installed: "

