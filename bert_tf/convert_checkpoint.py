@@ -103,8 +103,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
         raise UsageError(f"--task_name applies to fine-tuned {' and '.join(_TASK_SOURCES)} "
                          f"sources; a {source_format} source's task (if any) is its own")
     if task_name:
-        # TensorFlow: not loaded by --help (0.5 s, not 9 s)
-        from bert_tf.checkpoints.huggingface import split_task_name
+        from bert_tf.checkpoints.huggingface import split_task_name  # TensorFlow: not for --help
 
         # an unknown name is a usage error, before any work
         canonical_task_name(split_task_name(task_name)[0])
@@ -140,7 +139,7 @@ def convert(source_format: str, input_path: str, output_dir: str, *,
 
 def _written_prefix(output_dir: str) -> str:
     """The checkpoint prefix or weights file an earlier run of the job wrote there."""
-    import tensorflow as tf  # TensorFlow: not loaded by --help (0.5 s, not 9 s)
+    import tensorflow as tf  # not loaded by --help (0.5 s, not 9 s)
 
     latest = tf.train.latest_checkpoint(output_dir)
     if latest:
@@ -154,9 +153,8 @@ def _written_prefix(output_dir: str) -> str:
 
 def _convert_into(source_format, target_format, input_path, tmp_dir, bert_config_file,
                   vocab_file, do_lower_case, task_name) -> str:
-    # late: flag errors are reported without loading TF
-    from bert_tf.model import model_dir  # TensorFlow: not loaded by --help (0.5 s, not 9 s)
-    # TensorFlow: not for --help
+    # late: flag errors are reported without loading TF (9 s)
+    from bert_tf.model import model_dir
     from bert_tf.checkpoints import huggingface, keras_hub, tf1, weights as weights_lib
 
     if source_format == "bert_tf":

@@ -170,28 +170,24 @@ def _run(config: ExportConfig) -> str:
     # What every format takes: the version and the length.
     common = dict(version=config.version, max_seq_length=config.max_seq_length)
     if config.format == "litert":
-        # TensorFlow, optional packages: not for --help
-        from bert_tf.export.export_litert import export_litert_dir
+        from bert_tf.export.export_litert import export_litert_dir  # optional, TensorFlow
 
         return export_litert_dir(resolved, config.export_dir,
                                  quantization=config.quantization or "dynamic_int8", **common)
     if config.format == "onnx":
-        # TensorFlow, optional packages: not for --help
-        from bert_tf.export.export_onnx import export_onnx_dir
+        from bert_tf.export.export_onnx import export_onnx_dir  # optional, TensorFlow
 
         return export_onnx_dir(resolved, config.export_dir,
                                quantization=config.quantization or "float32", **common)
     if config.format == "openvino":
-        # TensorFlow, optional packages: not for --help
-        from bert_tf.export.export_openvino import export_openvino_dir
+        from bert_tf.export.export_openvino import export_openvino_dir  # optional, TF
 
         return export_openvino_dir(resolved, config.export_dir,
                                    quantization=config.quantization or "float32",
                                    mixed_precision=config.mixed_precision,
                                    calibration_texts=calibration_texts,
                                    calibration_source=config.calibration_file, **common)
-    # TensorFlow: not loaded by --help (0.5 s, not 9 s)
-    from bert_tf.export.saved_model import export_model_dir
+    from bert_tf.export.saved_model import export_model_dir  # TensorFlow (9 s): not for --help
 
     return export_model_dir(resolved, config.export_dir,
                             text_signatures=config.text_signatures is not False,

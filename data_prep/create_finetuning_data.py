@@ -87,8 +87,7 @@ def run(config: FinetuningDataConfig) -> List[dict]:
     # cli.run_main), so a bad input leaves --output_dir as it was.
     converted = {split: convert_split(task, split, config.max_examples)
                  for split in config.splits}
-    # TensorFlow: not loaded by --help (0.5 s, not 9 s)
-    from bert_tf.data.finetuning import write_split_records
+    from bert_tf.data.finetuning import write_split_records  # TensorFlow (9 s): not for --help
 
     with output_guard.locked(config.output_dir, flag="--output_dir"):  # one writer
         output_guard.claim_output_dir(config.output_dir, "create_finetuning_data",

@@ -175,8 +175,7 @@ class UnitProcessor:
             vocab_tokens = [t if t is not None else "" for t in vocab_tokens]
             token_to_id = tok.vocab
         elif cfg.tokenizer == "tensorflow":
-            # --tokenizer=tensorflow only; TF-free module
-            from bert_tf.text.tokenization import BertTokenizer
+            from bert_tf.text.tokenization import BertTokenizer  # --tokenizer=tensorflow only
 
             tf_tok = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case,
                                    strip_accents=cfg.strip_accents)

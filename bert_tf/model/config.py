@@ -148,8 +148,7 @@ class BertConfig:
         `path` may also be a directory holding `bert_config.json` or `config.json`
         (a directory written by convert_checkpoint, pretrain or finetune).
         """
-        # gs:// too; BertConfig itself needs no TensorFlow (9 s to import)
-        import tensorflow as tf
+        import tensorflow as tf  # gs:// too; BertConfig needs no TensorFlow (9 s)
 
         if tf.io.gfile.isdir(path):
             for name in ("bert_config.json", "config.json", "config.yaml"):
@@ -178,8 +177,7 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
-        # gs:// too; BertConfig itself needs no TensorFlow (9 s to import)
-        import tensorflow as tf
+        import tensorflow as tf  # gs:// too; BertConfig needs no TensorFlow (9 s)
 
         with tf.io.gfile.GFile(path, "w") as f:
             f.write(self.to_json_string())
