@@ -119,6 +119,14 @@ def test_no_module_imports_a_higher_layer():
     assert not wrong, "imports against ARCHITECTURE.md's layers:\n" + "\n".join(sorted(wrong))
 
 
+def test_only_commands_at_the_package_root():
+    """The bert_tf/ root holds the commands; the library lives in subpackages."""
+    root = {name for name, path in modules().items()
+            if path.count("/") == 1 and path.startswith("bert_tf/") and name != "bert_tf"}
+    assert root <= COMMANDS, (f"library modules at the bert_tf/ root (move them into the "
+                              f"subpackage of what they hold): {sorted(root - COMMANDS)}")
+
+
 def test_every_exception_is_still_needed():
     edges = graph()
     stale = [edge for edge in ALLOWED if edge[1] not in edges.get(edge[0], ())]
