@@ -259,7 +259,9 @@ def test_commands_define_flags_only_when_they_run():
     """Importing every command module defines no flag (they can share one process); each
     defines its flags on the FlagValues it is given, and its __main__ hands them to
     cli.run_main."""
-    probe = ("import importlib\nfrom absl import app, flags, logging\n"
+    # TensorFlow defines absl flags of its own when it loads (finetune and pretrain import
+    # it at their top): loaded first, so that only the commands' own flags would show.
+    probe = ("import importlib\nfrom absl import app, flags, logging\nimport tensorflow\n"
              "before = set(flags.FLAGS)\n"
              f"for m in {COMMANDS!r}: importlib.import_module(m)\n"
              "print(sorted(set(flags.FLAGS) - before))")
