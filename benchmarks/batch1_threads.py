@@ -163,7 +163,7 @@ def measure(threads: int, work_dir: str, sentences: int, rounds: int,
     import torch
     from transformers import BertTokenizerFast
 
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     torch.set_num_threads(threads)
     # Made by the parent, without the setting.

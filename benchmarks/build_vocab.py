@@ -28,7 +28,7 @@ SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)
 
 def tokens_per_word(vocab_file, lines, do_lower_case=True):
     """(WordPiece tokens per basic-tokenizer word, [UNK] fraction of tokens)."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     tok = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
     words = tok.tokenize_words(lines)

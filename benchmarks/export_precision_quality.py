@@ -1,7 +1,7 @@
 r"""Does a bfloat16 SavedModel score what its float32 export scores? (GLUE dev, raw text.)
 
 For each fine-tuned model dir (what `bert_tf.finetune` wrote, e.g. the `ours_*` dirs of
-benchmarks/finetune_quality.py), exports it twice with `bert_tf.export.export_model_dir`,
+benchmarks/finetune_quality.py), exports it twice with `bert_tf.export.saved_model.export_model_dir`,
 `mixed_precision=float32` and `mixed_precision=mixed_bfloat16` (what `export_model
 --mixed_precision` does), loads both with plain `tf.saved_model.load`, sends the whole dev
 set through their raw-text `serving_default` signature in batches of 32, and scores the
@@ -55,7 +55,9 @@ def main():
 
     import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
 
-    from bert_tf import export, model_dir, tasks
+    from bert_tf.export import saved_model
+    from bert_tf.model import model_dir
+    from bert_tf import tasks
 
     report = {}
     for directory in args.model_dirs.split(","):
@@ -69,9 +71,9 @@ def main():
         for precision in PRECISIONS:
             export_dir = os.path.join(args.work_dir, os.path.basename(directory.rstrip("/")),
                                       precision)
-            versions = export.list_versions(export_dir)
+            versions = saved_model.list_versions(export_dir)
             path = (os.path.join(export_dir, str(versions[-1])) if versions else
-                    export.export_model_dir(resolved, export_dir, mixed_precision=precision))
+                    saved_model.export_model_dir(resolved, export_dir, mixed_precision=precision))
             outputs[precision] = dev_outputs(path, dev, pair)
             scores = task.evaluate(outputs[precision]["labels"], dev)
             entry[precision] = scores

@@ -61,7 +61,7 @@ import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from bert_tf.file_io import sha256  # the same digest the tools compare vocabs by
+from bert_tf.core.file_io import sha256  # the same digest the tools compare vocabs by
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
@@ -559,7 +559,7 @@ def compare_outputs(scenario: Scenario, reference: str, trial: str, files: Seque
             cmp.mismatches.append(f"{rel}: bytes differ")
     if scenario.kind == "model_dir":
         try:
-            from bert_tf import model_dir
+            from bert_tf.model import model_dir
 
             model_dir.load_encoder(os.path.join(trial, scenario.output))
         except Exception as e:

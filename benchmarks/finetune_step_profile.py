@@ -63,9 +63,9 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
     import tensorflow as tf
 
     from bert_tf import tasks
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
     from bert_tf.training import optimization
-    from bert_tf.settings import TrainingSettings
+    from bert_tf.app.settings import TrainingSettings
     from bert_tf.training.loop import LoopOptions, Trainer
 
     keras.mixed_precision.set_global_policy(precision)
@@ -190,7 +190,7 @@ def worker(args):
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     path = finetune_quality.minilm_dir()
     config = BertConfig.from_file(path)  # the HF config.json, read as every command reads it

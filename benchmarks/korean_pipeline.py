@@ -228,8 +228,8 @@ def tokenization_stats(vocab_file, lines, do_lower_case=True, strip_accents=Fals
                        pre_tokenizer=None):
     """[UNK] share of the pieces and pieces per non-space character of `lines`, with our
     BertTokenizer (after `pre_tokenizer`'s split, as the model would see the text)."""
-    from bert_tf.pre_tokenizers import split_lines
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.pre_tokenizers import split_lines
+    from bert_tf.text.tokenization import BertTokenizer
 
     tok = BertTokenizer(vocab_file, do_lower_case=do_lower_case, strip_accents=strip_accents)
     ids = tok.tokenize(split_lines(lines, pre_tokenizer)).flat_values.numpy()

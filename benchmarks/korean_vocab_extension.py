@@ -65,8 +65,8 @@ def tokenization_stats(vocab_file, lines, do_lower_case, strip_accents):
     """Ours (BertTokenizer, in-graph) and the peer (HF tokenizers) on the same lines."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-    from bert_tf.text_rules import load_vocab, vocab_index
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.text_rules import load_vocab, vocab_index
+    from bert_tf.text.tokenization import BertTokenizer
 
     ours = BertTokenizer(vocab_file, do_lower_case=do_lower_case, strip_accents=strip_accents)
     vocab = vocab_index(load_vocab(vocab_file))

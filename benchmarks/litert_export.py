@@ -89,7 +89,7 @@ class LiteRTRunner:
     """model.tflite's serving_default in the LiteRT runtime."""
 
     def __init__(self, path: str, threads: int):
-        from bert_tf.export_litert import MODEL_FILE, load_interpreter
+        from bert_tf.export.export_litert import MODEL_FILE, load_interpreter
 
         interpreter = load_interpreter(os.path.join(path, MODEL_FILE), num_threads=threads)
         self.runner = interpreter.get_signature_runner("serving_default")
@@ -110,7 +110,7 @@ def alternate(fns, runs: int, rounds: int = 10):
 
 def sst2_dev_ids(model_dir: str, data_dir: str):
     from bert_tf import tasks
-    from bert_tf import model_dir as md
+    from bert_tf.model import model_dir as md
 
     task = tasks.make_task("SST-2", data_dir=data_dir)
     dev = task.get_examples("dev")
@@ -185,7 +185,7 @@ def main():
                    "litert_float32": LiteRTRunner(float32, args.threads),
                    "litert_int8": LiteRTRunner(int8, args.threads)}
         texts = serving_latency.long_texts(1)
-        from bert_tf import model_dir as md
+        from bert_tf.model import model_dir as md
 
         tokenizer = md.resolve(model_dir).tokenizer()
         output = "sequence_output" if name == "minilm_encoder" else "logits"

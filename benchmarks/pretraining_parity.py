@@ -174,9 +174,9 @@ def make_init(args, p):
     """The shared initial weights: bert_tf's initialisers, seeded."""
     import keras
 
-    from bert_tf import model_dir
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertPretrainer
+    from bert_tf.model import model_dir
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.pretrainer import BertPretrainer
 
     with open(p["vocab"]) as f:
         vocab_size = sum(1 for _ in f)

@@ -55,10 +55,10 @@ import numpy as np  # noqa: E402
 import op_profile  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.models import BertPretrainer  # noqa: E402
+from bert_tf.app.settings import TrainingSettings  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.model.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.training import losses, optimization  # noqa: E402
-from bert_tf.settings import TrainingSettings  # noqa: E402
 from bert_tf.training.loop import LoopOptions, Trainer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

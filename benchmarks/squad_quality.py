@@ -74,7 +74,7 @@ from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import finetune_quality  # noqa: E402  (the reference's optimizer recipe; puts REPO on the path)
-from bert_tf import output_guard  # noqa: E402
+from bert_tf.core import output_guard  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -631,7 +631,7 @@ def _ours_postprocess(model, hf_dir, predict_file):
     import torch
 
     from bert_tf.tasks import squad
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     task = squad.SquadTask(tokenizer=BertTokenizer(os.path.join(hf_dir, "vocab.txt"),
                                                    do_lower_case=True),

@@ -71,7 +71,7 @@ def main():
     from tokenizers import BertWordPieceTokenizer
 
     sys.path.insert(0, REPO)
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     from tests import reference_tokenizer as ref
 
     lines, size = read_lines(args.corpus, args.megabytes)

@@ -16,11 +16,11 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 _PUBLIC = {
-    "BertConfig": "bert_tf.config",
-    "BertEncoder": "bert_tf.encoder",
-    "BertPretrainer": "bert_tf.models",
-    "BertTokenizer": "bert_tf.tokenization",
-    "load_encoder": "bert_tf.model_dir",
+    "BertConfig": "bert_tf.model.config",
+    "BertEncoder": "bert_tf.model.encoder",
+    "BertPretrainer": "bert_tf.model.pretrainer",
+    "BertTokenizer": "bert_tf.text.tokenization",
+    "load_encoder": "bert_tf.model.model_dir",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -13,9 +13,9 @@ See docs/serving.md for the signatures and client requests. `--mixed_precision=m
 the encoder's matmuls in bfloat16, inputs and outputs float32: for serving CPUs with
 AVX512-BF16 or AMX (docs/serving.md, "Which precision"). `--format=litert` writes
 EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
-(bert_tf/export_litert.py; docs/serving.md, "LiteRT"); `--format=onnx` model.onnx for
-onnxruntime (bert_tf/export_onnx.py) and `--format=openvino` model.xml/.bin for OpenVINO
-Model Server (bert_tf/export_openvino.py), both on ids (docs/serving.md, "ONNX and
+(bert_tf/export/export_litert.py; docs/serving.md, "LiteRT"); `--format=onnx` model.onnx for
+onnxruntime (bert_tf/export/export_onnx.py) and `--format=openvino` model.xml/.bin for OpenVINO
+Model Server (bert_tf/export/export_openvino.py), both on ids (docs/serving.md, "ONNX and
 OpenVINO"). A model pretrained on text pre-split by `--pre_tokenizer=kiwi` keeps its
 raw-text signatures, which take text split the same way (the client runs the analyser;
 the export warns and records it in assets.extra/tokenizer_config.json).
@@ -27,10 +27,11 @@ from typing import Optional
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import settings
-from bert_tf.errors import UsageError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.app import settings
+from bert_tf.app.setting_fields import setting
+from bert_tf.core import file_io, output_guard
+from bert_tf.core.errors import UsageError
 
 FLAGS = flags.FLAGS
 
@@ -47,11 +48,11 @@ class ExportConfig(settings.ModelDirSettings):
         "fine-tuning max_seq_length; 128 for encoders).", lower=3)
     max_batch_size: Optional[int] = setting(
         None, "Requests of more rows are refused (INVALID_ARGUMENT) by every signature "
-        "(default: bert_tf.serving.DEFAULT_MAX_BATCH_SIZE, 256).", lower=1)
+        "(default: bert_tf.serving.modules.DEFAULT_MAX_BATCH_SIZE, 256).", lower=1)
     max_text_length: Optional[int] = setting(
         None, "Raw-text requests with a string of more UTF-8 bytes are refused "
         "(INVALID_ARGUMENT); NER and SQuAD windows grow with the text (default: "
-        "bert_tf.serving.DEFAULT_MAX_TEXT_LENGTH, 20000).", lower=1)
+        "bert_tf.serving.modules.DEFAULT_MAX_TEXT_LENGTH, 20000).", lower=1)
     # None: not given (saved_model: included; the ids-only formats refuse them when asked).
     text_signatures: Optional[bool] = setting(
         None, "Include the raw-text signatures (tokenizer in the graph: needs TF Text ops "
@@ -133,8 +134,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def run(config: ExportConfig) -> str:
     """Exports as `config` says; returns EXPORT_DIR/<version>. One export into an
     EXPORT_DIR at a time (a lock: two would pick the same next version)."""
-    from bert_tf import output_guard
-
     if output_guard.is_file(config.export_dir):
         raise output_guard.OutputGuardError(f"--export_dir={config.export_dir} is a file; "
                                             f"name a directory (versions go inside it)")
@@ -148,8 +147,6 @@ def run(config: ExportConfig) -> str:
 
 
 def _run(config: ExportConfig) -> str:
-    from bert_tf import output_guard
-
     # EXPORT_DIR gains a version folder: never the model dir it exports nor a parent of it
     # (docs/contracts.md §6); a folder inside the model dir (MODEL/export/1) changes no input file.
     output_guard.check_apart(config.export_dir, [config.init_checkpoint, config.vocab_file,
@@ -161,8 +158,6 @@ def _run(config: ExportConfig) -> str:
                          f"tokenize in the client with the exported vocab.txt")
     calibration_texts = None
     if config.calibration_file:
-        from bert_tf import file_io
-
         try:
             calibration_texts = file_io.read_bytes(config.calibration_file).decode(
                 "utf-8").splitlines()
@@ -177,24 +172,24 @@ def _run(config: ExportConfig) -> str:
     # What every format takes: the version and the length.
     common = dict(version=config.version, max_seq_length=config.max_seq_length)
     if config.format == "litert":
-        from bert_tf.export_litert import export_litert_dir
+        from bert_tf.export.export_litert import export_litert_dir  # optional, TensorFlow
 
         return export_litert_dir(resolved, config.export_dir,
                                  quantization=config.quantization or "dynamic_int8", **common)
     if config.format == "onnx":
-        from bert_tf.export_onnx import export_onnx_dir
+        from bert_tf.export.export_onnx import export_onnx_dir  # optional, TensorFlow
 
         return export_onnx_dir(resolved, config.export_dir,
                                quantization=config.quantization or "float32", **common)
     if config.format == "openvino":
-        from bert_tf.export_openvino import export_openvino_dir
+        from bert_tf.export.export_openvino import export_openvino_dir  # optional, TF
 
         return export_openvino_dir(resolved, config.export_dir,
                                    quantization=config.quantization or "float32",
                                    mixed_precision=config.mixed_precision,
                                    calibration_texts=calibration_texts,
                                    calibration_source=config.calibration_file, **common)
-    from bert_tf.export import export_model_dir
+    from bert_tf.export.saved_model import export_model_dir  # TensorFlow (9 s): not for --help
 
     if resolved.text.pre_tokenizer and config.text_signatures is not False:
         # The analyser is Python: the graph cannot run it, the client must (README, Korean).

@@ -28,16 +28,22 @@ checkpoint; the learning half is data_prep.build_vocab's.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, setting_fields, settings
-from bert_tf.errors import BertTfError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf.app import setting_fields, settings
+from bert_tf.app.setting_fields import setting
+from bert_tf.core import output_guard
+from bert_tf.core.constants import PRETRAINING_HEADS
+from bert_tf.core.errors import BertTfError
+from bert_tf.text.text_rules import WordPieceTokenizer, load_vocab
+from data_prep import build_vocab as bv, corpus
+from data_prep.build_vocab import build_vocab_from_counts
 
 FLAGS = flags.FLAGS
 
@@ -67,8 +73,6 @@ def learn_new_tokens(word_counts: Dict[str, int], old_vocab: Sequence[str], num_
     >>> learn_new_tokens({"한국": 5, "한국어": 3}, ["[PAD]", "[UNK]", "한"], 4, min_frequency=1)
     ['국', '어', '##국', '##어']
     """
-    from data_prep.build_vocab import build_vocab_from_counts
-
     have = set(old_vocab)
     size = 5 + 2 * num_new
     while True:
@@ -136,8 +140,6 @@ def extend_model_dir(init_checkpoint: str, input_file: str, output_dir: str, *,
     The new model dir is built beside `output_dir` and swapped in when complete
     (`output_guard.new_output_dir`): an `output_dir` that is, holds or lies inside
     `init_checkpoint` or the corpus is refused, even with `overwrite`."""
-    from data_prep import corpus
-
     if num_new_tokens < 1:
         raise ExtendVocabError(f"--num_new_tokens={num_new_tokens}: must be >= 1")
     paths = corpus.expand_input_globs(input_file)
@@ -154,10 +156,8 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
                  num_new_tokens: int, do_lower_case: Optional[bool],
                  strip_accents: Optional[bool], pre_tokenizer: Optional[str],
                  min_frequency: int, max_input_lines: int) -> dict:
-    from bert_tf import model_dir
-    from bert_tf.models import BertPretrainer
-    from bert_tf.text_rules import WordPieceTokenizer, load_vocab
-    from data_prep import build_vocab as bv
+    from bert_tf.model import model_dir  # TensorFlow: not loaded by --help (0.5 s, not 9 s)
+    from bert_tf.model.pretrainer import BertPretrainer  # TensorFlow: not for --help
 
     # The model as it is, and the text settings the new corpus is read with (the flags,
     # else the model's).
@@ -222,8 +222,7 @@ def _extend_into(init_checkpoint: str, paths: Sequence[str], output_dir: str, *,
 
 def _restore(resolved, model) -> List[str]:
     """Restores the encoder (required) and whichever pretraining heads the checkpoint has."""
-    from bert_tf import model_dir
-    from bert_tf.constants import PRETRAINING_HEADS
+    from bert_tf.model import model_dir  # TensorFlow: not loaded by --help (0.5 s, not 9 s)
 
     start = model_dir.restore_start_point(resolved, model.checkpoint_items(),
                                           optional=PRETRAINING_HEADS)
@@ -258,7 +257,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    import json
 
     config = ExtendVocabConfig.from_flags(FLAGS)
     # Errors derived from BertTfError (and missing files): one line from cli.run_main.

@@ -39,10 +39,20 @@ from typing import Callable, Dict, Optional, Sequence
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import setting_fields, settings
-from bert_tf.errors import BertTfError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+import tensorflow as tf  # after cli, as every import below that loads TensorFlow
+from bert_tf import tasks
+from bert_tf.app import setting_fields, settings
+from bert_tf.app.setting_fields import setting
+from bert_tf.core.constants import ENCODER, TASK_HEAD
+from bert_tf.core.errors import BertTfError
+from bert_tf.data import finetuning as data_lib
+from bert_tf.data.records import RecordFiles
+from bert_tf.model import model_dir
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.tasks.pre_split import host_tokenizer
+from bert_tf.training.run import training_run
+from bert_tf.training.strategy import needs_static_shapes
 
 FLAGS = flags.FLAGS
 
@@ -100,9 +110,6 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
         max_seq_length): off with --nolength_bucketing and on TPUs (one static shape);
         fewer, coarser lengths when the step is XLA-compiled (once per length). Training
         and prediction both take these (the one place that decides)."""
-        from bert_tf.data import finetuning as data_lib
-        from bert_tf.training.strategy import needs_static_shapes
-
         if not self.length_bucketing or needs_static_shapes(strategy):
             return None
         return data_lib.batch_bucket_lengths(self.max_seq_length, compiled=jit_compile)
@@ -125,7 +132,6 @@ def run(config: FinetuneConfig) -> Dict:
     """
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
-    from bert_tf.training.run import training_run
 
     with training_run("finetune", config) as skeleton:
         return _run(skeleton)
@@ -134,9 +140,6 @@ def run(config: FinetuneConfig) -> Dict:
 def _run(run) -> Dict:
     """`run` inside the run skeleton (`training.run.TrainingRun`: the strategy is made
     first, as the tokenizer below runs TensorFlow ops)."""
-    from bert_tf import tasks
-    from bert_tf.constants import ENCODER
-    from bert_tf.tasks.pre_split import host_tokenizer
 
     config, strategy = run.config, run.strategy
     resolved = _resolve_model_dir(config)
@@ -151,8 +154,6 @@ def _run(run) -> Dict:
               inputs=[config.task.data_dir, *config.task.files().values(),
                       *(config.input_file or "").split(",")])
     with strategy.scope():
-        from bert_tf.encoder import BertEncoder
-
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
     buckets = config.length_buckets(strategy, run.options.jit_compile)
     training = _training_data(config, task) if config.do_train else None
@@ -203,8 +204,6 @@ def _resolve_model_dir(config: FinetuneConfig):
 def _initialize(config: FinetuneConfig, task, model, resolved):
     """The start point (the Trainer calls it only when --output_dir holds nothing to
     resume): `Task.initialize`, and the refusal of a run that would score random weights."""
-    from bert_tf.constants import TASK_HEAD
-
     start = task.initialize(model, resolved)
     if start is None:
         if not config.do_train:
@@ -235,8 +234,6 @@ class _TrainingData:
 def _training_data(config: FinetuneConfig, task) -> _TrainingData:
     examples = records = None
     if config.input_file:
-        from bert_tf.data.records import RecordFiles
-
         records = RecordFiles(config.input_file, config.skip_corrupt_records)
         num_examples = _check_records(config, records, task.feature_spec())
     else:
@@ -255,8 +252,6 @@ def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
                          buckets) -> Callable:
     """The Trainer's `dataset_fn(ctx, position)` (position: where the Trainer resumes):
     the records, or the examples converted to features here."""
-    from bert_tf.data import finetuning as data_lib
-
     if training.records is not None:
         records, spec = training.records, task.feature_spec()
 
@@ -284,10 +279,6 @@ def _training_dataset_fn(config: FinetuneConfig, task, training: _TrainingData,
 def _check_records(config: FinetuneConfig, records, spec) -> int:
     """Counts the records (`RecordFiles`: damaged ones are named, or skipped with
     --skip_corrupt_records) and checks that the first one has the task's layout."""
-    import tensorflow as tf
-
-    from bert_tf.data import finetuning as data_lib
-
     files = records.paths()
     try:
         next(iter(data_lib.record_dataset(files[0], spec, 1, is_training=False)))
@@ -330,10 +321,6 @@ def _train(config: FinetuneConfig, task, trainer, training: _TrainingData, datas
 
 def _evaluate(config: FinetuneConfig, task, trainer, buckets, train_speed) -> dict:
     """The task's official metrics on dev -> OUTPUT_DIR/eval_results.json + predictions."""
-    import tensorflow as tf
-
-    from bert_tf import model_dir
-
     examples = _examples(task, "dev", config.max_eval_examples)
     features = task.convert_examples(examples, "dev")
     start = time.time()

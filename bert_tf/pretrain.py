@@ -25,10 +25,18 @@ from typing import Optional
 
 from absl import flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import setting_fields, settings
-from bert_tf.errors import UsageError
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+import tensorflow as tf  # after cli, as every import below that loads TensorFlow
+from bert_tf.app import setting_fields, settings
+from bert_tf.app.setting_fields import setting
+from bert_tf.core.constants import PRETRAINING_HEADS
+from bert_tf.core.errors import UsageError
+from bert_tf.data.pretraining import pretraining_dataset
+from bert_tf.data.records import RecordFiles, list_record_files
+from bert_tf.model import model_dir
+from bert_tf.model.pretrainer import BertPretrainer
+from bert_tf.training import losses
+from bert_tf.training.run import training_run
 
 FLAGS = flags.FLAGS
 
@@ -66,8 +74,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def _resolve_model_dir(config: PretrainConfig):
     """Config, vocab and text settings (`model_dir.resolve`: the flags, then
     --init_checkpoint's dir, then --output_dir's, then the vocab's casing)."""
-    import tensorflow as tf
-
     resolved = config.resolve(config.output_dir).require(config=True)
     resolved.check_max_seq_length(config.max_seq_length)
     vocab, model_config = resolved.vocab_file, resolved.config
@@ -88,7 +94,6 @@ def _resolve_model_dir(config: PretrainConfig):
 def run(config: PretrainConfig) -> None:
     """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
     (checkpoint written: the same command resumes)."""
-    from bert_tf.training.run import training_run
 
     with training_run("pretrain", config) as skeleton:
         _run(skeleton)
@@ -96,12 +101,7 @@ def run(config: PretrainConfig) -> None:
 
 def _run(run) -> None:
     """`run` inside the run skeleton (`training.run.TrainingRun`)."""
-    import tensorflow as tf
 
-    from bert_tf.data.pretraining import pretraining_dataset
-    from bert_tf.data.records import RecordFiles, list_record_files
-    from bert_tf.models import BertPretrainer
-    from bert_tf.training import losses
 
     config = run.config
     resolved = _resolve_model_dir(config)
@@ -191,9 +191,6 @@ def _initialize(model, resolved):
     """The start point (called by the Trainer only when --output_dir has nothing to resume):
     --init_checkpoint's encoder, and its pretraining heads when it has them (a converted
     or pretrained dir; a fine-tuned one gives the encoder only). None: random weights."""
-    from bert_tf import model_dir
-    from bert_tf.constants import PRETRAINING_HEADS
-
     if not resolved.path:
         return None
     return model_dir.restore_start_point(resolved, model.checkpoint_items(),

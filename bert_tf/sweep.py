@@ -36,10 +36,12 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import app, flags, logging
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, setting_fields, settings
-from bert_tf.errors import BertTfError, Preempted
-from bert_tf.setting_fields import setting
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
+from bert_tf import tasks
+from bert_tf.app import setting_fields, settings
+from bert_tf.app.setting_fields import setting
+from bert_tf.core import output_guard
+from bert_tf.core.errors import BertTfError, Preempted
 
 PAPER_LEARNING_RATES = (5e-5, 3e-5, 2e-5)
 PAPER_EPOCHS = (2, 3, 4)
@@ -218,7 +220,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    from bert_tf import tasks
 
     config = SweepConfig.from_flags(FLAGS)
     if not config.task_name or not config.output_dir:

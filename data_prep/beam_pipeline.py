@@ -39,8 +39,11 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-from bert_tf import output_guard
-from bert_tf.file_io import is_remote
+import numpy as np
+
+from bert_tf.core import output_guard
+from bert_tf.core.file_io import is_remote
+from bert_tf.text.pre_tokenizers import PRE_TOKENIZERS
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import tfrecord_writer
@@ -54,8 +57,8 @@ def open_any(path: str, mode: str = "rb"):
     Beam's FileSystems, uncompressed (a .gz is refused by the text sniff, not inflated)."""
     if not is_remote(path):
         return open(path, mode)
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystem import CompressionTypes  # optional (requirements-beam.txt)
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
@@ -65,7 +68,7 @@ def expand_globs(spec: str) -> List[str]:
     matching nothing is an error (`corpus.expand_input_globs`)."""
     if not any(is_remote(p.strip()) for p in spec.split(",")):
         return corpus.expand_input_globs(spec)
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     def glob_fn(pattern):
         return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
@@ -76,7 +79,7 @@ def expand_globs(spec: str) -> List[str]:
 def _size(path: str) -> int:
     if not is_remote(path):
         return os.path.getsize(path)
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
@@ -97,7 +100,7 @@ def _create_any(path: str):
     if not is_remote(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return open(path, "wb")
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     return FileSystems.create(path)
 
@@ -106,14 +109,14 @@ def _rename_any(src: str, dst: str):
     if not is_remote(dst):
         os.replace(src, dst)
         return
-    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.filesystems import FileSystems  # optional (requirements-beam.txt)
 
     FileSystems.rename([src], [dst])
 
 
 def _make_dofns(cfg: JobConfig, work_dir: str, num_units: int):
-    import apache_beam as beam
-    from apache_beam.metrics import Metrics
+    import apache_beam as beam  # optional (requirements-beam.txt)
+    from apache_beam.metrics import Metrics  # optional
 
     vocab_bytes = _read_bytes(cfg.vocab_file)
 
@@ -165,8 +168,6 @@ def _make_dofns(cfg: JobConfig, work_dir: str, num_units: int):
             self.store = None
 
         def process(self, element, all_stats):
-            import numpy as np
-
             u, _ = element
             if self.store is None:  # the side input is the same for every unit
                 self.stats = dict(sorted(all_stats))
@@ -222,7 +223,7 @@ def build_pipeline(pipeline, cfg: JobConfig, units: Sequence[corpus.WorkUnit],
                    work_dir: str):
     """Adds the job to `pipeline`: units -> document store -> keyed records -> shuffle by
     the runner -> TFRecord shards."""
-    import apache_beam as beam
+    import apache_beam as beam  # optional (requirements-beam.txt)
 
     tokenize, instances, write_shard = _make_dofns(cfg, work_dir, len(units))
     tokenized = (pipeline
@@ -264,10 +265,9 @@ def parse_args(argv: Sequence[str]):
         ap.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=getattr(d, name))
         ap.add_argument(f"--no{name}", dest=name, action="store_false")
     # --strip_accents / --nostrip_accents (default: follows --do_lower_case) and
-    # --pre_tokenizer, as bert_tf.settings declares them for the absl commands.
+    # --pre_tokenizer, as bert_tf.app.settings declares them for the absl commands.
     ap.add_argument("--strip_accents", type=_bool, nargs="?", const=True, default=None)
     ap.add_argument("--nostrip_accents", dest="strip_accents", action="store_false")
-    from bert_tf.pre_tokenizers import PRE_TOKENIZERS
 
     ap.add_argument("--pre_tokenizer", choices=PRE_TOKENIZERS, default=None)
     for name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "random_seed",
@@ -284,9 +284,9 @@ def parse_args(argv: Sequence[str]):
 
 def run(argv: Sequence[str], wait: bool = True) -> Optional[dict]:
     """Plans the units, runs the pipeline; returns the summary when the runner reports counts."""
-    import apache_beam as beam
-    from apache_beam.metrics.metric import MetricsFilter
-    from apache_beam.options.pipeline_options import PipelineOptions
+    import apache_beam as beam  # optional (requirements-beam.txt)
+    from apache_beam.metrics.metric import MetricsFilter  # optional
+    from apache_beam.options.pipeline_options import PipelineOptions  # optional
 
     cfg, beam_args = parse_args(argv)
     cfg.validate()
@@ -350,6 +350,6 @@ def main():
 
 
 if __name__ == "__main__":
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.run_plain(main)

@@ -8,7 +8,7 @@ Input is the pretraining format: UTF-8, one sentence per line, blank lines betwe
 documents (blank lines are simply skipped here; input checks are data_prep.corpus's).
 Text is split into words with the very BasicTokenizer steps `bert_tf.BertTokenizer`
 applies before WordPiece (cleaning, CJK spacing, lower case + accent stripping when
-uncased, punctuation split; `bert_tf.text_rules`, which both share), so every piece
+uncased, punctuation split; `bert_tf.text.text_rules`, which both share), so every piece
 learned here is one the tokenizer can produce.
 
 Output, one token a line, exactly `vocab_size` lines unless the corpus is too small:
@@ -51,9 +51,14 @@ import heapq
 import sys
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from bert_tf import file_io, output_guard
-from bert_tf.constants import PAD_TOKEN, SPECIAL_TOKENS
-from bert_tf.setting_fields import REQUIRED, CorpusTextSettings, setting
+from absl import flags, logging
+from tqdm import tqdm
+
+from bert_tf.app.setting_fields import REQUIRED, CorpusTextSettings, setting
+from bert_tf.core import file_io, output_guard
+from bert_tf.core.constants import PAD_TOKEN, SPECIAL_TOKENS
+from bert_tf.text.pre_tokenizers import get_pre_tokenizer
+from bert_tf.text.text_rules import BasicTokenizer
 from data_prep import corpus
 # One reader of the corpus format: input errors, globs and the binary sniff are corpus.py's
 # (shared with create_pretraining_data).
@@ -176,12 +181,12 @@ def bert_pretokenizer(do_lower_case: bool, strip_accents: Optional[bool] = None,
                       pre_tokenizer: Optional[str] = None) -> Pretokenizer:
     """BertTokenizer's basic (pre-WordPiece) tokenization as a batch function.
 
-    This is `bert_tf.text_rules.BasicTokenizer`: the same rules the in-graph BertTokenizer
+    This is `bert_tf.text.text_rules.BasicTokenizer`: the same rules the in-graph BertTokenizer
     is built from (the tests check the words are identical), in plain Python with a
     per-token cache. On the wikitext-2 corpus it is about twice as fast as
     `BertTokenizer.basic_tokenize` (and needs no TensorFlow start-up nor table build).
 
-    `strip_accents` as BertTokenizer's; `pre_tokenizer` (a `bert_tf.pre_tokenizers`
+    `strip_accents` as BertTokenizer's; `pre_tokenizer` (a `bert_tf.text.pre_tokenizers`
     name, e.g. "kiwi" for Korean morphemes) splits the lines first.
 
     >>> bert_pretokenizer(True)(["Héllo, wörld!", "中文"])
@@ -189,12 +194,9 @@ def bert_pretokenizer(do_lower_case: bool, strip_accents: Optional[bool] = None,
     >>> bert_pretokenizer(True, strip_accents=False)(["Héllo, 한국어!"])
     [['héllo', ',', '한국어', '!']]
     """
-    from bert_tf.text_rules import BasicTokenizer
-
     basic = BasicTokenizer(do_lower_case, strip_accents=strip_accents).tokenize_batch
     if not pre_tokenizer:
         return basic
-    from bert_tf.pre_tokenizers import get_pre_tokenizer
 
     split = get_pre_tokenizer(pre_tokenizer)
     return lambda lines: basic(split(lines))
@@ -470,7 +472,6 @@ def build_vocab(input_file: str, vocab_file: str, vocab_size: int, *, do_lower_c
 def _progress(enabled: bool, **kwargs):
     if not enabled:
         return None
-    from tqdm import tqdm
 
     return tqdm(file=sys.stderr, mininterval=1.0, **kwargs)
 
@@ -514,14 +515,11 @@ def run(config: BuildVocabConfig, log: Callable[[str], None] = lambda s: None
 
 def define_flags(flag_values=None) -> None:
     """Defines the command's flags on `flag_values` (default: absl's global FLAGS)."""
-    from absl import flags
-
     BuildVocabConfig.define_flags(flags.FLAGS if flag_values is None else flag_values)
 
 
 def main(argv):
     del argv  # cli.run_main refuses positional arguments
-    from absl import flags, logging
 
     config = BuildVocabConfig.from_flags(flags.FLAGS)  # refuses a missing --input_file
     logging.set_verbosity(logging.INFO)
@@ -532,6 +530,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.run_main(main, define_flags)

@@ -30,8 +30,8 @@ from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from bert_tf import file_io
-from bert_tf.errors import BertTfError
+from bert_tf.core import file_io
+from bert_tf.core.errors import BertTfError
 
 SNIFF_BYTES = 64 << 10   # the head of each file that sniff_text_file looks at
 SNIFF_NUL_BYTES = 1024   # ... and of it, where a NUL byte means "binary"
@@ -86,7 +86,7 @@ def expand_input_globs(spec: str, glob_fn: Callable[[str], Iterable[str]] = file
 
     A glob matching nothing is an error naming it (a typo would otherwise silently shrink the
     corpus), and so is one matching only directories. Files named twice are read once.
-    `glob_fn` / `isdir` list and test paths: `bert_tf.file_io`'s (local, or gs:// through
+    `glob_fn` / `isdir` list and test paths: `bert_tf.core.file_io`'s (local, or gs:// through
     tf.io.gfile) unless given (the Beam pipeline passes Beam's).
 
         >>> try: expand_input_globs("/nonexistent/*.txt")
@@ -454,7 +454,7 @@ def split_documents(segments: Iterable[Optional[Sequence[int]]], continues: bool
 
 
 class LineTokenizer:
-    """Tokenizes a unit's stripped lines in batches with a `bert_tf.tokenization.BertTokenizer`.
+    """Tokenizes a unit's stripped lines in batches with a `bert_tf.text.tokenization.BertTokenizer`.
 
     `tokenize_lines(lines)` returns one entry per line: `None` for a blank line (a document
     boundary), else the line's WordPiece ids as a compact `array('i')` (4 bytes an id, so a

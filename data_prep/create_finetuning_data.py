@@ -25,11 +25,12 @@ from typing import List, Optional, Sequence
 
 from absl import flags
 
-from bert_tf import cli  # first: quiets TensorFlow before anything loads it
-from bert_tf import output_guard, setting_fields, settings
-from bert_tf.errors import UsageError
+from bert_tf.app import cli  # first: quiets TensorFlow before anything loads it
 from bert_tf import tasks
-from bert_tf.setting_fields import setting
+from bert_tf.app import setting_fields, settings
+from bert_tf.app.setting_fields import setting
+from bert_tf.core import output_guard
+from bert_tf.core.errors import UsageError
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev")  # test has no labels to train on
@@ -89,7 +90,7 @@ def run(config: FinetuningDataConfig) -> List[dict]:
     # cli.run_main), so a bad input leaves --output_dir as it was.
     converted = {split: convert_split(task, split, config.max_examples)
                  for split in config.splits}
-    from bert_tf.data.finetuning import write_split_records
+    from bert_tf.data.finetuning import write_split_records  # TensorFlow (9 s): not for --help
 
     with output_guard.locked(config.output_dir, flag="--output_dir"):  # one writer
         output_guard.claim_output_dir(config.output_dir, "create_finetuning_data",

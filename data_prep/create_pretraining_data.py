@@ -32,6 +32,8 @@ import logging
 import os
 import sys
 
+from absl import flags
+
 from data_prep.corpus import CorpusError
 from data_prep.pretraining_job import run, summary_path
 from data_prep.pretraining_passes import JobConfig
@@ -44,8 +46,6 @@ from data_prep.pretraining_passes import JobConfig
 def define_flags(flag_values=None) -> None:
     """Defines the command's flags on `flag_values` (default: absl's global FLAGS): the
     `setting` fields of `JobConfig`."""
-    from absl import flags
-
     flag_values = flags.FLAGS if flag_values is None else flag_values
     JobConfig.define_flags(flag_values)
     # The command uses every core unless told; the library's default is one process.
@@ -53,8 +53,6 @@ def define_flags(flag_values=None) -> None:
 
 
 def main(argv):
-    from absl import flags
-
     del argv  # cli.run_main refuses positional arguments
     cfg = JobConfig.from_flags(flags.FLAGS)  # refuses a missing --input_file etc.
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
@@ -67,6 +65,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.run_main(main, define_flags)

@@ -26,7 +26,11 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from bert_tf import file_io, output_guard, text_rules
+import numpy as np
+from tqdm import tqdm
+
+from bert_tf.core import file_io, output_guard
+from bert_tf.text import text_rules
 from data_prep import corpus
 from data_prep import document_store
 from data_prep.corpus import CorpusError
@@ -138,7 +142,7 @@ def _init_worker(cfg: JobConfig, single_threaded: bool):
     global _WORKER, _STORE
     if single_threaded and cfg.tokenizer == "tensorflow":
         # One TF thread per worker: the workers are the parallelism.
-        import tensorflow as tf
+        import tensorflow as tf  # --tokenizer=tensorflow only; TF-free module
 
         try:
             tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -314,8 +318,6 @@ class _Phase:
     """A progress bar for one pass (disabled with progress=False)."""
 
     def __init__(self, cfg, desc, total, unit, initial=0):
-        from tqdm import tqdm
-
         self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit,
                         disable=not cfg.progress, dynamic_ncols=True, file=sys.stderr)
 
@@ -444,8 +446,6 @@ def _run(cfg: JobConfig) -> Dict:
 
 
 def _run_passes(cfg, pool, paths, units, num_docs, shards, work, fp, start):
-    import numpy as np
-
     U, S = len(units), len(shards)
     def part(u):
         return os.path.join(work, f"part-{u:06d}.docs")

@@ -39,9 +39,11 @@ import random
 import struct
 from typing import Dict, List, Optional, Sequence
 
-from bert_tf import text_rules
-from bert_tf.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
-from bert_tf.setting_fields import REQUIRED, CorpusTextSettings, Settings, override, setting
+import numpy as np
+
+from bert_tf.app.setting_fields import REQUIRED, CorpusTextSettings, Settings, override, setting
+from bert_tf.core.constants import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, SPECIAL_TOKENS
+from bert_tf.text import pre_tokenizers, text_rules
 from data_prep import corpus
 from data_prep import document_store
 from data_prep import pretraining_instances as pi
@@ -89,7 +91,7 @@ class JobConfig(Settings):
                            "reporting FILE:LINE and skipping it.")
     tokenizer: str = setting(
         "python", "WordPiece implementation: 'python' (the original's rules with a word "
-        "cache; fast, no TensorFlow in the workers) or 'tensorflow' (bert_tf.tokenization, "
+        "cache; fast, no TensorFlow in the workers) or 'tensorflow' (bert_tf.text.tokenization, "
         "in-graph). Both give the original FullTokenizer's ids.",
         choices=("python", "tensorflow"))
     # 0: in this process (tests). The command's default is the CPU count.
@@ -134,8 +136,6 @@ class JobConfig(Settings):
         if self.unit_bytes < 0 or self.shuffle_bucket_bytes < 1:
             raise ValueError("unit_bytes must be >= 0, shuffle_bucket_bytes >= 1")
         if self.pre_tokenizer:
-            from bert_tf import pre_tokenizers
-
             pre_tokenizers.check_available(self.pre_tokenizer)
 
 def unit_rng(seed: int, unit_index: int) -> random.Random:
@@ -153,8 +153,6 @@ def unit_rng(seed: int, unit_index: int) -> random.Random:
 
 def np_generator(seed: int, *stream: int):
     """numpy generator for the shuffle keys of one unit / bucket (independent streams)."""
-    import numpy as np
-
     return np.random.Generator(np.random.PCG64([seed & 0xFFFFFFFFFFFFFFFF, *stream]))
 
 
@@ -177,7 +175,7 @@ class UnitProcessor:
             vocab_tokens = [t if t is not None else "" for t in vocab_tokens]
             token_to_id = tok.vocab
         elif cfg.tokenizer == "tensorflow":
-            from bert_tf.tokenization import BertTokenizer
+            from bert_tf.text.tokenization import BertTokenizer  # --tokenizer=tensorflow only
 
             tf_tok = BertTokenizer(cfg.vocab_file, do_lower_case=cfg.do_lower_case,
                                    strip_accents=cfg.strip_accents)
@@ -192,8 +190,6 @@ class UnitProcessor:
             is_continuation=pi.continuation_table(vocab_tokens))
         self.pre_split = None
         if cfg.pre_tokenizer:
-            from bert_tf import pre_tokenizers
-
             self.pre_split = pre_tokenizers.get_pre_tokenizer(cfg.pre_tokenizer)
         self.encoder = tfrecord_writer.ExampleEncoder(
             cfg.max_seq_length, cfg.max_predictions_per_seq,
@@ -247,8 +243,6 @@ class UnitProcessor:
         shuffle in `order`, are exactly the original tool's; otherwise `order` is creation
         order and the global shuffle comes after (`assign_buckets`).
         """
-        import numpy as np
-
         cfg, vocab, encoder = self.cfg, self.vocab, self.encoder
         rng = unit_rng(cfg.random_seed, unit_index)
         counts = dict.fromkeys(("instances", "tokens", "masked_tokens", "masked_as_mask",
@@ -305,8 +299,6 @@ class UnitProcessor:
         (int64, num_buckets + 1). Past `CHUNK_RECORDS` records the rest go on in chunk
         files (`unit_chunk_file(path, c)`), each laid out the same way, so memory stays
         bounded. Returns the counts (`chunks`: how many files) and the records per bucket."""
-        import numpy as np
-
         exact = num_units == 1
         directory = os.path.dirname(path)
         bucket_counts = np.zeros(num_buckets, np.int64)
@@ -390,8 +382,6 @@ def assign_buckets(seed: int, unit_index: int, count: int, num_buckets: int, exa
     (`exact`) cuts that order into consecutive buckets instead, and buckets are not
     shuffled again, which keeps the original's order.
     """
-    import numpy as np
-
     if exact:
         return (np.arange(count, dtype=np.int64) * num_buckets) // max(1, count)
     return np_generator(seed, unit_index, 1).integers(0, num_buckets, count)
@@ -424,8 +414,6 @@ def shuffle_bucket(seed: int, bucket: int, work_dir: str, unit_chunks: Sequence[
     positions `first_position ...` of the shuffled corpus, and position k goes to shard
     k % num_shards, as the original deals its shuffled instances out to its output files.
     """
-    import numpy as np
-
     ranges = []
     for u, chunks in enumerate(unit_chunks):
         for c in range(chunks):

@@ -24,8 +24,10 @@ from array import array
 from itertools import chain
 from typing import Iterator, NamedTuple, Sequence
 
-from bert_tf import output_guard
-from bert_tf.constants import length_delimited, varint
+import numpy as np
+
+from bert_tf.core import output_guard
+from bert_tf.core.constants import length_delimited, varint
 
 
 def _int64_feature(packed: bytes) -> bytes:
@@ -135,8 +137,6 @@ class ExampleEncoder:
 
     def batch_arrays(self, instances: Sequence) -> "InstanceArrays":
         """The instances' fields as padded numpy matrices (see `InstanceArrays`)."""
-        import numpy as np
-
         L, P = self.max_seq_length, self.max_predictions_per_seq
         b = len(instances)
         n = np.fromiter(map(len, (x.input_ids for x in instances)), np.int64, b)
@@ -183,8 +183,6 @@ class ExampleEncoder:
         # For every value below the id limit: its varint in 4 byte slots (the 4th never
         # used; 4 bytes gather as one uint32), which slots are used, and its length.
         if getattr(self, "_vtab", None) is None:
-            import numpy as np
-
             v = np.arange(len(self._varints), dtype=np.int64)
             two, three = v >= 0x80, v >= 0x4000
             zero = np.zeros_like(v)
@@ -208,8 +206,6 @@ class ExampleEncoder:
         Byte for byte `encode` of each instance (and `frame_records` of those); the varints
         and headers are built for the whole batch with vector operations instead of per id.
         """
-        import numpy as np
-
         L, P = self.max_seq_length, self.max_predictions_per_seq
         b = a.ids.shape[0]
         if b == 0:
@@ -306,8 +302,6 @@ class ExampleEncoder:
 
     def _crc_flat(self, data, lengths, ends):
         """CRC-32C of consecutive records in `data` (uint8), record r ending at `ends[r]`."""
-        import numpy as np
-
         table, zeros = self._crc_tables(int(lengths.max()))
         # A byte d places before the end of its record adds table[d, byte] (CRC is linear;
         # a zero byte adds nothing); the standard init/final xor adds zeros[length].
@@ -345,8 +339,6 @@ def _int64_entry_head(key_field: bytes, packed_len: int) -> bytes:
 def _crc_position_tables(max_len: int):
     """`table[d, byte]`: the CRC-32C register (init 0) of `byte` followed by d zero bytes, for
     d < max_len; `zeros[n]`: CRC-32C of n zero bytes, for n <= max_len."""
-    import numpy as np
-
     base = _crc32c_table()
     table = np.empty((max_len, 256), np.uint32)
     table[0] = base
@@ -364,8 +356,6 @@ def _crc_position_tables(max_len: int):
 
 
 def _masked(crc):
-    import numpy as np
-
     crc = crc.astype(np.uint64)
     return ((((crc >> np.uint64(15)) | (crc << np.uint64(17))) + np.uint64(0xA282EAD8))
             & np.uint64(0xFFFFFFFF)).astype(np.uint32)
@@ -377,7 +367,7 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int):
         >>> sorted(feature_spec(128, 20))[:2]
         ['input_ids', 'input_mask']
     """
-    import tensorflow as tf
+    import tensorflow as tf  # a test helper's; TF-free module (TensorFlow: 9 s)
 
     i64 = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
     return {
@@ -415,8 +405,6 @@ class RecordSpill:
     def extend(self, buffer, offsets) -> None:
         """Appends the records `buffer[offsets[r]:offsets[r + 1]]` (numpy arrays, as
         `ExampleEncoder.encode_arrays` returns them) with one write."""
-        import numpy as np
-
         base = self._offsets[-1]
         self._file.write(memoryview(buffer))
         self._offsets.frombytes((np.asarray(offsets[1:], np.int64) + base).tobytes())
@@ -451,7 +439,7 @@ class RecordSpill:
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds
-    (`bert_tf.output_guard.atomic_file`: a hidden, unpredictable name a left-over never
+    (`bert_tf.core.output_guard.atomic_file`: a hidden, unpredictable name a left-over never
     shares with a glob of the records).
 
     An interrupted or failed write leaves no file at `path` (and removes the temporary), so
@@ -477,8 +465,6 @@ def atomic_output(path: str) -> Iterator[str]:
 
 
 def _crc32c_table():
-    import numpy as np
-
     table = np.zeros(256, np.uint32)
     for i in range(256):
         c = i
@@ -497,8 +483,6 @@ def crc32c_batch(records: Sequence[bytes]):
         >>> hex(int(crc32c_batch([b"123456789"])[0]))  # the standard check value
         '0xe3069283'
     """
-    import numpy as np
-
     global _CRC_TABLE
     if _CRC_TABLE is None:
         _CRC_TABLE = _crc32c_table()
@@ -526,8 +510,6 @@ def crc32c_batch(records: Sequence[bytes]):
 
 
 def _mask(crc):
-    import numpy as np
-
     crc = crc.astype(np.uint64)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 

@@ -45,8 +45,8 @@ import sys
 import time
 import unicodedata
 
-from bert_tf import output_guard
-from bert_tf.errors import BertTfError
+from bert_tf.core import output_guard
+from bert_tf.core.errors import BertTfError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO_ROOT, "demo", "data")
@@ -260,7 +260,7 @@ def pretrain_tiny(steps: Step, out: str, corpus_file: str, heldout_documents: in
     # bert_tiny's shape with the learned vocabulary's size.
     config_path = os.path.join(out, "bert_tiny_demo.json")
     sys.path.insert(0, REPO_ROOT)
-    from bert_tf.config import BertConfig  # light: no TensorFlow graph work
+    from bert_tf.model.config import BertConfig  # light: no TensorFlow graph work
 
     tiny = BertConfig.from_file(os.path.join(REPO_ROOT, "official_configs", "models",
                                              "bert_tiny.yaml"))
@@ -281,7 +281,7 @@ def pretrain_tiny(steps: Step, out: str, corpus_file: str, heldout_documents: in
     pre_tokenizer = next((f.split("=", 1)[1] for f in text_flags
                           if f.startswith("--pre_tokenizer=")), None)
     if pre_tokenizer:
-        from bert_tf.pre_tokenizers import split_lines
+        from bert_tf.text.pre_tokenizers import split_lines
 
         heldout_text = "\n".join(split_lines(heldout_text.split("\n"), pre_tokenizer))
     counts = wordpiece_counts(heldout_text, vocab,
@@ -503,7 +503,7 @@ def main(argv=None):
 if __name__ == "__main__":
     # The demo loads TensorFlow itself (to read records) and runs classify.py: the commands'
     # stderr filter keeps TensorFlow's C++ start-up lines out of both, as for every command.
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.configure_environment()
     try:

@@ -22,7 +22,7 @@ def _configure_logical_cpus():
     # Must happen before TF initialises its devices; MirroredStrategy tests need 2.
     # TensorFlow's C++ start-up lines (cudart stubs, oneDNN notices, cuInit) go through
     # the commands' own stderr filter, so they do not flood the suite's output.
-    from bert_tf import cli
+    from bert_tf.app import cli
 
     cli.configure_environment([])
     import tensorflow as tf
@@ -162,7 +162,7 @@ def task_vocab_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def task_tokenizer(task_vocab_file):
     """The lower-casing tokenizer on task_vocab_file."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     return BertTokenizer(task_vocab_file, do_lower_case=True)
 
@@ -195,6 +195,6 @@ def squad_vocab_file(tmp_path_factory):
 def squad_tokenizer(squad_vocab_file):
     """The lower-casing tokenizer on squad_vocab_file, built once for all SQuAD test files
     (building and tracing a tokenizer costs seconds)."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     return BertTokenizer(squad_vocab_file, do_lower_case=True)

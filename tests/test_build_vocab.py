@@ -85,7 +85,7 @@ def pretokenizers():
 
 def unk_rate(vocab_file, lines, do_lower_case):
     """Fraction of WordPiece tokens that are [UNK], with bert_tf's tokenizer."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     tok = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
     ids = [i for row in tok.tokenize(lines).to_list() for i in row]
@@ -195,7 +195,7 @@ def test_mixed_korean_chinese_english(tmp_path, pretokenizers, do_lower_case):
 
 def graph_pretokenizer(do_lower_case):
     """Basic tokenization by the in-graph BertTokenizer (what bert_pretokenizer used to be)."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "vocab.txt")
@@ -354,8 +354,8 @@ def test_cli(tmp_path):
 
 
 def test_the_command_refuses_a_missing_vocab_file_before_reading(tmp_path):
-    from bert_tf import errors
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.core import errors
+    from bert_tf.app.setting_fields import parse_args
 
     fv = parse_args(bv.define_flags, [f"--input_file={tmp_path}/missing.txt"])
     with pytest.raises(errors.UsageError, match=r"^--vocab_file is required"):

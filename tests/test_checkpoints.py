@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import constants, model_dir
 from bert_tf.checkpoints import names, tf1, weights as weights_lib
-from bert_tf.config import BertConfig, ConfigError
 from bert_tf.convert_checkpoint import UsageError, convert
-from bert_tf.model_dir import CheckpointMismatchError
-from bert_tf.output_guard import OutputGuardError
-from bert_tf.models import BertPretrainer
+from bert_tf.core import constants
+from bert_tf.core.output_guard import OutputGuardError
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.model.model_dir import CheckpointMismatchError
+from bert_tf.model.pretrainer import BertPretrainer
 
 V, H, L, A, I, P = 30, 8, 2, 2, 16, 16
 TF1_CONFIG = {"vocab_size": V, "hidden_size": H, "num_hidden_layers": L,

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from absl import flags
 
-from bert_tf import convert_checkpoint, model_dir
+from bert_tf import convert_checkpoint
 from bert_tf.checkpoints import tf1, weights as weights_lib
-from bert_tf.errors import BertTfError, UsageError
-from bert_tf.models import BertPretrainer
+from bert_tf.core.errors import BertTfError, UsageError
+from bert_tf.model import model_dir
+from bert_tf.model.pretrainer import BertPretrainer
 from tests.helpers import run_command, tiny_config
 
 

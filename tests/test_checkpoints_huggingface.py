@@ -13,12 +13,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-from bert_tf import model_dir  # noqa: E402
 from bert_tf.checkpoints import huggingface, weights as weights_lib  # noqa: E402
-from bert_tf.config import ConfigError  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
-from bert_tf.model_dir import CheckpointMismatchError  # noqa: E402
-from bert_tf.models import BertPretrainer  # noqa: E402
+from bert_tf.model import model_dir  # noqa: E402
+from bert_tf.model.config import ConfigError  # noqa: E402
+from bert_tf.model.model_dir import CheckpointMismatchError  # noqa: E402
+from bert_tf.model.pretrainer import BertPretrainer  # noqa: E402
 
 V = 40
 

@@ -23,11 +23,12 @@ import yaml
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bert_tf import constants, model_dir  # noqa: E402
 from bert_tf.checkpoints import huggingface, weights as weights_lib  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
-from bert_tf.models import BertPretrainer  # noqa: E402
+from bert_tf.core import constants  # noqa: E402
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.model.pretrainer import BertPretrainer  # noqa: E402
 from tests.helpers import make_model_dir, run_command, tiny_config  # noqa: E402
 from tests.helpers.training import PRED, SEQ, write_records  # noqa: E402
 
@@ -167,7 +168,7 @@ def test_pretrain_writes_train_and_held_out_scalars_to_tensorboard(pretrained):
 # --------------------------------------------------------------------------- fine-tuned
 def test_finetuned_classifier_gives_the_same_logits_in_bert_for_sequence_classification(
         tmp_path):
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     cfg = tiny_config(vocab_size=14, max_position_embeddings=16)
     make_model_dir(tmp_path / "init", SPECIAL + ["good", "bad", "movie", "a", "fun", "awful",
@@ -180,7 +181,7 @@ def test_finetuned_classifier_gives_the_same_logits_in_bert_for_sequence_classif
     out = tmp_path / "finetuned"
     # finetune in process (the same run as `python -m bert_tf.finetune`, without a start-up)
     from bert_tf import finetune
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.app.setting_fields import parse_args
 
     finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
         "--task_name=SST-2", f"--data_dir={data}", f"--init_checkpoint={tmp_path / 'init'}",
@@ -215,7 +216,7 @@ def test_finetuned_classifier_gives_the_same_logits_in_bert_for_sequence_classif
 def test_token_and_span_heads_load_into_their_transformers_class(tmp_path, task_name,
                                                                  hf_class):
     from bert_tf import tasks
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     cfg = BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=1,
                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)

@@ -21,10 +21,10 @@ transformers = pytest.importorskip("transformers")
 
 import tensorflow_text  # noqa: E402,F401  (the raw-text signature's ops)
 
-from bert_tf import model_dir  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
-from bert_tf.errors import UsageError  # noqa: E402
-from bert_tf.export import SERVING_DEFAULT, export_model_dir  # noqa: E402
+from bert_tf.core.errors import UsageError  # noqa: E402
+from bert_tf.export.saved_model import SERVING_DEFAULT, export_model_dir  # noqa: E402
+from bert_tf.model import model_dir  # noqa: E402
 
 SENTENCES = ["What a wonderful, warm film!", "The plot was dull and far too long.",
              "It is a movie.", "Héllo wörld: naïve café, 3.14 and U.S. prices don't move."]

@@ -17,12 +17,12 @@ import pytest
 
 keras_hub = pytest.importorskip("keras_hub")
 
-from bert_tf import model_dir  # noqa: E402
 from bert_tf.checkpoints.weights import CheckpointFormatError  # noqa: E402
 from bert_tf.convert_checkpoint import convert  # noqa: E402
-from bert_tf.encoder import BertEncoder  # noqa: E402
-from bert_tf.errors import UsageError  # noqa: E402
-from bert_tf.tokenization import BertTokenizer  # noqa: E402
+from bert_tf.core.errors import UsageError  # noqa: E402
+from bert_tf.model import model_dir  # noqa: E402
+from bert_tf.model.encoder import BertEncoder  # noqa: E402
+from bert_tf.text.tokenization import BertTokenizer  # noqa: E402
 from tests.helpers import tiny_config  # noqa: E402
 
 VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

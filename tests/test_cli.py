@@ -1,4 +1,4 @@
-"""bert_tf.cli, the wrapper every command runs through: no TensorFlow start-up noise by
+"""bert_tf.app.cli, the wrapper every command runs through: no TensorFlow start-up noise by
 default (all of it with --verbosity=1), usage errors reason first, user errors as one
 line without a traceback. The commands run as a user runs them (subprocesses)."""
 
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from bert_tf import cli
+from bert_tf.app import cli
 from bert_tf.checkpoints import tf1, weights as weights_lib
-from bert_tf.models import BertPretrainer
+from bert_tf.model.pretrainer import BertPretrainer
 from tests.helpers import REPO, command_env, run_command, tiny_config
 
 # What TensorFlow printed on every command before (this machine: no GPU).
@@ -112,7 +112,7 @@ def test_the_noise_pattern_keeps_our_lines_and_real_errors():
 
 
 def test_the_wrapper_loads_no_tensorflow():
-    code = "import sys, bert_tf.cli, bert_tf.errors; assert 'tensorflow' not in sys.modules"
+    code = "import sys, bert_tf.app.cli, bert_tf.core.errors; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env=dict(os.environ, PYTHONPATH=REPO), timeout=60)
 
@@ -138,7 +138,7 @@ def test_the_filter_waits_for_a_non_blocking_stderr_instead_of_dropping_output()
     code = (
         "import fcntl, os\n"
         "fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
-        "from bert_tf import cli\n"
+        "from bert_tf.app import cli\n"
         "cli._install_stderr_filter()\n"
         "print('go', flush=True)\n"
         "for i in range(640):\n"
@@ -169,7 +169,7 @@ def test_a_dead_filter_gives_the_command_its_stderr_back():
     # write to stderr failed with EPIPE and a successful command exited 1 (or 120).
     code = (
         "import os, signal, sys\n"
-        "from bert_tf import cli\n"
+        "from bert_tf.app import cli\n"
         "cli._install_stderr_filter()\n"
         "print('before', file=sys.stderr, flush=True)\n"
         "pid = os.getpid()\n"

@@ -12,9 +12,12 @@ import keras
 import pytest
 from absl import flags
 
-from bert_tf import cli, errors, export_model, extract_features, finetune, setting_fields, settings
-from bert_tf import model_dir, pretrain
-from bert_tf.config import BertConfig
+from bert_tf import export_model, extract_features, finetune
+from bert_tf import pretrain
+from bert_tf.app import cli, setting_fields, settings
+from bert_tf.core import errors
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
 from data_prep import create_finetuning_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,7 +29,7 @@ CFG = BertConfig(vocab_size=len(CASED), hidden_size=16, num_hidden_layers=1,
 @pytest.fixture(scope="module")
 def cased_dir(tmp_path_factory):
     """A model dir of a cased vocab that records no casing (as an old or hand-made one)."""
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     root = tmp_path_factory.mktemp("commands")
     vocab = root / "vocab.txt"
@@ -140,7 +143,7 @@ def test_finetune_on_an_amx_cpu_trains_in_bfloat16_unless_told(cased_dir, tmp_pa
     run in the same process builds its model as a fresh process would."""
     import logging
 
-    from bert_tf import encoder as encoder_lib
+    from bert_tf.model import encoder as encoder_lib
     from bert_tf.training import strategy as strategy_lib
 
     built = []  # the dtype policy each run's encoder is built in
@@ -256,7 +259,9 @@ def test_commands_define_flags_only_when_they_run():
     """Importing every command module defines no flag (they can share one process); each
     defines its flags on the FlagValues it is given, and its __main__ hands them to
     cli.run_main."""
-    probe = ("import importlib\nfrom absl import app, flags, logging\n"
+    # TensorFlow defines absl flags of its own when it loads (finetune and pretrain import
+    # it at their top): loaded first, so that only the commands' own flags would show.
+    probe = ("import importlib\nfrom absl import app, flags, logging\nimport tensorflow\n"
              "before = set(flags.FLAGS)\n"
              f"for m in {COMMANDS!r}: importlib.import_module(m)\n"
              "print(sorted(set(flags.FLAGS) - before))")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.model.config import BertConfig, ConfigError
 from tests.helpers import REPO_ROOT
 
 MODELS = REPO_ROOT / "official_configs" / "models"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import text_rules
+from bert_tf.text import text_rules
 from data_prep import corpus
 from data_prep import pretraining_job, pretraining_passes
 from data_prep import pretraining_instances as pi
@@ -68,7 +68,7 @@ def parse(record, max_seq_length=128, max_pred=20):
 
 
 def test_python_wordpiece_equals_bert_tokenizer_on_real_text(shared_data, vocab_file):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     lines = []
     for name in ("enwiki_2015_bert_format.txt", "wikitext2_bert_format.txt"):
@@ -504,7 +504,7 @@ def test_cli_refuses_a_missing_required_flag_in_one_line(tmp_path):
 
 
 def test_the_flags_are_the_job_config_with_every_core_by_default(tmp_path):
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.app.setting_fields import parse_args
     from data_prep import create_pretraining_data
 
     fv = parse_args(create_pretraining_data.define_flags,

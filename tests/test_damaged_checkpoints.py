@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import model_dir
 from bert_tf.checkpoints import huggingface, names, tf1, weights as weights_lib
-from bert_tf.encoder import BertEncoder
-from bert_tf.models import BertPretrainer
+from bert_tf.model import model_dir
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretrainer import BertPretrainer
 from tests.helpers import tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

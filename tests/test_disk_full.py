@@ -11,8 +11,11 @@ import os
 import pytest
 import tensorflow as tf
 
-from bert_tf import cli, file_io, finetune, model_dir
-from bert_tf.setting_fields import parse_args
+from bert_tf import finetune
+from bert_tf.app import cli
+from bert_tf.core import file_io
+from bert_tf.model import model_dir
+from bert_tf.app.setting_fields import parse_args
 from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, snapshot, tiny_config,
                            write_sst2_dir)
 
@@ -100,10 +103,10 @@ def test_a_full_disk_ends_in_one_line_and_keeps_the_earlier_run(trained, monkeyp
 
 def test_a_full_disk_during_an_export_keeps_the_earlier_versions(trained, monkeypatch,
                                                                  tmp_path):
-    from bert_tf import export
+    from bert_tf.export import saved_model
 
     resolved = model_dir.resolve(str(trained / "out"))
-    first = export.export_model_dir(resolved, str(tmp_path), max_seq_length=16)
+    first = saved_model.export_model_dir(resolved, str(tmp_path), max_seq_length=16)
     before = snapshot(tmp_path)
     real_save = tf.saved_model.save
 
@@ -113,7 +116,7 @@ def test_a_full_disk_during_an_export_keeps_the_earlier_versions(trained, monkey
 
     monkeypatch.setattr(tf.saved_model, "save", save)
     with pytest.raises(tf.errors.OpError) as failed:
-        export.export_model_dir(resolved, str(tmp_path), max_seq_length=16)
+        saved_model.export_model_dir(resolved, str(tmp_path), max_seq_length=16)
     monkeypatch.setattr(tf.saved_model, "save", real_save)
     _one_line(failed.value)
     assert snapshot(tmp_path) == before and os.listdir(tmp_path) == [os.path.basename(first)]

@@ -25,10 +25,10 @@ import tensorflow as tf
 from absl import flags
 from absl.testing import flagsaver
 
-from bert_tf import settings
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.models import BertPretrainer
+from bert_tf.app import settings
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretrainer import BertPretrainer
 from bert_tf.training import losses, optimization
 from bert_tf.training.loop import Trainer
 from tests.helpers import (SPECIAL_TOKENS, command_env, loop_options, make_model_dir,
@@ -245,7 +245,7 @@ def glue_workspace(tmp_path_factory):
     """A tiny random encoder dir with its own vocab, SST-2-format data, ONE record file."""
     from bert_tf.data.finetuning import write_records as write_task_records
     from bert_tf.tasks.glue import Sst2Task
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     root = tmp_path_factory.mktemp("distributed_glue")
     vocab = root / "vocab.txt"

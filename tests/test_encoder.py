@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.models import BertPretrainer
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretrainer import BertPretrainer
 from tests.helpers import REPO_ROOT
 
 TINY = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -104,7 +104,7 @@ def test_split_for_inference_keeps_outputs_and_the_other_paths(dtype, atol):
     encoder's inference outputs (bfloat16: within bfloat16's rounding, the split keeping
     the residual in float32), while the encoder's own calls are unchanged (dropout runs
     in training; the same attention probabilities)."""
-    from bert_tf.serving_graph import InferenceEncoder
+    from bert_tf.serving.graph import InferenceEncoder
 
     cfg = BertConfig(**{**TINY.to_dict(), "hidden_dropout_prob": 0.5})
     keras.utils.set_random_seed(3)

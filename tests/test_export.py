@@ -1,7 +1,6 @@
 """SavedModel export of the encoder: layout, versions, parity, warmup, clean-process load,
 saved_model_cli and the gRPC request a client would send."""
 
-import json
 import os
 import subprocess
 import sys
@@ -10,11 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.constants import MODEL_INPUTS
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import write_model_dir
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
+from bert_tf.core.constants import MODEL_INPUTS
 from tests.helpers.export import (TINY, ids_batch, read_warmup, run_clean, run_client,
                                   run_export_model)
 
@@ -23,21 +20,21 @@ from tests.helpers.export import (TINY, ids_batch, read_warmup, run_clean, run_c
 def exported(encoder_dir, tmp_path_factory):
     src, encoder = encoder_dir
     export_dir = tmp_path_factory.mktemp("export")
-    path = export.export_model_dir(model_dir.resolve(str(src)), str(export_dir))
+    path = saved_model.export_model_dir(model_dir.resolve(str(src)), str(export_dir))
     return export_dir, path, encoder
 
 
 def test_layout_and_next_version(exported, encoder_dir):
     export_dir, path, _ = exported
     assert path == os.path.join(str(export_dir), "1")
-    for name in ("saved_model.pb", "variables", os.path.join("assets.extra", export.WARMUP_FILE)):
+    for name in ("saved_model.pb", "variables", os.path.join("assets.extra", saved_model.WARMUP_FILE)):
         assert os.path.exists(os.path.join(path, name)), name
-    second = export.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(export_dir))
+    second = saved_model.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(export_dir))
     assert os.path.basename(second) == "2"
-    assert export.list_versions(str(export_dir)) == [1, 2]
+    assert saved_model.list_versions(str(export_dir)) == [1, 2]
     assert sorted(os.listdir(export_dir)) == ["1", "2"]  # no temporary leftovers
-    with pytest.raises(export.ExportError, match="already exists"):
-        export.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(export_dir), version=2)
+    with pytest.raises(saved_model.ExportError, match="already exists"):
+        saved_model.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(export_dir), version=2)
 
 
 def test_failed_export_leaves_nothing(encoder_dir, tmp_path, monkeypatch):
@@ -47,19 +44,19 @@ def test_failed_export_leaves_nothing(encoder_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(tf.saved_model, "save", broken_save)
     with pytest.raises(OSError, match="disk full"):
-        export.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(tmp_path))
+        saved_model.export_model_dir(model_dir.resolve(str(encoder_dir[0])), str(tmp_path))
     assert os.listdir(tmp_path) == []
 
 
 def test_missing_config_names_the_dir(tmp_path):
-    with pytest.raises(export.ExportError, match=str(tmp_path)):
-        export.export_model_dir(model_dir.resolve(str(tmp_path)), str(tmp_path / "out"))
+    with pytest.raises(saved_model.ExportError, match=str(tmp_path)):
+        saved_model.export_model_dir(model_dir.resolve(str(tmp_path)), str(tmp_path / "out"))
 
 
 def test_ids_signature_matches_keras(exported):
     _, path, encoder = exported
     loaded = tf.saved_model.load(path)
-    fn = loaded.signatures[export.SERVING_DEFAULT]
+    fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     for seq in (9, 64):  # short and the full max_position_embeddings
         inputs = ids_batch(seq=seq)
         got = fn(**{k: tf.constant(v) for k, v in inputs.items()})
@@ -71,7 +68,7 @@ def test_ids_signature_matches_keras(exported):
 
 def test_signature_io_spec(exported):
     _, path, _ = exported
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     args = fn.structured_input_signature[1]
     assert sorted(args) == sorted(MODEL_INPUTS)
     assert all(a.dtype == tf.int32 and a.shape.as_list() == [None, None] for a in args.values())
@@ -81,10 +78,10 @@ def test_signature_io_spec(exported):
 
 
 def test_text_signature_ids_equal_the_tokenizer(exported, encoder_dir):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     _, path, encoder = exported
-    fn = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE]
+    fn = tf.saved_model.load(path).signatures[saved_model.TEXT_SIGNATURE]
     texts = ["The quick brown foxes.", "", "  \t ", "the lazy dog " * 100, "서울 北京 is a fox",
              b"bad \xff\xfe fox"]
     got = fn(text=tf.constant(texts))
@@ -110,7 +107,7 @@ def test_text_signature_ids_equal_the_tokenizer(exported, encoder_dir):
 
 def test_ids_longer_than_positions_is_a_clear_error(exported):
     _, path, _ = exported
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     inputs = ids_batch(seq=TINY.max_position_embeddings + 1)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
         fn(**{k: tf.constant(v) for k, v in inputs.items()})
@@ -119,7 +116,7 @@ def test_ids_longer_than_positions_is_a_clear_error(exported):
 def test_clean_process_load_matches(exported, tmp_path):
     _, path, encoder = exported
     inputs = ids_batch(seed=3)
-    (got,) = run_clean(path, [(export.SERVING_DEFAULT, inputs)], tmp_path)
+    (got,) = run_clean(path, [(saved_model.SERVING_DEFAULT, inputs)], tmp_path)
     want = encoder(inputs, training=False)
     np.testing.assert_allclose(got["pooled_output"], want["pooled_output"].numpy(), atol=1e-5)
     np.testing.assert_allclose(got["sequence_output"], want["sequence_output"].numpy(),
@@ -215,14 +212,14 @@ def assert_session_answers_as_keras(path, encoder, tmp_path, **client_env):
     texts = np.array(["the quick fox jumps", "서울 北京 is a dog ."], dtype=object)
     ids_requests = [ids_batch(seed=7), ids_batch(seed=8, batch=1, seq=4)]
     *ids_outputs, text_outputs = run_clean(
-        path, [(export.SERVING_DEFAULT, r) for r in ids_requests]
-        + [(export.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT,
+        path, [(saved_model.SERVING_DEFAULT, r) for r in ids_requests]
+        + [(saved_model.TEXT_SIGNATURE, {"text": texts})], tmp_path, client=SESSION_CLIENT,
         **client_env)
     for inputs, got in zip(ids_requests, ids_outputs):
         want = encoder(inputs, training=False)
         for key in ("pooled_output", "sequence_output"):
             np.testing.assert_allclose(got[key], want[key].numpy(), atol=1e-5)
-    eager = tf.saved_model.load(path).signatures[export.TEXT_SIGNATURE](text=tf.constant(texts))
+    eager = tf.saved_model.load(path).signatures[saved_model.TEXT_SIGNATURE](text=tf.constant(texts))
     assert sorted(text_outputs) == sorted(eager)
     for key, value in eager.items():
         if value.dtype.is_floating:
@@ -261,11 +258,11 @@ def test_grpc_request_from_serving_api_matches_ours():
     inputs = ids_batch()
     request = predict_pb2.PredictRequest()
     request.model_spec.name = "bert"
-    request.model_spec.signature_name = export.SERVING_DEFAULT
+    request.model_spec.signature_name = saved_model.SERVING_DEFAULT
     for name, value in inputs.items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
     ours = predict_pb2.PredictRequest()
-    ours.ParseFromString(export.predict_request_bytes(export.SERVING_DEFAULT, inputs, "bert"))
+    ours.ParseFromString(saved_model.predict_request_bytes(saved_model.SERVING_DEFAULT, inputs, "bert"))
     assert ours == request
     assert tf.make_ndarray(ours.inputs["input_mask"]).tolist() == inputs["input_mask"].tolist()
 
@@ -348,7 +345,7 @@ def test_cli_exports(encoder_dir, tmp_path):
                             "--version=5")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == os.path.join(str(tmp_path), "5")
-    assert export.list_versions(str(tmp_path)) == [5]
+    assert saved_model.list_versions(str(tmp_path)) == [5]
 
 
 def test_cli_bad_input_is_a_message_not_a_traceback(tmp_path):
@@ -372,13 +369,13 @@ def test_each_weight_is_saved_once(exported):
 
 
 def test_export_runs_the_fused_attention(exported):
-    # The serving graph (bert_tf.serving_graph.InferenceEncoder): each layer's
+    # The serving graph (bert_tf.serving.graph.InferenceEncoder): each layer's
     # query/key/value saved as one [H, 3H] kernel, no separate [H, H] query/key/value
     # kernels (only each layer's attention output and the pooler are [H, H]);
     # test_ids_signature_matches_keras checks it against the training-path encoder.
     _, path, _ = exported
     loaded = tf.saved_model.load(path)
-    shapes = [tuple(v.shape) for v in loaded.signatures[export.SERVING_DEFAULT].variables]
+    shapes = [tuple(v.shape) for v in loaded.signatures[saved_model.SERVING_DEFAULT].variables]
     hidden, layers = TINY.hidden_size, TINY.num_hidden_layers
     assert shapes.count((hidden, 3 * hidden)) == layers
     assert shapes.count((hidden, hidden)) == layers + 1

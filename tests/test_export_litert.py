@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, export_converted, export_litert, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import write_model_dir
+from bert_tf.export import export_converted, export_litert, saved_model
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.model_dir import write_model_dir
 from tests.helpers.export import (BAD_TEXTS, choices_batch, fine_tuned_dir, ids_batch,
                                   model_info, packed, run_export_model, run_litert)
 
@@ -121,17 +122,17 @@ def test_ops_without_litert_kernels_are_a_clear_error(tmp_path):
 
     module = Tokenizing()
     tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.f})
-    with pytest.raises(export.ExportError, match=r"^runs/x: .*RegexReplace.*tokenize on the"):
+    with pytest.raises(saved_model.ExportError, match=r"^runs/x: .*RegexReplace.*tokenize on the"):
         export_litert.convert_saved_model(str(tmp_path), "float32", source="runs/x")
 
 
 def test_failed_export_leaves_nothing_and_versions_are_kept(encoder_dir, tmp_path, monkeypatch):
     src, _ = encoder_dir
-    with pytest.raises(export.ExportError, match="quantization='int4'"):
+    with pytest.raises(saved_model.ExportError, match="quantization='int4'"):
         export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path),
                                         quantization="int4")
     export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path), version=3)
-    with pytest.raises(export.ExportError, match="already exists"):
+    with pytest.raises(saved_model.ExportError, match="already exists"):
         export_litert.export_litert_dir(model_dir.resolve(str(src)), str(tmp_path), version=3)
 
     def broken_write(*args, **kwargs):

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, export_onnx, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import write_model_dir
+from bert_tf.export import export_onnx, saved_model
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.model_dir import write_model_dir
 from tests.helpers.export import (BAD_TEXTS, assert_outputs_equal, choices_batch, ids_batch,
                                   model_info, packed, run_export_model, run_litert,
                                   saved_model_outputs, task_outputs)
@@ -86,7 +87,7 @@ def test_ops_without_onnx_form_are_a_clear_error(tmp_path):
 
     module = Tokenizing()
     tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.f})
-    with pytest.raises(export.ExportError, match=r"^runs/x: .*UnicodeDecode.*tokenize with"):
+    with pytest.raises(saved_model.ExportError, match=r"^runs/x: .*UnicodeDecode.*tokenize with"):
         export_onnx.convert_saved_model(str(tmp_path), source="runs/x")
 
 

@@ -8,10 +8,12 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import export, export_model, export_openvino, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import write_model_dir
+from bert_tf import export_model
+from bert_tf.export import export_openvino, saved_model
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.model_dir import write_model_dir
 from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, assert_outputs_equal, choices_batch,
                                   ids_batch, model_info, packed, run_client, run_export_model,
                                   saved_model_outputs, task_outputs)
@@ -107,18 +109,18 @@ def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, task_vocab_file
     got = run_openvino(path, batch)
     assert got["logits"].shape == want["logits"].shape == (3, 4)
     resolved = model_dir.resolve(str(tmp_path / "m"))
-    with pytest.raises(export.ExportError, match=r"^cal.txt:2: 2 tab-separated texts; .* "
+    with pytest.raises(saved_model.ExportError, match=r"^cal.txt:2: 2 tab-separated texts; .* "
                                                  r"a context and 4 endings"):
         export_openvino.export_openvino_dir(resolved, str(tmp_path / "x"),
                                             quantization="static_int8",
                                             calibration_texts=[contexts[0], "a\tb", ""],
                                             calibration_source="cal.txt")
-    with pytest.raises(export.ExportError, match=r"^cal.txt: no calibration text"):
+    with pytest.raises(saved_model.ExportError, match=r"^cal.txt: no calibration text"):
         export_openvino.export_openvino_dir(resolved, str(tmp_path / "x"),
                                             quantization="static_int8",
                                             calibration_texts=["", "  "],
                                             calibration_source="cal.txt")
-    assert export.list_versions(str(tmp_path / "x")) == []
+    assert saved_model.list_versions(str(tmp_path / "x")) == []
 
 
 # Loads the IR with the openvino package alone (plugin_config.json applied as docs/serving.md

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, model_dir
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import write_model_dir
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
+from bert_tf.model.encoder import BertEncoder
 from tests.helpers import REPO_ROOT
 from tests.helpers.export import (TASK_CONFIG, TASK_VOCAB, TINY, as_bytes, call, fine_tuned_dir,
                                   ids_batch, packed, run_clean, write_encoder_dir)
@@ -53,8 +53,8 @@ def encoder_exports(tmp_path_factory):
     write_encoder_dir(src)
     export_dir = str(tmp_path_factory.mktemp("export"))
     resolved = model_dir.resolve(str(src))
-    fp32 = export.export_model_dir(resolved, export_dir)
-    bf16 = export.export_model_dir(resolved, export_dir, mixed_precision="mixed_bfloat16")
+    fp32 = saved_model.export_model_dir(resolved, export_dir)
+    bf16 = saved_model.export_model_dir(resolved, export_dir, mixed_precision="mixed_bfloat16")
     return src, fp32, bf16
 
 
@@ -70,7 +70,7 @@ def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_e
     assert set(saved_dtypes(fp32).values()) == {"float32"}
     loaded = tf.saved_model.load(bf16)
     variables = [(v.name, v.dtype.name, len(v.shape))
-                 for v in loaded.signatures[export.SERVING_DEFAULT].variables]
+                 for v in loaded.signatures[saved_model.SERVING_DEFAULT].variables]
     dense = [(n, d) for n, d, rank in variables if rank == 2 and "embeddings" not in n]
     # Per layer the fused query/key/value, attention output, FFN in and out; the pooler.
     assert len(dense) == 4 * TINY.num_hidden_layers + 1, dense
@@ -80,7 +80,7 @@ def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_e
     assert any("layer_norm" in n for n, _ in others)
     assert {d for _, d in others} == {"float32"}, others
     # Stored as read: no variable of the bfloat16 graph is cast to bfloat16 per call.
-    graph = loaded.signatures[export.SERVING_DEFAULT].graph.as_graph_def()
+    graph = loaded.signatures[saved_model.SERVING_DEFAULT].graph.as_graph_def()
     nodes = [n for f in graph.library.function for n in f.node_def]
     reads = {n.name for n in nodes if n.op == "ReadVariableOp"}
     casts_of_reads = [n.name for n in nodes if n.op == "Cast"
@@ -91,8 +91,8 @@ def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_e
 def test_encoder_outputs_are_float32_and_within_tolerance(encoder_exports):
     _, fp32, bf16 = encoder_exports
     inputs = {k: tf.constant(v) for k, v in ids_batch(seed=5).items()}
-    want = tf.saved_model.load(fp32).signatures[export.SERVING_DEFAULT](**inputs)
-    got = tf.saved_model.load(bf16).signatures[export.SERVING_DEFAULT](**inputs)
+    want = tf.saved_model.load(fp32).signatures[saved_model.SERVING_DEFAULT](**inputs)
+    got = tf.saved_model.load(bf16).signatures[saved_model.SERVING_DEFAULT](**inputs)
     assert {k: v.dtype for k, v in got.items()} == {k: tf.float32 for k in want}
     mask = inputs["input_mask"].numpy().astype(bool)
     seq_got, seq_want = got["sequence_output"].numpy()[mask], want["sequence_output"].numpy()[mask]
@@ -106,8 +106,8 @@ def test_encoder_outputs_are_float32_and_within_tolerance(encoder_exports):
 def test_text_signature_tokenizes_as_float32(encoder_exports):
     _, fp32, bf16 = encoder_exports
     text = tf.constant(["the quick brown fox", "a lazy dog ."])
-    want = tf.saved_model.load(fp32).signatures[export.TEXT_SIGNATURE](text=text)
-    got = tf.saved_model.load(bf16).signatures[export.TEXT_SIGNATURE](text=text)
+    want = tf.saved_model.load(fp32).signatures[saved_model.TEXT_SIGNATURE](text=text)
+    got = tf.saved_model.load(bf16).signatures[saved_model.TEXT_SIGNATURE](text=text)
     assert got["input_word_ids"].numpy().tolist() == want["input_word_ids"].numpy().tolist()
     assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,
                  "pooled_output")
@@ -116,8 +116,8 @@ def test_text_signature_tokenizes_as_float32(encoder_exports):
 def test_loads_in_a_process_without_bert_tf(encoder_exports, tmp_path):
     _, fp32, bf16 = encoder_exports
     inputs = ids_batch(seed=3)
-    (got,) = run_clean(bf16, [(export.SERVING_DEFAULT, inputs)], tmp_path)
-    want = tf.saved_model.load(fp32).signatures[export.SERVING_DEFAULT](
+    (got,) = run_clean(bf16, [(saved_model.SERVING_DEFAULT, inputs)], tmp_path)
+    want = tf.saved_model.load(fp32).signatures[saved_model.SERVING_DEFAULT](
         **{k: tf.constant(v) for k, v in inputs.items()})
     assert got["pooled_output"].dtype == np.float32
     assert_close(got["pooled_output"], want["pooled_output"], POOLED_MEAN, POOLED_MAX,
@@ -143,13 +143,13 @@ def test_saved_model_cli_runs_it(encoder_exports, tmp_path):
 
 
 def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(TASK_VOCAB) + "\n", encoding="utf-8")
     tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
     _, model = fine_tuned_dir(tmp_path / "m", "mrpc", str(vocab), tokenizer, max_seq_length=16)
-    bf16_path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")),
+    bf16_path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")),
                                         str(tmp_path / "e"), mixed_precision="mixed_bfloat16")
     bf16 = tf.saved_model.load(bf16_path)
     variables = bf16.signatures["serving_default"].variables
@@ -168,8 +168,8 @@ def test_classifier_logits_are_float32_and_within_tolerance(tmp_path):
 
 
 def test_with_precision_refuses_what_it_does_not_export():
-    with pytest.raises(export.ExportError, match="mixed_float16"):
-        export.with_precision(BertEncoder(TINY), "mixed_float16")
+    with pytest.raises(saved_model.ExportError, match="mixed_float16"):
+        saved_model.with_precision(BertEncoder(TINY), "mixed_float16")
 
 
 def test_cli_flag_and_its_litert_refusal(encoder_exports, tmp_path):
@@ -193,18 +193,18 @@ def test_minilm_bfloat16_export_is_within_tolerance(minilm_dir, shared_data, tmp
                                                     parallel_branches):
     # The tolerance above, on the real model and real sentences (SST-2 dev); also with
     # the layers split in two (export_model --parallel_branches=2: float32 residual sums).
-    from bert_tf import model_dir
+    from bert_tf.model import model_dir
     from bert_tf.convert_checkpoint import convert
 
     src = tmp_path / "minilm"
     convert("huggingface", str(minilm_dir), str(src))
     encoder = model_dir.load_encoder(str(src))
-    bf16 = export.export_model_dir(model_dir.resolve(str(src)), str(tmp_path / "e"),
+    bf16 = saved_model.export_model_dir(model_dir.resolve(str(src)), str(tmp_path / "e"),
                                    mixed_precision="mixed_bfloat16",
                                    parallel_branches=parallel_branches)
     lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:65]
     text = tf.constant([line.split("\t")[0] for line in lines])
-    got = tf.saved_model.load(bf16).signatures[export.TEXT_SIGNATURE](text=text)
+    got = tf.saved_model.load(bf16).signatures[saved_model.TEXT_SIGNATURE](text=text)
     # The float32 reference: the Keras encoder on the ids the signature tokenized (the
     # float32 export equals it within 1e-5: test_export.py).
     want = encoder({k: got[k] for k in ("input_word_ids", "input_mask", "input_type_ids")},

@@ -1,20 +1,14 @@
 """Task exports (classifier, regressor, NER, SQuAD): raw-text and ids signatures, parity
 with the Keras model, bad inputs, assets, warmup and a clean-process load."""
 
-import json
 import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import TASK_CONFIG_FILE, write_model_dir
-from bert_tf.tasks import make_task
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
 from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, as_bytes, call, fine_tuned_dir, packed,
                                   read_warmup, run_clean)
 
@@ -25,18 +19,18 @@ from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, as_bytes, call, fine_tu
 def mrpc(tmp_path_factory, task_vocab_file, task_tokenizer):
     root = tmp_path_factory.mktemp("mrpc_model")
     task, model = fine_tuned_dir(root, "mrpc", task_vocab_file, task_tokenizer, max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(root)),
+    path = saved_model.export_model_dir(model_dir.resolve(str(root)),
                                    str(tmp_path_factory.mktemp("mrpc_export")))
     return task, model, path, tf.saved_model.load(path)
 
 
 def test_classifier_layout_and_assets(mrpc):
     _, _, path, loaded = mrpc
-    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    assert sorted(loaded.signatures) == [saved_model.SERVING_DEFAULT, saved_model.IDS_SIGNATURE]
     vocab = open(os.path.join(path, "assets", "vocab.txt")).read().split("\n")
     assert vocab[:len(TASK_VOCAB)] == TASK_VOCAB
     assert open(os.path.join(path, "assets", "labels.txt")).read().split() == ["0", "1"]
-    text_fn = loaded.signatures[export.SERVING_DEFAULT]
+    text_fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     assert sorted(text_fn.structured_input_signature[1]) == ["text", "text_b"]
     assert sorted(text_fn.structured_outputs) == ["label", "label_id", "logits", "probabilities"]
 
@@ -45,7 +39,7 @@ def test_classifier_text_and_ids_match_keras(mrpc, task_tokenizer):
     _, model, _, loaded = mrpc
     a = BAD_TEXTS
     b = list(reversed(BAD_TEXTS))
-    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(a), text_b=as_bytes(b))
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], text=as_bytes(a), text_b=as_bytes(b))
     ids = packed(task_tokenizer, a, b)
     assert ids["input_word_ids"].shape[1] == 16  # the long pair is truncated, not an error
     want = model(ids, training=False)["logits"].numpy()
@@ -53,7 +47,7 @@ def test_classifier_text_and_ids_match_keras(mrpc, task_tokenizer):
     np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(want).numpy(), atol=1e-5)
     assert got["label_id"].tolist() == want.argmax(-1).tolist()
     assert [x.decode() for x in got["label"]] == [["0", "1"][i] for i in want.argmax(-1)]
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
 
 
@@ -65,19 +59,19 @@ def test_classifier_split_in_two_matches_keras(tmp_path, task_vocab_file, task_t
     _, model = fine_tuned_dir(tmp_path / "m", "mrpc", task_vocab_file, task_tokenizer,
                               max_seq_length=16)
     resolved = model_dir.resolve(str(tmp_path / "m"))
-    path = export.export_model_dir(resolved, str(tmp_path / "e"), parallel_branches=2)
+    path = saved_model.export_model_dir(resolved, str(tmp_path / "e"), parallel_branches=2)
     ids = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
-    got = call(tf.saved_model.load(path).signatures[export.IDS_SIGNATURE], **ids)
+    got = call(tf.saved_model.load(path).signatures[saved_model.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
                                atol=1e-5)
-    with pytest.raises(export.ExportError, match="--parallel_branches=3 must divide"):
-        export.export_model_dir(resolved, str(tmp_path / "e3"), parallel_branches=3)
+    with pytest.raises(saved_model.ExportError, match="--parallel_branches=3 must divide"):
+        saved_model.export_model_dir(resolved, str(tmp_path / "e3"), parallel_branches=3)
     assert not os.path.exists(tmp_path / "e3")
 
 
 def test_invalid_utf8_bytes_are_dropped_as_the_original(mrpc):
     _, _, _, loaded = mrpc
-    fn = loaded.signatures[export.SERVING_DEFAULT]
+    fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     bad = call(fn, text=as_bytes([b"bad \xff\xfe fox\xc3"]), text_b=as_bytes(["dog"]))
     clean = call(fn, text=as_bytes(["bad  fox"]), text_b=as_bytes(["dog"]))
     np.testing.assert_allclose(bad["logits"], clean["logits"], atol=1e-6)
@@ -86,13 +80,13 @@ def test_invalid_utf8_bytes_are_dropped_as_the_original(mrpc):
 def test_classifier_clean_process_and_warmup(mrpc, tmp_path):
     _, _, path, loaded = mrpc
     inputs = {"text": as_bytes(BAD_TEXTS[:4]), "text_b": as_bytes(BAD_TEXTS[3:7])}
-    (got,) = run_clean(path, [(export.SERVING_DEFAULT, inputs)], tmp_path)
-    want = call(loaded.signatures[export.SERVING_DEFAULT], **inputs)
+    (got,) = run_clean(path, [(saved_model.SERVING_DEFAULT, inputs)], tmp_path)
+    want = call(loaded.signatures[saved_model.SERVING_DEFAULT], **inputs)
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
     assert got["label"].tolist() == want["label"].tolist()
     logs = read_warmup(path)
     assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == \
-        [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+        [saved_model.SERVING_DEFAULT, saved_model.IDS_SIGNATURE]
     for log in logs:
         request = log.predict_log.request
         inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
@@ -104,8 +98,8 @@ def test_regression_export(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "sts-b", task_vocab_file, task_tokenizer,
                               max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     got = call(fn, text=as_bytes(BAD_TEXTS), text_b=as_bytes(BAD_TEXTS))
     want = model(packed(task_tokenizer, BAD_TEXTS, BAD_TEXTS), training=False)["logits"].numpy()
     np.testing.assert_allclose(got["score"], want[:, 0], atol=1e-5)
@@ -118,11 +112,11 @@ def test_ner_words_tags_and_offsets(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", "conll2003", task_vocab_file, task_tokenizer,
                                  max_seq_length=8)  # 6 pieces per window: long texts split
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
     texts = ["The quick brown foxes jumping.", "", "  ", "서울 北京  is U.S.A. capital",
              "the lazy dog " * 5]
-    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(texts))
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], text=as_bytes(texts))
     for row, text in enumerate(texts):
         words = text.split()
         n = int(got["num_words"][row])
@@ -132,7 +126,7 @@ def test_ner_words_tags_and_offsets(tmp_path, task_vocab_file, task_tokenizer):
         assert [w.decode() for w in got["words"][row][:n]] == words
         assert (got["start_char"][row][n:] == -1).all() and (got["tags"][row][n:] == b"").all()
     # Invalid UTF-8 bytes are dropped; offsets count each bad byte as one character.
-    bad = call(loaded.signatures[export.SERVING_DEFAULT],
+    bad = call(loaded.signatures[saved_model.SERVING_DEFAULT],
                text=as_bytes([b"bad \xff\xfe fox\xc3", b"\xff"]))
     assert bad["num_words"].tolist() == [2, 0]
     assert bad["words"][0][:2].tolist() == [b"bad", b"fox"]
@@ -140,7 +134,7 @@ def test_ner_words_tags_and_offsets(tmp_path, task_vocab_file, task_tokenizer):
     assert bad["end_char"][0][:2].tolist() == [3, 10]
     # The ids signature equals the Keras model.
     ids = packed(task_tokenizer, texts, length=8)
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     want_logits = model(ids, training=False)["logits"].numpy()
     np.testing.assert_allclose(by_ids["logits"], want_logits, atol=1e-5)
     assert by_ids["tag_ids"].tolist() == want_logits.argmax(-1).tolist()
@@ -164,9 +158,9 @@ def test_squad_answers_match_the_original_rule(tmp_path, task_vocab_file, task_t
     opts = dict(max_seq_length=16, doc_stride=3, max_query_length=4, n_best_size=5,
                 max_answer_length=4)
     task, model = fine_tuned_dir(tmp_path / "m", "squad", task_vocab_file, task_tokenizer, **opts)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
-    fn = loaded.signatures[export.SERVING_DEFAULT]
+    fn = loaded.signatures[saved_model.SERVING_DEFAULT]
     assert sorted(fn.structured_input_signature[1]) == ["context", "question"]
     questions = ["where is seoul?", "what jumps over the lazy dog in korea?", "서울", "fox",
                  b"\xff where", "  "]
@@ -201,7 +195,7 @@ def test_squad_answers_match_the_original_rule(tmp_path, task_vocab_file, task_t
             np.testing.assert_allclose(got["score"][row], best["start_logit"] + best["end_logit"],
                                        atol=1e-5)
     ids = packed(task_tokenizer, ["where is seoul?"], ["seoul is the capital of korea."])
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     want = model(ids, training=False)
     np.testing.assert_allclose(by_ids["start_logits"], want["start_logits"].numpy(), atol=1e-5)
     np.testing.assert_allclose(by_ids["end_logits"], want["end_logits"].numpy(), atol=1e-5)
@@ -211,8 +205,8 @@ def test_squad_v2_null_answer(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
     fine_tuned_dir(tmp_path / "m", "squad", task_vocab_file, task_tokenizer, max_seq_length=16,
                    version_2_with_negative=True, null_score_diff_threshold=-1e6)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     got = call(fn, question=as_bytes(["where is seoul?"]),
                context=as_bytes(["seoul is the capital of korea."]))
     # A threshold far below any score difference: every question is unanswerable.
@@ -226,7 +220,7 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, task_vocab_file, task_toke
     (tmp_path / "m").mkdir()
     _, model = fine_tuned_dir(tmp_path / "m", "sst-2", task_vocab_file, task_tokenizer,
                               max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"),
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"),
                                    text_signatures=False)
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
@@ -236,13 +230,13 @@ def test_ids_only_export_has_no_tf_text_ops(tmp_path, task_vocab_file, task_toke
     assert not any("Wordpiece" in op for op in ops), sorted(ops)
     assert os.path.exists(os.path.join(path, "assets", "vocab.txt"))
     loaded = tf.saved_model.load(path)
-    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT]
+    assert sorted(loaded.signatures) == [saved_model.SERVING_DEFAULT]
     ids = packed(task_tokenizer, ["the quick fox", "서울"])
-    got = call(loaded.signatures[export.SERVING_DEFAULT], **ids)
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], **ids)
     np.testing.assert_allclose(got["logits"], model(ids, training=False)["logits"].numpy(),
                                atol=1e-5)
     (log,) = read_warmup(path)
-    assert log.predict_log.request.model_spec.signature_name == export.SERVING_DEFAULT
+    assert log.predict_log.request.model_spec.signature_name == saved_model.SERVING_DEFAULT
 
 
 # ------------------------------------------------------------------ SWAG (multiple choice)
@@ -251,12 +245,12 @@ def test_multiple_choice_export(tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "m").mkdir()
     task, model = fine_tuned_dir(tmp_path / "m", "swag", task_vocab_file, task_tokenizer,
                                  max_seq_length=16)
-    path = export.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
+    path = saved_model.export_model_dir(model_dir.resolve(str(tmp_path / "m")), str(tmp_path / "e"))
     loaded = tf.saved_model.load(path)
-    assert sorted(loaded.signatures) == [export.SERVING_DEFAULT, export.IDS_SIGNATURE]
+    assert sorted(loaded.signatures) == [saved_model.SERVING_DEFAULT, saved_model.IDS_SIGNATURE]
     contexts = BAD_TEXTS[:4]
     endings = [[BAD_TEXTS[(i + k) % len(BAD_TEXTS)] for k in range(4)] for i in range(4)]
-    got = call(loaded.signatures[export.SERVING_DEFAULT], text=as_bytes(contexts),
+    got = call(loaded.signatures[saved_model.SERVING_DEFAULT], text=as_bytes(contexts),
                endings=np.array([as_bytes(row) for row in endings]))
     flat = packed(task_tokenizer, [c for c in contexts for _ in range(4)],
                   [e for row in endings for e in row])
@@ -266,7 +260,7 @@ def test_multiple_choice_export(tmp_path, task_vocab_file, task_tokenizer):
     np.testing.assert_allclose(got["logits"], want, atol=1e-5)
     np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(want).numpy(), atol=1e-5)
     assert got["label_id"].tolist() == want.argmax(-1).tolist()
-    by_ids = call(loaded.signatures[export.IDS_SIGNATURE], **ids)
+    by_ids = call(loaded.signatures[saved_model.IDS_SIGNATURE], **ids)
     np.testing.assert_allclose(by_ids["logits"], want, atol=1e-5)
     for log in read_warmup(path):
         request = log.predict_log.request

@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import extend_vocab as ev
-from bert_tf import model_dir
-from bert_tf.models import BertPretrainer
-from bert_tf.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
+from bert_tf.model import model_dir
+from bert_tf.model.pretrainer import BertPretrainer
+from bert_tf.text.text_rules import BasicTokenizer, WordPieceTokenizer, load_vocab
 from data_prep import pretraining_job, pretraining_passes
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
 from tests.helpers import command_env, tiny_config
@@ -183,7 +183,7 @@ def test_cli_errors_name_the_problem(tmp_path):
 
 def test_create_pretraining_data_with_kiwi_and_kept_accents(extended, tmp_path):
     pytest.importorskip("kiwipiepy", reason="pip install -r requirements-korean.txt")
-    from bert_tf.pre_tokenizers import get_pre_tokenizer
+    from bert_tf.text.pre_tokenizers import get_pre_tokenizer
 
     out, _ = extended
     vocab = os.path.join(out, "vocab.txt")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf import extract_features as ef
-from bert_tf import setting_fields
+from bert_tf.app import setting_fields
 from tests.helpers import make_model_dir, run_command, tiny_config
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
@@ -25,8 +25,8 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def loaded(model_dir):
     """(encoder, tokenizer) loaded once: building and tracing a tokenizer costs seconds."""
-    from bert_tf.model_dir import find_vocab, load_encoder
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.model.model_dir import find_vocab, load_encoder
+    from bert_tf.text.tokenization import BertTokenizer
 
     return load_encoder(model_dir), BertTokenizer(find_vocab(model_dir), do_lower_case=True)
 
@@ -58,7 +58,7 @@ def _read(path):
 
 
 def _reference_layers(model_dir, word_ids, type_ids):
-    from bert_tf.model_dir import load_encoder
+    from bert_tf.model.model_dir import load_encoder
 
     encoder = load_encoder(model_dir)
     ids = np.array([word_ids], np.int32)
@@ -157,7 +157,7 @@ def test_original_tpu_flags_and_a_distributed_forward_pass(model_dir, loaded, in
     the features of the plain path."""
     import tensorflow as tf
 
-    from bert_tf.model_dir import load_encoder
+    from bert_tf.model.model_dir import load_encoder
     from bert_tf.training.strategy import original_tpu_strategy
     from tests.helpers.training import FakeTpu
 

@@ -1,4 +1,4 @@
-"""bert_tf.file_io: local paths without TensorFlow, remote ones (a scheme) through tf.io.gfile.
+"""bert_tf.core.file_io: local paths without TensorFlow, remote ones (a scheme) through tf.io.gfile.
 
 TensorFlow's in-memory file system (`ram://`) stands in for gs:// here: the same code
 path (a scheme, so tf.io.gfile), no network."""
@@ -9,7 +9,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf import file_io, text_rules
+from bert_tf.core import file_io
+from bert_tf.text import text_rules
 from data_prep import corpus
 from tests.helpers import REPO, command_env
 
@@ -53,7 +54,7 @@ def test_local_paths(tmp_path):
 
 def test_local_paths_load_no_tensorflow(tmp_path):
     (tmp_path / "a.txt").write_text("x\n")
-    script = ("import sys; from bert_tf import file_io; "
+    script = ("import sys; from bert_tf.core import file_io; "
               f"assert file_io.read_bytes({str(tmp_path / 'a.txt')!r}) == b'x\\n'; "
               f"file_io.glob({str(tmp_path / '*')!r}); file_io.file_size({str(tmp_path)!r}); "
               "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
@@ -63,7 +64,7 @@ def test_local_paths_load_no_tensorflow(tmp_path):
 
 
 def test_scratch_dirs_are_gone_when_the_process_exits(tmp_path):
-    code = ("from bert_tf import file_io; import os; d = file_io.scratch_dir('x_'); "
+    code = ("from bert_tf.core import file_io; import os; d = file_io.scratch_dir('x_'); "
             "open(os.path.join(d, 'vocab.txt'), 'w').write('a'); print(d)")
     env = command_env(TMPDIR=str(tmp_path))
     made = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True,

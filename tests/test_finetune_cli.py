@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 from tests.helpers import make_model_dir, run_command, write_sst2_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -19,7 +19,8 @@ CONFIGS = sorted((REPO / "official_configs" / "finetuning").glob("*.yaml"))
 PROBE = """
 import json, sys
 from absl import flags
-from bert_tf import finetune, setting_fields
+from bert_tf import finetune
+from bert_tf.app import setting_fields
 finetune.define_flags()
 flags.FLAGS(sys.argv)
 setting_fields.apply_config_file(flags.FLAGS)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import export, model_dir
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
 from tests.helpers import first_lines, make_model_dir, run_command
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -21,7 +22,7 @@ TINY = ["--max_seq_length=24", "--train_batch_size=8", "--eval_batch_size=8",
 @pytest.fixture(scope="module")
 def workspace(shared_data, tmp_path_factory):
     """NSMC and KLUE-NER slices, and a tiny encoder whose vocab is their characters."""
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     root = tmp_path_factory.mktemp("korean")
     nsmc = root / "nsmc"
@@ -52,8 +53,8 @@ def finetune(*args):
 
 
 def served(out, tmp_path, **texts):
-    path = export.export_model_dir(model_dir.resolve(str(out)), str(tmp_path / "export"))
-    fn = tf.saved_model.load(path).signatures[export.SERVING_DEFAULT]
+    path = saved_model.export_model_dir(model_dir.resolve(str(out)), str(tmp_path / "export"))
+    fn = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT]
     return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in texts.items()}).items()}
 
 

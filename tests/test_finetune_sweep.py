@@ -15,7 +15,7 @@ import pytest
 import pytest
 
 from bert_tf import sweep
-from bert_tf.errors import Preempted
+from bert_tf.core.errors import Preempted
 
 
 def test_grid_is_the_papers():

@@ -3,9 +3,9 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
 from bert_tf.data import finetuning as data_lib
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.ner import Conll2003NerTask
 from bert_tf.training import optimization
 from bert_tf.training.loop import Trainer
@@ -100,7 +100,8 @@ def test_trainer_runs_bucketed_batches_with_one_trace_and_predicts_in_order(tmp_
 def test_buckets_are_finer_when_the_step_is_not_compiled(tmp_path):
     """TF's kernels take any length at no cost: multiples of 8 (less padding); XLA
     compiles once per length: at most 8 coarser ones; TPUs and --nolength_bucketing: none."""
-    from bert_tf import finetune, setting_fields
+    from bert_tf import finetune
+    from bert_tf.app import setting_fields
 
     def config(*extra):
         return finetune.FinetuneConfig.from_flags(setting_fields.parse_args(
@@ -153,7 +154,7 @@ def test_squad_training_batches_are_random_windows_cut_to_their_bucket(shared_da
     from bert_tf import finetune
     from bert_tf.data.position import InputPosition
     from bert_tf.tasks.squad import SquadTask
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     task = SquadTask(tokenizer=BertTokenizer(str(minilm_dir / "vocab.txt"), do_lower_case=True),
                      max_seq_length=256, doc_stride=128,

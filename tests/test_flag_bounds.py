@@ -6,8 +6,9 @@ checked the same way; cross-flag rules (SQuAD's window) where the values meet.""
 import pytest
 from absl import flags
 
-from bert_tf import (convert_checkpoint, errors, export_model, extend_vocab, extract_features,
-                     finetune, pretrain, setting_fields)
+from bert_tf import convert_checkpoint, export_model, extend_vocab, extract_features, finetune, pretrain
+from bert_tf.app import setting_fields
+from bert_tf.core import errors
 from data_prep import build_vocab, create_finetuning_data, create_pretraining_data
 from tests.helpers import run_command
 

@@ -13,10 +13,10 @@ import unicodedata
 import numpy as np
 import pytest
 
-from bert_tf import model_dir
-from bert_tf.text_rules import (BasicTokenizer, TextMode, WordPieceTokenizer,
+from bert_tf.model import model_dir
+from bert_tf.text.text_rules import (BasicTokenizer, TextMode, WordPieceTokenizer,
                                 infer_strip_accents, text_mode)
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 from data_prep.build_vocab import build_vocab_from_counts, isolated_characters
 from tests.helpers import first_lines, piece_spans
 from tests.helpers.text import all_code_point_texts, korean_lines
@@ -170,7 +170,7 @@ def test_korean_offsets_point_at_the_pieces(keep_tok):
 
 
 def test_model_dir_records_and_resolves(tmp_path, keep_vocab):
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     cfg = BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
                      num_attention_heads=2, intermediate_size=16)
@@ -204,7 +204,7 @@ def test_export_tokenizes_as_training_did(tmp_path, keep_vocab, keep_tok):
     BertTokenizer(strip_accents=False)'s (and not the stripping ones)."""
     import tensorflow as tf
 
-    from bert_tf.export import export_model_dir
+    from bert_tf.export.saved_model import export_model_dir
 
     d = tiny_model_dir(tmp_path / "model", keep_vocab)
     path = export_model_dir(model_dir.resolve(d), str(tmp_path / "export"), max_seq_length=64)
@@ -225,7 +225,7 @@ def test_export_tokenizes_as_training_did(tmp_path, keep_vocab, keep_tok):
 
 
 def test_split_at_boundaries_inserts_spaces_only():
-    from bert_tf.pre_tokenizers import split_at_boundaries
+    from bert_tf.text.pre_tokenizers import split_at_boundaries
 
     text = "KTX를 타고 abc123에"
     out = split_at_boundaries(text, [(0, 3), (3, 4), (5, 6), (6, 7), (8, 11), (11, 14),
@@ -237,7 +237,7 @@ def test_split_at_boundaries_inserts_spaces_only():
 def test_pre_tokenizer_missing_dependency_says_what_to_install(monkeypatch):
     import importlib.util
 
-    from bert_tf import pre_tokenizers
+    from bert_tf.text import pre_tokenizers
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -249,7 +249,7 @@ def test_pre_tokenizer_missing_dependency_says_what_to_install(monkeypatch):
 
 def test_kiwi_pre_tokenizer_on_real_korean(tmp_path):
     pytest.importorskip("kiwipiepy", reason="pip install -r requirements-korean.txt")
-    from bert_tf.pre_tokenizers import get_pre_tokenizer, split_lines
+    from bert_tf.text.pre_tokenizers import get_pre_tokenizer, split_lines
 
     lines = korean_lines()[:200] + [""]
     split = get_pre_tokenizer("kiwi")(lines)
@@ -294,7 +294,7 @@ def test_pre_tokenizers_command_splits_stdin(monkeypatch, capsys):
     pytest.importorskip("kiwipiepy", reason="pip install -r requirements-korean.txt")
     import io
 
-    from bert_tf import pre_tokenizers
+    from bert_tf.text import pre_tokenizers
 
     monkeypatch.setattr("sys.stdin", io.StringIO("대한민국은 민주공화국이다.\n\nabc123\n"))
     assert pre_tokenizers.main(["--pre_tokenizer=kiwi"]) == 0
@@ -305,7 +305,7 @@ def test_extract_features_reads_the_recorded_setting(tmp_path, keep_vocab):
     """The model dir's strip_accents=False reaches extract_features (syllable tokens);
     --strip_accents on the command line wins (jamo tokens)."""
     from bert_tf import extract_features as ef
-    from bert_tf import setting_fields
+    from bert_tf.app import setting_fields
 
     d = tiny_model_dir(tmp_path / "model", keep_vocab)
     (tmp_path / "in.txt").write_text("대한민국은 민주공화국이다.\n", encoding="utf-8")

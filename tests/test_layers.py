@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import layers
-from bert_tf.serving_graph import InferenceAttention, InferenceBlock
+from bert_tf.serving.graph import InferenceAttention, InferenceBlock
 
 RNG = np.random.default_rng(0)
 

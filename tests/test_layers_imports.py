@@ -20,15 +20,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The layers, lowest first. A module may import its own layer and those LAYERS[layer]
 # lists; every bert_tf module not named here is "library", every data_prep module must
 # be named.
-CORE = {"bert_tf", "bert_tf.errors", "bert_tf.constants", "bert_tf.file_io",
-        "bert_tf.text_rules", "bert_tf.output_guard", "bert_tf.codepoint_tables",
-        "bert_tf.pre_tokenizers", "bert_tf.cli", "bert_tf.setting_fields"}
+CORE = {"bert_tf",
+        "bert_tf.core", "bert_tf.core.errors", "bert_tf.core.constants", "bert_tf.core.file_io",
+        "bert_tf.core.output_guard",
+        "bert_tf.app", "bert_tf.app.cli", "bert_tf.app.setting_fields",
+        "bert_tf.text", "bert_tf.text.text_rules", "bert_tf.text.codepoint_tables",
+        "bert_tf.text.pre_tokenizers"}
 DATA_PREP = {"data_prep", "data_prep.corpus", "data_prep.document_store",
              "data_prep.pretraining_instances", "data_prep.tfrecord_writer",
              "data_prep.pretraining_passes", "data_prep.pretraining_job"}
 COMMANDS = {"bert_tf.pretrain", "bert_tf.finetune", "bert_tf.sweep",
             "bert_tf.extract_features", "bert_tf.convert_checkpoint", "bert_tf.export_model",
-            "bert_tf.extend_vocab", "data_prep.create_pretraining_data",
+            "bert_tf.extend_vocab", "bert_tf.pre_tokenizers", "data_prep.create_pretraining_data",
             "data_prep.create_finetuning_data", "data_prep.build_vocab",
             "data_prep.beam_pipeline"}
 LAYERS = {
@@ -39,7 +42,7 @@ LAYERS = {
 }
 # Arrows the picture allows by exception, each with its reason.
 ALLOWED = {
-    ("data_prep.pretraining_passes", "bert_tf.tokenization"):
+    ("data_prep.pretraining_passes", "bert_tf.text.tokenization"):
         "--tokenizer=tensorflow asks for the in-graph tokenizer (imported only then)",
 }
 # Modules that import TensorFlow although their layer is TF-free (documented).
@@ -71,9 +74,9 @@ def imports(path, known):
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
-                if sub in known:  # `from bert_tf import model_dir`
+                if sub in known:  # `from bert_tf.model import model_dir`
                     found.add(sub)
-                elif node.module in known:  # `from bert_tf.errors import BertTfError`
+                elif node.module in known:  # `from bert_tf.core.errors import BertTfError`
                     found.add(node.module)
     return found
 
@@ -116,6 +119,14 @@ def test_no_module_imports_a_higher_layer():
             if layer_of(dep) not in LAYERS[layer_of(name)] and (name, dep) not in ALLOWED:
                 wrong.append(f"{name} ({layer_of(name)}) imports {dep} ({layer_of(dep)})")
     assert not wrong, "imports against ARCHITECTURE.md's layers:\n" + "\n".join(sorted(wrong))
+
+
+def test_only_commands_at_the_package_root():
+    """The bert_tf/ root holds the commands; the library lives in subpackages."""
+    root = {name for name, path in modules().items()
+            if path.count("/") == 1 and path.startswith("bert_tf/") and name != "bert_tf"}
+    assert root <= COMMANDS, (f"library modules at the bert_tf/ root (move them into the "
+                              f"subpackage of what they hold): {sorted(root - COMMANDS)}")
 
 
 def test_every_exception_is_still_needed():

@@ -91,7 +91,7 @@ def test_minilm_fused_for_inference_equals_the_encoder(models, pad_to, branches)
     """The serving fast path (query/key/value fused at export; with `branches`, each layer
     split into that many chains, export_model --parallel_branches) on the real weights:
     the same outputs as the training-path encoder within 1e-5, every layer."""
-    from bert_tf.serving_graph import InferenceEncoder
+    from bert_tf.serving.graph import InferenceEncoder
 
     encoder, _, tokenizer, source = models
     ids, mask, types = _batch(tokenizer, pad_to)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from bert_tf import model_dir
-from bert_tf.encoder import BertEncoder
-from bert_tf.models import BertPretrainer
+from bert_tf.model import model_dir, run_record
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretrainer import BertPretrainer
 from tests.helpers import tiny_config
 
 CFG = tiny_config(vocab_size=60, num_hidden_layers=2, max_position_embeddings=32)
@@ -151,7 +151,7 @@ def test_model_dir_imports_nothing_above_it():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                  for alias in node.names}
-    above = ("bert_tf.checkpoints", "bert_tf.tasks", "bert_tf.training", "bert_tf.models")
+    above = ("bert_tf.checkpoints", "bert_tf.tasks", "bert_tf.training", "bert_tf.model.pretrainer")
     assert not [m for m in imported if m and m.startswith(above)], imported
 
 
@@ -163,29 +163,29 @@ def test_a_resume_keeps_the_learning_rate_and_batch_but_may_change_the_steps(tmp
     import dataclasses
 
     logged = []  # absl's logger, whichever handlers an earlier test left on it
-    monkeypatch.setattr(model_dir.logging, "info", lambda fmt, *a: logged.append(fmt % a))
+    monkeypatch.setattr(run_record.logging, "info", lambda fmt, *a: logged.append(fmt % a))
     out = str(tmp_path / "run")
     schedule = {"learning_rate": 1e-4, "train_batch_size": 32, "warmup_proportion": 0.1}
-    run = model_dir.RunRecord("finetune", CFG, None, model_dir.TokenizerConfig(), "adamw", 128,
+    run = run_record.RunRecord("finetune", CFG, None, model_dir.TokenizerConfig(), "adamw", 128,
                               schedule=schedule, training_length={"num_train_epochs": 3.0})
-    model_dir.write_run_record(out, run)
-    assert model_dir.check_run_dir(out, run) is None
+    run_record.write_run_record(out, run)
+    assert run_record.check_run_dir(out, run) is None
     for name, value in (("learning_rate", 2e-4), ("train_batch_size", 16)):
         changed = dataclasses.replace(run, schedule={**schedule, name: value},
                                       training_length={"num_train_epochs": 4.0})
-        with pytest.raises(model_dir.RunMismatchError,
+        with pytest.raises(run_record.RunMismatchError,
                            match=f"run with {name} {schedule[name]}; this run has "
                                  f"{value}:"):
-            model_dir.check_run_dir(out, changed)
+            run_record.check_run_dir(out, changed)
     assert not logged  # a refusal is its one line
     longer = dataclasses.replace(run, training_length={"num_train_epochs": 4.0})
-    assert model_dir.check_run_dir(out, longer) is None
+    assert run_record.check_run_dir(out, longer) is None
     assert "--num_train_epochs=3.0 with --num_train_epochs=4.0" in " ".join(logged)
     evaluation = dataclasses.replace(run, optimizer=None, schedule=None, training_length=None)
-    assert model_dir.check_run_dir(out, evaluation) is None
+    assert run_record.check_run_dir(out, evaluation) is None
     phase_2 = dataclasses.replace(run, max_seq_length=512, schedule={**schedule,
                                                                     "learning_rate": 5e-5})
-    assert "max_seq_length 128" in model_dir.check_run_dir(out, phase_2,
+    assert "max_seq_length 128" in run_record.check_run_dir(out, phase_2,
                                                             length_may_change=True)
 
 
@@ -194,14 +194,14 @@ def test_a_resume_on_other_data_files_says_so_in_one_line(tmp_path, monkeypatch)
     schedule, not the data; phase 2 continues on other records on purpose), but the data
     order cannot continue on other files: one warning line."""
     warned = []
-    monkeypatch.setattr(model_dir.logging, "warning", lambda fmt, *a: warned.append(fmt % a))
+    monkeypatch.setattr(run_record.logging, "warning", lambda fmt, *a: warned.append(fmt % a))
     out = str(tmp_path / "run")
-    run = model_dir.RunRecord("pretrain", CFG, None, model_dir.TokenizerConfig(), "adamw", 128,
+    run = run_record.RunRecord("pretrain", CFG, None, model_dir.TokenizerConfig(), "adamw", 128,
                               data={"input_file": "a/*.tfrecord"})
-    model_dir.write_run_record(out, run)
-    assert model_dir.check_run_dir(out, run) is None and not warned
+    run_record.write_run_record(out, run)
+    assert run_record.check_run_dir(out, run) is None and not warned
     import dataclasses
 
-    model_dir.check_run_dir(out, dataclasses.replace(run, data={"input_file": "b/*"}))
+    run_record.check_run_dir(out, dataclasses.replace(run, data={"input_file": "b/*"}))
     assert len(warned) == 1 and "--input_file=a/*.tfrecord" in warned[0] \
         and "--input_file=b/*" in warned[0] and "\n" not in warned[0]

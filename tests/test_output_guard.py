@@ -12,9 +12,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from bert_tf import model_dir
-from bert_tf import output_guard
-from bert_tf.output_guard import OutputGuardError
+from bert_tf.model import model_dir, run_record
+from bert_tf.core import output_guard
+from bert_tf.core.output_guard import OutputGuardError
 from data_prep import pretraining_job, pretraining_passes
 from data_prep.corpus import CorpusError
 from tests.helpers import (REPO, SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, run_command,
@@ -107,7 +107,7 @@ def test_atomic_file_leaves_nothing_on_failure(tmp_path):
 def test_saved_model_on_an_object_store_gets_saved_model_pb_last(monkeypatch):
     """ram:// is a filesystem whose rename is not one atomic step for a directory (as
     gs://): the version must become loadable only with its last file."""
-    from bert_tf import export
+    from bert_tf.export import saved_model
 
     class Doubler(tf.Module):
         def __init__(self):
@@ -129,7 +129,7 @@ def test_saved_model_on_an_object_store_gets_saved_model_pb_last(monkeypatch):
 
     monkeypatch.setattr(tf.io.gfile, "copy", recording_copy)
     module = Doubler()
-    version = export.save_versioned(module, {"serving_default": module.double},
+    version = saved_model.save_versioned(module, {"serving_default": module.double},
                                     "ram://guard_test/export")
     assert copied[-1] == "saved_model.pb" and len(copied) > 2
     assert tf.io.gfile.listdir("ram://guard_test/export") == ["1"]  # no temporary left
@@ -346,7 +346,7 @@ def finetuned(tmp_path_factory):
     # In process (the command line runs below, on the refusals): a fine-tuned dir as
     # finetune writes it.
     from bert_tf import finetune
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.app.setting_fields import parse_args
 
     finetune.run(finetune.FinetuneConfig.from_flags(parse_args(finetune.define_flags, [
         "--task_name=SST-2", "--max_seq_length=16", f"--data_dir={root / 'sst2'}",
@@ -385,7 +385,7 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
     assert_kept(before, finetuned / "out")
     # ... and the other settings in process (the same refusal, no interpreter start-up).
     from bert_tf import finetune
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.app.setting_fields import parse_args
 
     for flags, setting in [(["--task_name=SST-2", f"--data_dir={finetuned / 'sst2'}",
                              "--optimizer=lamb"], "optimizer adamw"),
@@ -393,7 +393,7 @@ def test_finetune_into_a_dir_of_another_run_names_the_setting(finetuned):
                              "--max_seq_length=32"], "max_seq_length 16")]:
         config = finetune.FinetuneConfig.from_flags(parse_args(
             finetune.define_flags, ["--max_seq_length=16", *flags, *common]))
-        with pytest.raises(model_dir.RunMismatchError) as refused:
+        with pytest.raises(run_record.RunMismatchError) as refused:
             finetune.run(config)
         assert "\n" not in str(refused.value), str(refused.value)
         assert setting in str(refused.value) and "--overwrite" in str(refused.value)
@@ -461,7 +461,7 @@ def test_a_checkpoint_path_holding_a_glob_character_is_one_line(tmp_path):
 
 def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
     from bert_tf import export_model, extract_features
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.app.setting_fields import parse_args
     from data_prep import build_vocab
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
@@ -488,7 +488,7 @@ def test_every_other_command_refuses_to_write_over_its_inputs(tmp_path):
 
 
 def test_create_finetuning_data_writes_nothing_on_bad_input_and_keeps_others_files(tmp_path):
-    from bert_tf.setting_fields import parse_args
+    from bert_tf.app.setting_fields import parse_args
     from data_prep import create_finetuning_data as cfd
 
     words = sorted({w for s in SST2_POSITIVE + SST2_NEGATIVE for w in s.split()})
@@ -540,7 +540,7 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_
 
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from bert_tf import output_guard\n"
+        [sys.executable, "-c", "import sys, time; from bert_tf.core import output_guard\n"
          f"with output_guard.locked({str(out)!r}, flag='--output_dir'):\n"
          "    print('held', flush=True); time.sleep(600)"],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=REPO))

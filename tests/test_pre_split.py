@@ -10,11 +10,13 @@ import unicodedata
 import numpy as np
 import pytest
 
-from bert_tf import export_model, extract_features, finetune, model_dir, setting_fields
+from bert_tf import export_model, extract_features, finetune
+from bert_tf.app import setting_fields
+from bert_tf.model import model_dir
 from bert_tf.tasks import make_task
 from bert_tf.tasks.pre_split import (PreSplitTokenizer, host_tokenizer, insert_spaces,
                                      space_positions)
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 from tests.helpers import make_model_dir, write_vocab
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -89,7 +91,7 @@ def test_offsets_index_the_text_as_given(tmp_path):
 def kiwi_model(tmp_path_factory):
     """kiwi (loaded once for the module), and a tiny model dir that records it."""
     pytest.importorskip("kiwipiepy", reason="pip install -r requirements-korean.txt")
-    from bert_tf.pre_tokenizers import get_pre_tokenizer
+    from bert_tf.text.pre_tokenizers import get_pre_tokenizer
 
     splitter = get_pre_tokenizer("kiwi")
     root = tmp_path_factory.mktemp("kiwi_model")

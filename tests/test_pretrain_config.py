@@ -6,8 +6,9 @@ import os
 import pytest
 from absl import flags
 
-from bert_tf import pretrain, setting_fields
-from bert_tf.config import BertConfig
+from bert_tf import pretrain
+from bert_tf.app import setting_fields
+from bert_tf.model.config import BertConfig
 
 FLAGS = flags.FlagValues()
 pretrain.define_flags(FLAGS)  # pretrain's flags, on a FlagValues of this test's own

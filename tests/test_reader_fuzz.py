@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bert_tf.errors import BertTfError
+from bert_tf.core.errors import BertTfError
 from tests.helpers import REPO, SPECIAL_TOKENS, command_env, wait_all, write_vocab
 
 SEED = 24

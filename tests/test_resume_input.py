@@ -28,7 +28,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf.data import finetuning as ft_data
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.layers import ClassificationHead, ReplicaDropout
 from bert_tf.data.position import InputPosition
 from bert_tf.data.pretraining import pretraining_dataset

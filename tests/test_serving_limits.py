@@ -11,7 +11,10 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from bert_tf import export, export_model, model_dir, serving
+from bert_tf import export_model
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
+from bert_tf.serving import modules as serving
 from tests.helpers.export import as_bytes, call, fine_tuned_dir, ids_batch, packed, read_warmup
 
 
@@ -23,7 +26,7 @@ def _refused(fn, match, **inputs):
 @pytest.fixture(scope="module")
 def encoder_export(encoder_dir, tmp_path_factory):
     src, _ = encoder_dir
-    path = export.export_model_dir(model_dir.resolve(str(src)),
+    path = saved_model.export_model_dir(model_dir.resolve(str(src)),
                                    str(tmp_path_factory.mktemp("limits")),
                                    max_batch_size=3, max_text_length=40)
     return path, tf.saved_model.load(path)
@@ -42,8 +45,8 @@ def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
         call(loaded.signatures[request.model_spec.signature_name], **inputs)
     limits = json.load(open(os.path.join(path, "assets.extra", serving.LIMITS_FILE)))
     assert limits["max_batch_size"] == 3 and limits["max_text_length_utf8_bytes"] == 40
-    ids_fn = loaded.signatures[export.SERVING_DEFAULT]
-    text_fn = loaded.signatures[export.TEXT_SIGNATURE]
+    ids_fn = loaded.signatures[saved_model.SERVING_DEFAULT]
+    text_fn = loaded.signatures[saved_model.TEXT_SIGNATURE]
     good = ids_batch(batch=3)
     assert call(ids_fn, **good)["pooled_output"].shape[0] == 3
     _refused(ids_fn, "max_batch_size=3", **ids_batch(batch=4))
@@ -70,12 +73,12 @@ def test_encoder_signatures_refuse_requests_beyond_the_limits(encoder_export):
 
 def test_defaults_apply_without_the_flags(encoder_dir, tmp_path):
     src, _ = encoder_dir
-    path = export.export_model_dir(model_dir.resolve(str(src)), str(tmp_path))
+    path = saved_model.export_model_dir(model_dir.resolve(str(src)), str(tmp_path))
     limits = json.load(open(os.path.join(path, "assets.extra", serving.LIMITS_FILE)))
     assert limits["max_batch_size"] == serving.DEFAULT_MAX_BATCH_SIZE == 256
     assert limits["max_text_length_utf8_bytes"] == serving.DEFAULT_MAX_TEXT_LENGTH == 20000
     loaded = tf.saved_model.load(path)
-    _refused(loaded.signatures[export.TEXT_SIGNATURE], "max_text_length=20000",
+    _refused(loaded.signatures[saved_model.TEXT_SIGNATURE], "max_text_length=20000",
              text=as_bytes(["word " * 4001]))
 
 
@@ -83,23 +86,23 @@ def test_ner_and_squad_long_texts_are_refused_not_split_into_thousands_of_window
         tmp_path, task_vocab_file, task_tokenizer):
     (tmp_path / "ner").mkdir()
     fine_tuned_dir(tmp_path / "ner", "conll2003", task_vocab_file, task_tokenizer, max_seq_length=8)
-    ner = tf.saved_model.load(export.export_model_dir(
+    ner = tf.saved_model.load(saved_model.export_model_dir(
         model_dir.resolve(str(tmp_path / "ner")), str(tmp_path / "ner_export"),
         max_text_length=100))
-    fn = ner.signatures[export.SERVING_DEFAULT]
+    fn = ner.signatures[saved_model.SERVING_DEFAULT]
     assert call(fn, text=as_bytes(["the lazy dog " * 7]))["num_words"].tolist() == [21]
     _refused(fn, "max_text_length=100", text=as_bytes(["the lazy dog " * 8]))
     ids = packed(task_tokenizer, ["the fox"], length=8)
     ids["input_word_ids"][0, 1] = 10 ** 6
-    _refused(ner.signatures[export.IDS_SIGNATURE], "vocab_size", **ids)
+    _refused(ner.signatures[saved_model.IDS_SIGNATURE], "vocab_size", **ids)
 
     (tmp_path / "squad").mkdir()
     fine_tuned_dir(tmp_path / "squad", "squad", task_vocab_file, task_tokenizer, max_seq_length=16,
                    doc_stride=3, max_query_length=4, n_best_size=5, max_answer_length=4)
-    squad = tf.saved_model.load(export.export_model_dir(
+    squad = tf.saved_model.load(saved_model.export_model_dir(
         model_dir.resolve(str(tmp_path / "squad")), str(tmp_path / "squad_export"),
         max_text_length=60, max_batch_size=2))
-    fn = squad.signatures[export.SERVING_DEFAULT]
+    fn = squad.signatures[saved_model.SERVING_DEFAULT]
     question, context = as_bytes(["where is seoul?"]), as_bytes(["seoul is the capital"])
     assert call(fn, question=question, context=context)["answer_text"].shape == (1,)
     _refused(fn, "max_text_length=60", question=question,

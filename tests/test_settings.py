@@ -1,4 +1,4 @@
-"""bert_tf.settings: one dataclass field is the flag (type, default, range, help) and the
+"""bert_tf.app.settings: one dataclass field is the flag (type, default, range, help) and the
 YAML key; the command line beats the YAML; "given" is one test."""
 
 import dataclasses
@@ -7,8 +7,9 @@ from typing import List, Optional
 import pytest
 from absl import flags
 
-from bert_tf import errors, setting_fields
-from bert_tf.setting_fields import setting
+from bert_tf.app import setting_fields
+from bert_tf.app.setting_fields import setting
+from bert_tf.core import errors
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,7 +103,7 @@ def test_finetune_declares_its_own_step_defaults_and_the_tasks_length():
 
 
 def test_setting_fields_names_are_imported_from_setting_fields_only():
-    """One import path per name: `bert_tf.settings` uses the generator and the text
+    """One import path per name: `bert_tf.app.settings` uses the generator and the text
     groups but no caller reaches them through it."""
     import ast
     import subprocess
@@ -118,9 +119,9 @@ def test_setting_fields_names_are_imported_from_setting_fields_only():
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id == "settings" and node.attr in own
-                    and path != "bert_tf/settings.py"):
+                    and path != "bert_tf/app/settings.py"):
                 wrong.append(f"{path}:{node.lineno}: settings.{node.attr}")
-            if (isinstance(node, ast.ImportFrom) and node.module == "bert_tf.settings"
+            if (isinstance(node, ast.ImportFrom) and node.module == "bert_tf.app.settings"
                     and any(a.name in own for a in node.names)):
-                wrong.append(f"{path}:{node.lineno}: from bert_tf.settings import ...")
-    assert not wrong, "import these from bert_tf.setting_fields:\n" + "\n".join(wrong)
+                wrong.append(f"{path}:{node.lineno}: from bert_tf.app.settings import ...")
+    assert not wrong, "import these from bert_tf.app.setting_fields:\n" + "\n".join(wrong)

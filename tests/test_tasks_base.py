@@ -6,7 +6,7 @@ import pytest
 
 from bert_tf import tasks
 from bert_tf.checkpoints.names import TASK_HEAD_MAPPINGS
-from bert_tf.errors import UsageError
+from bert_tf.core.errors import UsageError
 from bert_tf.tasks.base import Task
 
 

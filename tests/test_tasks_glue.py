@@ -4,8 +4,8 @@ features, head/loss, metrics and the submission files."""
 import numpy as np
 import pytest
 
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks import canonical_task_name, make_task, task_from_config
 from bert_tf.tasks.base import TaskDataError
 from tests.helpers.tasks import tiny_task_model
@@ -199,7 +199,7 @@ def test_head_outputs_and_loss(name):
 
 
 def test_features_with_the_real_tokenizer(shared_data):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)
@@ -250,7 +250,7 @@ def test_serving_equals_host_postprocess(shared_data, name, folder):
     and labels of convert_examples + model + postprocess on the same real dev examples."""
     import tensorflow as tf
 
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)

@@ -4,7 +4,7 @@ splitting of long sentences, postprocessing back to words, entity F1, prediction
 import numpy as np
 import pytest
 
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks import make_task, metrics
 from bert_tf.tasks.base import TaskDataError
 from bert_tf.tasks.ner import CONLL2003_LABELS, IGNORE, iob1_to_iob2, read_conll
@@ -160,7 +160,7 @@ def test_token_head_and_masked_loss():
 
 
 def test_real_tokenizer_on_real_dev_sentences(shared_data):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)
@@ -191,7 +191,7 @@ def test_serving_tags_equal_host_postprocess(shared_data):
     postprocess on the same sentences (real CoNLL dev, windows of 14 pieces: many split)."""
     import tensorflow as tf
 
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     from tests.helpers.tasks import tiny_task_model
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",

@@ -209,7 +209,7 @@ def test_serving_equals_host_postprocess(shared_data, name, folder, columns):
     their columns) gives the host's logits and labels / scores on the same rows."""
     import tensorflow as tf
 
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     from tests.helpers.tasks import tiny_task_model
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",

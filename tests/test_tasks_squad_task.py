@@ -15,7 +15,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tiny_config():
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     return BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1,
                       num_attention_heads=2, intermediate_size=64,
@@ -47,7 +47,7 @@ def test_overfit_one_paragraph_then_answer(tmp_path, squad_tokenizer):
     import keras
     import tensorflow as tf
 
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     keras.utils.set_random_seed(1)
     path = write_json(tmp_path / "train.json", v1_data())
@@ -93,8 +93,8 @@ def test_overfit_one_paragraph_then_answer(tmp_path, squad_tokenizer):
 
 def test_finetune_command_squad_v2(tmp_path, squad_vocab_file):
     """`finetune --task_name=squad --version_2_with_negative` end to end (2 steps)."""
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.model_dir import write_model_dir
+    from bert_tf.model.encoder import BertEncoder
+    from bert_tf.model.model_dir import write_model_dir
 
     init = tmp_path / "init"
     write_model_dir(str(init), tiny_config(), {"encoder": BertEncoder(tiny_config())},

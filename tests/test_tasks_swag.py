@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks import make_task
 from bert_tf.tasks.base import TaskDataError
 from tests.helpers import tiny_config
@@ -115,7 +115,7 @@ def test_serving_equals_host_postprocess(tmp_path):
     """The raw-text signature picks the ending postprocess picks, with the same logits."""
     import tensorflow as tf
 
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
     from tests.helpers.tasks import tiny_task_model
 
     words = sorted({w for row in ROWS for text in row[3:11] for w in

@@ -26,7 +26,7 @@ SMALL_CHARS = ("## 토큰, 레이블 구분자 : \\t\n## s1\t<김 철수:PS>는 
 def char_tokenizer(directory, texts):
     """A BertTokenizer whose vocab is every character of `texts`, alone and as ##piece
     (Hangul kept whole: --nostrip_accents)."""
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     chars = sorted({c for t in texts for c in t.lower() if not c.isspace()})
     vocab = write_vocab(directory / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -231,7 +231,7 @@ def _serving_vs_host(task, tokenizer, examples, texts, length):
 
 
 def test_serving_equals_host_postprocess_on_words(shared_data):
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.text.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer(shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                               do_lower_case=True)

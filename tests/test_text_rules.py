@@ -1,4 +1,4 @@
-"""bert_tf.text_rules: the original's character rules, vocab reading, and the pure-Python
+"""bert_tf.text.text_rules: the original's character rules, vocab reading, and the pure-Python
 tokenizer, checked against the original (tests/reference_tokenizer.py) and the in-graph
 BertTokenizer, which takes its rules from the same module."""
 
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from bert_tf import constants
-from bert_tf import text_rules as tr
-from bert_tf import tokenization
+from bert_tf.core import constants
+from bert_tf.text import text_rules as tr
+from bert_tf.text import tokenization
 from tests import reference_tokenizer as ref
 from tests.helpers import REPO_ROOT, SHARED_DATA
 from tests.helpers.text import HARD_TEXTS
@@ -223,9 +223,9 @@ def test_duplicate_vocab_token_keeps_its_last_id():
 
 
 def test_text_rules_and_corpus_import_no_tensorflow():
-    script = ("import sys, bert_tf.text_rules, data_prep.corpus, data_prep.build_vocab; "
+    script = ("import sys, bert_tf.text.text_rules, data_prep.corpus, data_prep.build_vocab; "
               "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'; "
-              "tok = bert_tf.text_rules.WordPieceTokenizer(['[UNK]', 'a']); "
+              "tok = bert_tf.text.text_rules.WordPieceTokenizer(['[UNK]', 'a']); "
               "assert tok.tokenize_line('A') == [1]; "
               "assert 'tensorflow' not in sys.modules")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))

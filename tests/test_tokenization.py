@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import packing
-from bert_tf.text_rules import VocabError, infer_do_lower_case, load_vocab
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text import packing
+from bert_tf.text.text_rules import VocabError, infer_do_lower_case, load_vocab
+from bert_tf.text.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.helpers import REPO_ROOT, SHARED_DATA, piece_spans, write_vocab
 from tests.helpers.text import HARD_TEXTS, cased_vocab_tokens

@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 from tests import reference_tokenizer as ref
 from tests.helpers import SHARED_DATA, first_lines, piece_spans, write_vocab
 from tests.helpers.text import HARD_TEXTS, all_code_point_texts, cased_vocab_tokens

@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import constants, model_dir, output_guard
-from bert_tf.config import BertConfig
+from bert_tf.core import constants, output_guard
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
 from bert_tf.data.pretraining import pretraining_dataset
-from bert_tf.encoder import BertEncoder
-from bert_tf.models import BertPretrainer
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretrainer import BertPretrainer
 from bert_tf.training import losses, optimization
 from bert_tf.training.loop import NonFiniteLossError, Trainer
 from bert_tf.training.run import OutputDirRun

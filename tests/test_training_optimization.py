@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.models import BertPretrainer
+from bert_tf.model.pretrainer import BertPretrainer
 from bert_tf.training import optimization as opt_lib
 from tests.helpers import tiny_config
 

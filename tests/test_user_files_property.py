@@ -15,8 +15,9 @@ import sys
 
 import pytest
 
-from bert_tf import cli, output_guard
-from bert_tf.setting_fields import parse_args
+from bert_tf.app import cli
+from bert_tf.core import output_guard
+from bert_tf.app.setting_fields import parse_args
 from tests.helpers import (SST2_NEGATIVE, SST2_POSITIVE, make_model_dir, snapshot, tiny_config,
                            write_sst2_dir, write_vocab)
 

@@ -45,7 +45,7 @@ IMPORT_TENSORFLOW_WHEN_RUN = {"tests/test_benchmark_dependencies.py", "tests/tes
                               "tests/test_pretrain_config.py", "tests/test_settings.py",
                               "tests/test_tfrecord_writer.py", "tests/test_command_flags.py",
                               # and modules whose docstring examples do
-                              "bert_tf/extract_features.py", "bert_tf/settings.py",
+                              "bert_tf/extract_features.py", "bert_tf/app/settings.py",
                               "data_prep/tfrecord_writer.py"}
 # Files tests read through the repository's paths (golden files, configs): data of every test.
 TEST_DATA = ("tests/data/**", "official_configs/**")

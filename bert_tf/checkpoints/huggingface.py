@@ -10,7 +10,7 @@ their `gelu_new`.
 
 >>> import tempfile
 >>> from bert_tf.checkpoints.weights import weights_from_model
->>> from bert_tf.models import BertPretrainer
+>>> from bert_tf.model.pretrainer import BertPretrainer
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> path = write_huggingface(weights_from_model(BertPretrainer(cfg), do_lower_case=True),
@@ -30,16 +30,23 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save_file
 
-from bert_tf import constants, file_io, model_dir, text_rules
+from bert_tf import tasks
+from bert_tf.core import constants, file_io
+from bert_tf.model import model_dir
+from bert_tf.text import text_rules
 from bert_tf.checkpoints.names import (POOLER, TASK_HEAD_MAPPINGS, hf_name,
                                        hf_names, mappings_for)
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          checked, checked_vocab, collect, log_unused,
                                          read_mapped, require_file)
-from bert_tf.config import BertConfig, ConfigError
-from bert_tf.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
-from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.core.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
+from bert_tf.core.errors import UsageError
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.model.model_dir import CheckpointMismatchError
+from bert_tf.tasks import make_task
 
 _HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -69,8 +76,6 @@ def _damaged_weights(path: str, error: Exception) -> Exception:
 
 
 def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
-    from safetensors import SafetensorError, safe_open
-
     result = {}
     try:
         with safe_open(path, framework="np") as f:
@@ -83,7 +88,7 @@ def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
         if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
             raise CheckpointFormatError(f"{path}: cannot read safetensors: {e}") from None
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 (optional (requirements-dev.txt), for .bin files)
     except ImportError:
         raise CheckpointFormatError(f"{path}: holds bfloat16 weights, which need torch to "
                                     f"read; pip install torch") from None
@@ -96,7 +101,7 @@ _SAFE_TORCH = (2, 6)  # the first torch whose weights_only=True load is safe
 
 def _load_torch_bin(path: str) -> Dict[str, np.ndarray]:
     try:
-        import torch
+        import torch  # optional (requirements-dev.txt), for .bin files
     except ImportError:
         raise CheckpointFormatError(f"{path}: reading pytorch_model.bin needs torch (pip "
                                     f"install torch), or convert from model.safetensors") from None
@@ -358,16 +363,13 @@ def huggingface_task_config(raw: dict, architecture: str, num_outputs: int,
     config.json says: the architecture, `finetuning_task`, a regression's one output),
     its labels from `id2label` and the task's default max_seq_length.
 
-    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.model.config import BertConfig
     >>> raw = {"id2label": {"0": "NEGATIVE", "1": "POSITIVE"}, "finetuning_task": "sst2"}
     >>> c = huggingface_task_config(raw, "BertForSequenceClassification", 2, None,
     ...                             BertConfig(), source="config.json")
     >>> c["task_name"], c["label_list"], c["max_seq_length"]
     ('SST-2', ['NEGATIVE', 'POSITIVE'], 128)
     """
-    from bert_tf import tasks
-    from bert_tf.errors import UsageError
-
     family = _CLASS_TASKS[architecture]
     name, options = split_task_name(task_name) if task_name else (None, {})
     if name is None:
@@ -464,8 +466,6 @@ def huggingface_task_class(task_config: dict) -> str:
     >>> huggingface_task_class({"task_name": "SST-2"}), huggingface_task_class({"task_name": "squad"})
     ('BertForSequenceClassification', 'BertForQuestionAnswering')
     """
-    from bert_tf.tasks import make_task
-
     name = make_task(task_config["task_name"]).huggingface_class  # declared by each task
     if name is not None:
         return name
@@ -520,8 +520,6 @@ def write_huggingface(weights: BertWeights, output_dir: str) -> str:
     tokenizer_config.json (BertTokenizer, do_lower_case when known). Returns the
     weights file's path.
     """
-    from safetensors.numpy import save_file
-
     check_shapes(weights)
     architecture = huggingface_architecture(weights)
     prefix = "" if architecture == "BertModel" else "bert."

@@ -17,7 +17,7 @@ ignores it) and the reader takes the task and labels from it when it is there.
 
 >>> import tempfile
 >>> from bert_tf.checkpoints.weights import weights_from_model
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.encoder import BertEncoder
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
 ...                  intermediate_size=16, hidden_act="gelu_approximate")
 >>> d = tempfile.mkdtemp()
@@ -36,13 +36,16 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_dir
+from bert_tf import tasks
+from bert_tf.checkpoints.huggingface import huggingface_task_config, split_task_name
+from bert_tf.model import model_dir
 from bert_tf.checkpoints.names import POOLER, TASK_HEAD_MAPPINGS, expected_shapes, mappings_for
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          check_vocab, checked, require_file)
-from bert_tf.config import BertConfig, ConfigError
-from bert_tf.errors import UsageError
-from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.core.errors import UsageError
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.model.model_dir import CheckpointMismatchError
+from bert_tf.tasks import make_task
 
 CONFIG_FILE = "config.json"            # the backbone's Keras config
 TASK_FILE = "task.json"                # a task model's Keras config (BertTextClassifier)
@@ -57,7 +60,7 @@ _TANH_GELU = ("gelu_approximate", "gelu_new", "gelu_pytorch_tanh")
 
 def _keras_hub():
     try:
-        import keras_hub
+        import keras_hub  # optional (requirements-dev.txt)
     except ImportError:
         raise CheckpointFormatError("keras-hub presets need the keras-hub package: pip "
                                     "install keras-hub") from None
@@ -175,9 +178,6 @@ def read_keras_hub(path: str, config_file: Optional[str] = None,
 def _classifier_task_config(path: str, num_classes: int, task_name: Optional[str],
                             config: BertConfig) -> dict:
     """The task of a preset's BertTextClassifier head (keras-hub records no labels)."""
-    from bert_tf import tasks
-    from bert_tf.checkpoints.huggingface import huggingface_task_config, split_task_name
-
     recorded = model_dir.read_task_config(path)  # written by write_keras_hub
     if recorded is not None and not task_name:
         task_name = recorded.get("task_name")
@@ -233,7 +233,6 @@ def _is_classifier(task_config: Optional[dict]) -> bool:
     transformers' BertForSequenceClassification has."""
     if task_config is None:
         return False
-    from bert_tf.tasks import make_task
 
     return make_task(task_config["task_name"]).huggingface_class == \
         "BertForSequenceClassification"

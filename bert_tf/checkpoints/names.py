@@ -19,8 +19,8 @@ import dataclasses
 import re
 from typing import Dict, Iterable, List, Tuple
 
-from bert_tf.config import BertConfig
-from bert_tf.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
+from bert_tf.core.constants import MASKED_LM, NEXT_SENTENCE, PRETRAINING_HEADS
+from bert_tf.model.config import BertConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ Example (a round trip through the TF1 layout):
 
 >>> import tempfile
 >>> from bert_tf.checkpoints.weights import weights_from_model
->>> from bert_tf.models import BertPretrainer
+>>> from bert_tf.model.pretrainer import BertPretrainer
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16,
 ...                  hidden_act="gelu_approximate")
@@ -33,13 +33,13 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_dir
+from bert_tf.model import model_dir
 from bert_tf.checkpoints.names import POOLER, mappings_for
 from bert_tf.checkpoints.weights import (BertWeights, CheckpointFormatError, check_shapes,
                                          checked, checked_vocab, log_unused, read_mapped,
                                          require_file)
-from bert_tf.config import BertConfig, ConfigError
-from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.model.model_dir import CheckpointMismatchError
 
 TF1_CHECKPOINT_NAME = "bert_model.ckpt"
 TF1_CONFIG_FILE = "bert_config.json"

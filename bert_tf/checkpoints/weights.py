@@ -8,11 +8,11 @@ vocab, casing); every writer takes one, so a conversion is `reader -> writer`:
     checkpoints.keras_hub.read_keras_hub / write_keras_hub        keras-hub presets
     read_model_dir (here)                                          a bert_tf model dir
 
-A bert_tf model dir is written by `bert_tf.model_dir.write_model_dir` from the checkpoint
+A bert_tf model dir is written by `bert_tf.model.model_dir.write_model_dir` from the checkpoint
 children `build_model` returns. The helpers the readers share (`collect`,
 `check_complete`, ...) are here too.
 
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.encoder import BertEncoder
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> weights = weights_from_model(BertEncoder(cfg))
@@ -32,13 +32,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_dir
+from bert_tf.model import model_dir
 from bert_tf.checkpoints.names import (HEAD_MAPPINGS, POOLER, WeightMapping,
                                        expected_shapes, hf_name, hf_names, mappings_for)
-from bert_tf.config import BertConfig
-from bert_tf.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
-from bert_tf.errors import BertTfError
-from bert_tf.model_dir import CheckpointMismatchError
+from bert_tf.core.constants import ENCODER, PRETRAINING_HEADS, TASK_HEAD
+from bert_tf.core.errors import BertTfError
+from bert_tf.model.config import BertConfig
+from bert_tf.model.model_dir import CheckpointMismatchError
+from bert_tf.model.pretrainer import BertPretrainer
+from bert_tf.tasks import task_from_config
 
 # Source variables that are not model weights: optimizer slots and step counters (TF1),
 # buffers (Hugging Face).
@@ -89,7 +91,7 @@ def check_shapes(weights: "BertWeights") -> None:
 def model_variables(model) -> Dict[str, tf.Variable]:
     """Our variable name -> Keras variable of a BertPretrainer (or a bare BertEncoder).
 
-    >>> from bert_tf.encoder import BertEncoder
+    >>> from bert_tf.model.encoder import BertEncoder
     >>> enc = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                              num_attention_heads=2, intermediate_size=16))
     >>> tuple(model_variables(enc)["encoder/layer_0/intermediate/kernel"].shape)
@@ -145,8 +147,6 @@ def build_model(weights: BertWeights):
     Refuses (CheckpointMismatchError) an array whose shape does not fit the config,
     naming the source variable and both shapes.
     """
-    from bert_tf.models import BertPretrainer  # late: keeps the readers light
-
     model = BertPretrainer(weights.config)
     for name, variable in model_variables(model).items():
         head = name.split("/")[0]
@@ -175,8 +175,6 @@ def build_model(weights: BertWeights):
 def build_task_head(weights: BertWeights):
     """The task head `weights.task_config` names (the task's own `build_head`), holding the
     `task_head/dense/*` arrays; CheckpointMismatchError when they do not fit it."""
-    from bert_tf.tasks import task_from_config
-
     head = task_from_config(weights.task_config).build_head(weights.config)
     if not head.built:
         head.build()
@@ -353,7 +351,6 @@ def read_model_dir(path: str) -> BertWeights:
     if ENCODER not in children:
         raise CheckpointFormatError(f"{prefix}: not a bert_tf checkpoint (no `encoder` child; "
                                     f"found {', '.join(sorted(children))})")
-    from bert_tf.models import BertPretrainer
 
     config, task_config = resolved.config, resolved.task_config
     model = BertPretrainer(config)
@@ -364,7 +361,6 @@ def read_model_dir(path: str) -> BertWeights:
     objects.update({h: getattr(model, h) for h in heads})
     task_head = None
     if task_config is not None:  # a fine-tuned dir (`resolved.heads` has task_head)
-        from bert_tf.tasks import task_from_config
 
         task_head = task_from_config(task_config).build_head(config)
         if not task_head.built:

@@ -35,8 +35,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import output_guard
-from bert_tf.constants import MODEL_INPUTS
+from bert_tf.core import output_guard
+from bert_tf.core.constants import MODEL_INPUTS
 from bert_tf.data import position as position_lib
 from bert_tf.data.position import InputPosition
 from bert_tf.data.records import count_records, list_record_files

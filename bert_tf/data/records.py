@@ -17,9 +17,10 @@ import re
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
+from tensorflow.python.lib.io import tf_record  # the C++ reader; checks every CRC
 
-from bert_tf import file_io
-from bert_tf.errors import BertTfError, StopRequested
+from bert_tf.core import file_io
+from bert_tf.core.errors import BertTfError, StopRequested
 
 
 class RecordFormatError(BertTfError, ValueError):
@@ -80,8 +81,6 @@ _HEADER_BYTES = 12  # uint64 length + masked CRC32C of the length, then data + C
 
 
 def _random_reader(path: str):
-    from tensorflow.python.lib.io import tf_record  # the C++ reader; checks every CRC
-
     return tf_record.tf_record_random_reader(path)
 
 

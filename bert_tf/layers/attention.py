@@ -55,7 +55,7 @@ class BertSelfAttention(keras.layers.Layer):
     >>> out.shape, probs.shape
     (TensorShape([2, 5, 16]), TensorShape([2, 2, 5, 5]))
 
-    The serving graph (`bert_tf.serving_graph.InferenceAttention`) computes the same
+    The serving graph (`bert_tf.serving.graph.InferenceAttention`) computes the same
     outputs from this layer's variables with query/key/value fused into one kernel.
     """
 

@@ -22,7 +22,7 @@ class TransformerBlock(keras.layers.Layer):
     >>> block(x).shape
     TensorShape([2, 5, 16])
 
-    The serving graph (`bert_tf.serving_graph.InferenceBlock`) computes the same outputs
+    The serving graph (`bert_tf.serving.graph.InferenceBlock`) computes the same outputs
     from this layer's variables (query/key/value fused, the layer optionally split into
     independent chains).
     """

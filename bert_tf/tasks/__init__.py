@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from bert_tf.errors import UsageError
+from bert_tf.core.errors import UsageError
 
 if TYPE_CHECKING:  # tasks.base imports Keras: not at flag parsing
     from bert_tf.tasks.base import Task

@@ -26,7 +26,7 @@ Contract of each piece:
   file `data_dir` would give (`--train_file`, `--validation_file`, `--test_file`; SQuAD's
   `--predict_file`). `options` are the task's own settings,
   named in the class attribute `option_names` (SQuAD: doc_stride, max_query_length, ...;
-  GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.tokenization.BertTokenizer`
+  GLUE and NER: label_list, set by an import, not a flag); the CLI passes those flags. `tokenizer` is a `bert_tf.text.tokenization.BertTokenizer`
   (the commands pass `tasks.pre_split.host_tokenizer`'s: the same, or one that splits
   text as a kiwi-pretrained model's was; may be None for tasks used only to read examples
   or compute metrics).
@@ -62,8 +62,8 @@ Contract of each piece:
 Example (a toy task; GLUE, NER, SWAG and SQuAD follow the same shape):
 
 >>> import numpy as np
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
 >>> from bert_tf.tasks.glue import Sst2Task
 >>> task = Sst2Task(tokenizer=None, max_seq_length=8)
 >>> model = task.build_model(BertEncoder(BertConfig(vocab_size=30, hidden_size=8,
@@ -85,12 +85,16 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from absl import logging
 import keras
 import numpy as np
+import tensorflow as tf
 
-from bert_tf.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
-from bert_tf.errors import BertTfError, UsageError
+from bert_tf.core import output_guard
+from bert_tf.core.constants import ENCODER, MODEL_INPUTS, TASK_HEAD
+from bert_tf.core.errors import BertTfError, UsageError
 from bert_tf.layers.heads import ClassificationHead
+from bert_tf.model import model_dir
 
 
 
@@ -110,8 +114,6 @@ def read_task_text(path: str, missing_hint: str, encoding: str = "utf-8-sig") ->
         ... except TaskDataError as e: print(str(e).split(": ", 1)[1])
         line 2, byte 3: not valid UTF-8 (invalid continuation byte); save the file as UTF-8
     """
-    import tensorflow as tf  # gfile: data may live on gs://
-
     try:
         with tf.io.gfile.GFile(path, "rb") as f:
             data = f.read()
@@ -276,7 +278,7 @@ class Task:
     def serving_module(self, model, tokenizer, max_seq_length: int,
                        text_signatures: bool = True):
         """The task's `serving.TaskServing` (its SavedModel signatures, which equal its
-        `postprocess`); `bert_tf.export` writes it. A task without one says so."""
+        `postprocess`); `bert_tf.export.saved_model` writes it. A task without one says so."""
         raise UsageError(f"task {self.name!r}: {type(self).__name__} has no serving_module "
                          f"(classification, regression, NER, SQuAD and multiple choice "
                          f"have one); export its encoder instead")
@@ -288,10 +290,6 @@ class Task:
         very task (same labels). Returns the `model_dir.StartPoint`, or None without
         --init_checkpoint (random weights).
         """
-        from absl import logging
-
-        from bert_tf import model_dir
-
         if not resolved.path:
             return None
         objects = {ENCODER: model.encoder}
@@ -333,8 +331,6 @@ class Task:
 
 
 def write_tsv_lines(path: str, lines: Sequence[str]) -> str:
-    from bert_tf import output_guard  # whole or not at all (docs/contracts.md §6)
-
     output_guard.write_text(path, "\n".join(lines) + "\n")
     return path
 

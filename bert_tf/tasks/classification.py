@@ -41,7 +41,7 @@ from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
-from bert_tf import output_guard
+from bert_tf.core import output_guard
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import Task, TaskDataError, require_examples
 from bert_tf.tasks.glue import GlueExample, GlueTask

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import serving
+from bert_tf.serving import modules as serving
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (Task, TaskDataError, make_head, read_task_text,
                                 require_examples, sparse_ce, write_tsv_lines)
@@ -206,7 +206,7 @@ class GlueTask(Task):
 
     def serving_module(self, model, tokenizer, max_seq_length: int,
                        text_signatures: bool = True) -> "ClassifierServing":
-        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        """The SavedModel signatures of this task (bert_tf.export.saved_model writes them)."""
         return ClassifierServing(model, tokenizer, max_seq_length,
                                  None if self.is_regression else self.labels,
                                  pair=len(self.text_input_names) == 2,

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import serving
+from bert_tf.serving import modules as serving
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (Task, TaskDataError, make_head, read_task_text,
                                 require_examples, sparse_ce, write_tsv_lines)
@@ -244,7 +244,7 @@ class Conll2003NerTask(Task):
 
     def serving_module(self, model, tokenizer, max_seq_length: int,
                        text_signatures: bool = True) -> "TaggerServing":
-        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        """The SavedModel signatures of this task (bert_tf.export.saved_model writes them)."""
         return TaggerServing(model, tokenizer, max_seq_length, self.label_list,
                              text_signatures=text_signatures)
 
@@ -338,7 +338,7 @@ class TaggerServing(serving.TaskServing):
 
     def _windows(self, text):
         """Packed windows, and per word: row, first piece's (window, position), offsets."""
-        from bert_tf.packing import pack_inputs
+        from bert_tf.text.packing import pack_inputs
 
         ids, starts, ends = self.tok.tokenize_with_offsets(text)
         nrows = ids.nrows()

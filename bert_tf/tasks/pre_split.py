@@ -34,8 +34,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import pre_tokenizers
-from bert_tf.errors import BertTfError
+from bert_tf.text import pre_tokenizers
+from bert_tf.core.errors import BertTfError
 
 
 class PreSplitError(BertTfError, ValueError):

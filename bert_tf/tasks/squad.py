@@ -15,8 +15,9 @@ from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
-from bert_tf.errors import UsageError
+from bert_tf.core.errors import UsageError
 from bert_tf.tasks.base import Task, TaskDataError, require_examples, sparse_ce
 from bert_tf.tasks.squad_data import (SquadExample, convert_examples_to_features,
                                       read_squad_examples, tokenizer_basic_fn,
@@ -93,7 +94,7 @@ class SquadTask(Task):
     # A paragraph's questions have windows of about one length: grouped by length, a
     # batch of 16 held 2.5 same-paragraph pairs (SQuAD v1.1 at seq 256; 0.3 at random).
     rows_share_text = True
-    # The raw-text serving inputs (bert_tf.export's span signature).
+    # The raw-text serving inputs (bert_tf.export.saved_model's span signature).
     text_input_names = ("question", "context")
 
     def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None, data_dir=None,
@@ -130,7 +131,6 @@ class SquadTask(Task):
 
     def get_examples(self, split: str) -> List[SquadExample]:
         path = self.split_file(split)
-        import tensorflow as tf
 
         if not tf.io.gfile.exists(path):
             raise TaskDataError(f"{path}: no such file; pass --train_file / --predict_file "
@@ -186,7 +186,7 @@ class SquadTask(Task):
 
     def serving_module(self, model, tokenizer, max_seq_length: int,
                        text_signatures: bool = True) -> SpanServing:
-        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        """The SavedModel signatures of this task (bert_tf.export.saved_model writes them)."""
         return SpanServing(model, tokenizer, max_seq_length, doc_stride=self.doc_stride,
                            max_query_length=self.max_query_length,
                            n_best_size=self.n_best_size,

@@ -29,9 +29,11 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import output_guard, serving
+from bert_tf.core import output_guard
+from bert_tf.serving import modules as serving
 from bert_tf.tasks import squad_metrics
 from bert_tf.tasks.squad_data import BasicFn, SquadExample
+from bert_tf.text.packing import pack_inputs
 
 
 @dataclasses.dataclass
@@ -307,8 +309,6 @@ class SpanServing(serving.TaskServing):
 
     def _windows(self, question, context):
         """Packed windows and the bookkeeping to map them back to the context."""
-        from bert_tf.packing import pack_inputs
-
         q = self.tok.tokenize(question)
         q = q[:, :self.max_query_length]  # as the original: the question's first pieces
         ids, starts, ends = self.tok.tokenize_with_offsets(context)

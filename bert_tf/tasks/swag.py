@@ -24,8 +24,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import serving
-from bert_tf.constants import MODEL_INPUTS
+from bert_tf.serving import modules as serving
+from bert_tf.core.constants import MODEL_INPUTS
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (Task, TaskDataError, TaskHead, read_task_text,
                                 require_examples, sparse_ce, write_tsv_lines)
@@ -164,7 +164,7 @@ class SwagTask(Task):
 
     def serving_module(self, model, tokenizer, max_seq_length: int,
                        text_signatures: bool = True) -> "MultipleChoiceServing":
-        """The SavedModel signatures of this task (bert_tf.export writes them)."""
+        """The SavedModel signatures of this task (bert_tf.export.saved_model writes them)."""
         return MultipleChoiceServing(model, tokenizer, max_seq_length, self.num_choices,
                                      text_signatures=text_signatures)
 

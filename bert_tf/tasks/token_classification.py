@@ -53,7 +53,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_tf import output_guard
+from bert_tf.core import output_guard
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import TaskDataError, read_task_text, require_examples
 from bert_tf.tasks.classification import file_of, prediction_file, row_id

@@ -2,7 +2,7 @@
 input position (`bert_tf.training.loop.Trainer` holds one `RunCheckpoints`).
 
 A checkpoint's root children are the model's (`checkpoint_items`, named as
-`bert_tf.model_dir` says) and the training state: `optimizer`, `step` and `input_seed`,
+`bert_tf.model.model_dir` says) and the training state: `optimizer`, `step` and `input_seed`,
 the run's data seed, so a resumed run reads the uninterrupted run's input order and
 draws its dropout masks (docs/contracts.md §6). Non-chief workers take part in every
 save but write into a scratch dir of their own.
@@ -20,10 +20,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import file_io, model_dir
-from bert_tf.constants import INPUT_SEED
+from bert_tf.core import file_io
+from bert_tf.model import model_dir
+from bert_tf.core.constants import INPUT_SEED
 from bert_tf.data.position import InputPosition
-from bert_tf.errors import BertTfError
+from bert_tf.core.errors import BertTfError
 from bert_tf.training.strategy import num_workers
 
 

@@ -8,7 +8,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import StopRequested
+from bert_tf.core.errors import StopRequested
 from bert_tf.training.strategy import (get_strategy, input_options, needs_static_shapes,
                                        num_workers)
 

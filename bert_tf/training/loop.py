@@ -35,7 +35,7 @@ Contracts:
   per-replica batch before the forward pass, outside XLA: the place for all-reduces
   that a loss needs (the pretraining loss normalises by the global masked-LM weight).
 * `checkpoint_items`: the checkpoint's root children besides `optimizer`, `step` and
-  `input_seed`, named as `bert_tf.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
+  `input_seed`, named as `bert_tf.model.model_dir` says (`encoder`, `masked_lm`, `next_sentence` or
   `encoder`, `task_head`), so `output_dir` is a model dir any `--init_checkpoint`
   accepts. Write `bert_config.json`/vocab into it with `model_dir.write_metadata`.
 
@@ -91,10 +91,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_dir
-from bert_tf.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
+from bert_tf.model import model_dir
+from bert_tf.core.constants import INPUT_SEED, INPUT_WORD_IDS, MODEL_INPUTS, OPTIMIZER, STEP
 from bert_tf.data.position import InputPosition
-from bert_tf.errors import BertTfError, Preempted, StopRequested, UsageError
+from bert_tf.core.errors import BertTfError, Preempted, StopRequested, UsageError
 from bert_tf.training import checkpoints
 from bert_tf.training.inference import InferenceLoop
 from bert_tf.training.preemption import PreemptionWatcher
@@ -114,7 +114,7 @@ class LoopOptions:
     (`settings.TrainingSettings`, where their defaults live), with `jit_compile` decided,
     and the process's stop signals and summaries. Made by `from_config` only.
 
-    >>> from bert_tf.settings import TrainingSettings
+    >>> from bert_tf.app.settings import TrainingSettings
     >>> LoopOptions.from_config(TrainingSettings(steps_per_loop=10, jit_compile=False),
     ...                         tf.distribute.get_strategy()).save_checkpoints_steps
     1000

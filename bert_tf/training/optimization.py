@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 import keras
 import tensorflow as tf
 
-from bert_tf.errors import UsageError
+from bert_tf.core.errors import UsageError
 
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 

@@ -38,7 +38,8 @@ from typing import Callable, Iterable, Iterator, Optional, Tuple
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_dir, output_guard
+from bert_tf.core import output_guard
+from bert_tf.model import model_dir, run_record
 from bert_tf.training import optimization, strategy as strategy_lib
 from bert_tf.training.loop import LoopOptions, Trainer
 
@@ -56,7 +57,7 @@ class OutputDirRun:
         self._aside: Optional[str] = None
         self._recorded = False
 
-    def check(self, record: model_dir.RunRecord, *, init_checkpoint: Optional[str],
+    def check(self, record: run_record.RunRecord, *, init_checkpoint: Optional[str],
               inputs: Iterable[Optional[str]], is_chief: bool,
               model_files: Iterable[Optional[str]] = (),
               length_may_change: bool = False) -> Optional[str]:
@@ -84,9 +85,9 @@ class OutputDirRun:
                 logging.warning("%s: put back the earlier run an --overwrite had moved to "
                                 "%s (the new run had not started)", self.output_dir, restored)
         try:
-            return model_dir.check_run_dir(self.output_dir, record,
+            return run_record.check_run_dir(self.output_dir, record,
                                            length_may_change=length_may_change)
-        except model_dir.RunMismatchError:
+        except run_record.RunMismatchError:
             if not self.overwrite or same_dir:
                 raise
         # The earlier run is moved away with all it holds: nothing the new run reads may
@@ -128,11 +129,11 @@ class OutputDirRun:
             logging.info("started fresh at step 0 (no checkpoint in %s)", self.output_dir)
         return trainer, int(trainer.step.numpy())
 
-    def write_record(self, record: model_dir.RunRecord) -> None:
+    def write_record(self, record: run_record.RunRecord) -> None:
         """The model dir's metadata and marker (chief): from here the dir is the new
         run's, and the earlier one is removed when the run ends (`finish`)."""
         if self.is_chief:
-            model_dir.write_run_record(self.output_dir, record)
+            run_record.write_run_record(self.output_dir, record)
         self._recorded = True
 
     def finish(self) -> None:
@@ -162,7 +163,7 @@ class TrainingRun:
         self.options = LoopOptions.from_config(config, strategy)
         self.output = OutputDirRun(command, config.output_dir, overwrite=config.overwrite)
         self.trainer: Optional[Trainer] = None
-        self._record: Optional[model_dir.RunRecord] = None
+        self._record: Optional[run_record.RunRecord] = None
 
     def check(self, config, resolved: model_dir.ResolvedModelDir, *,
               inputs: Iterable[Optional[str]], task_config: Optional[dict] = None,
@@ -174,7 +175,7 @@ class TrainingRun:
         self.config = config
         trains = config.do_train
         schedule, length = config.schedule_settings() if trains else (None, None)
-        self._record = model_dir.RunRecord(
+        self._record = run_record.RunRecord(
             self.command, resolved.config, resolved.vocab_file, resolved.text,
             config.optimizer if trains else None, config.max_seq_length, task_config,
             schedule, length, data=data if trains else None)

@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 import tensorflow as tf
 
-from bert_tf.errors import UsageError
+from bert_tf.core.errors import UsageError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")

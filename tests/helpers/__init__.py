@@ -31,7 +31,7 @@ SST2_NEGATIVE = ["a bad movie", "awful fun", "truly terrible", "bad and awful",
 def tiny_config(**overrides):
     """A BertConfig small enough for a test: L1/H16/A2, intermediate 32, 128 positions,
     vocab 30; any field can be overridden."""
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     values = dict(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=128)
@@ -44,7 +44,7 @@ def loop_options(strategy=None, *, write_summaries: bool = True, **flags):
     defaults otherwise; XLA off unless asked; no SIGTERM handler: tests share a process)."""
     import tensorflow as tf
 
-    from bert_tf.settings import TrainingSettings
+    from bert_tf.app.settings import TrainingSettings
     from bert_tf.training.loop import LoopOptions
 
     flags.setdefault("jit_compile", False)
@@ -106,8 +106,8 @@ def make_model_dir(directory, vocab: Union[str, os.PathLike, Sequence[str], None
     """
     import keras
 
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.model_dir import write_model_dir
+    from bert_tf.model.encoder import BertEncoder
+    from bert_tf.model.model_dir import write_model_dir
 
     directory = str(directory)
     os.makedirs(directory, exist_ok=True)

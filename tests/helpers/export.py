@@ -12,10 +12,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import export, export_converted, export_litert, model_dir
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.model_dir import TASK_CONFIG_FILE, write_model_dir
+from bert_tf.export import export_converted, export_litert, saved_model as export
+from bert_tf.model import model_dir
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.model_dir import TASK_CONFIG_FILE, write_model_dir
 from bert_tf.tasks import make_task
 from tests.helpers import REPO_ROOT
 

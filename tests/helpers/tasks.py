@@ -5,8 +5,8 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.base import TaskDataError
 
 

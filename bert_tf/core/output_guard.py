@@ -46,7 +46,7 @@ TF-free for local paths (the offline data tools use it); remote paths go through
 >>> check_apart(base, [corpus], flag="--output_dir")
 Traceback (most recent call last):
 ...
-bert_tf.output_guard.OutputGuardError: --output_dir=... contains the input .../corpus.txt: ...
+bert_tf.core.output_guard.OutputGuardError: --output_dir=... contains the input .../corpus.txt: ...
 >>> out = os.path.join(base, "out")
 >>> with new_output_dir(out, "demo", inputs=[corpus]) as tmp:
 ...     write_text(os.path.join(tmp, "a.txt"), "done")
@@ -57,15 +57,17 @@ bert_tf.output_guard.OutputGuardError: --output_dir=... contains the input .../c
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
+import socket
 import uuid
 from typing import Iterable, Iterator, Optional, Sequence
 
-from bert_tf import file_io
-from bert_tf.errors import BertTfError
+from bert_tf.core import file_io
+from bert_tf.core.errors import BertTfError
 
 MARKER_FILE = ".bert_tf_output.json"
 
@@ -98,7 +100,7 @@ def lies_within(path: str, directory: str) -> bool:
 
 
 def _gfile():
-    import tensorflow as tf  # remote paths only
+    import tensorflow as tf  # remote paths only; TF-free module (TensorFlow: 9 s)
 
     return tf.io.gfile
 
@@ -144,7 +146,7 @@ def check_apart(path: str, inputs: Iterable[Optional[str]], *, flag: str,
     >>> check_apart(os.path.join(model, "sub"), [model], flag="--output_dir")
     Traceback (most recent call last):
     ...
-    bert_tf.output_guard.OutputGuardError: --output_dir=.../sub is inside the input ...: ...
+    bert_tf.core.output_guard.OutputGuardError: --output_dir=.../sub is inside the input ...: ...
     """
     target = _norm(path)
     for given in inputs:
@@ -516,7 +518,7 @@ def check_replaceable(directory: str, command: str, *, flag: str,
     >>> check_replaceable(d, "convert_checkpoint", flag="--output_dir")
     Traceback (most recent call last):
     ...
-    bert_tf.output_guard.OutputGuardError: --output_dir=... is the output of pretrain; ...
+    bert_tf.core.output_guard.OutputGuardError: --output_dir=... is the output of pretrain; ...
     """
     given = given or directory
     record = owner(directory)
@@ -648,7 +650,7 @@ def check_output_file(path: str, command: str, *, flag: str,
     >>> check_output_file(mine, "build_vocab", flag="--vocab_file")
     Traceback (most recent call last):
     ...
-    bert_tf.output_guard.OutputGuardError: --vocab_file=.../vocab.txt exists and was not written by build_vocab ...
+    bert_tf.core.output_guard.OutputGuardError: --vocab_file=.../vocab.txt exists and was not written by build_vocab ...
     >>> new = os.path.join(d, "new.txt"); check_output_file(new, "build_vocab", flag="--vocab_file")
     False
     >>> with output_file(new, "build_vocab") as tmp:
@@ -708,13 +710,11 @@ def locked(path: str, *, flag: str) -> Iterator[None]:
     ...         pass
     Traceback (most recent call last):
     ...
-    bert_tf.output_guard.OutputLockedError: --output_dir=... is being written by another run (pid ...
+    bert_tf.core.output_guard.OutputLockedError: --output_dir=... is being written by another run (pid ...
     """
     if file_io.is_remote(path):
         yield
         return
-    import fcntl
-    import socket
 
     parent, name = os.path.split(_norm(path))
     try:

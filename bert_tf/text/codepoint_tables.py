@@ -7,7 +7,7 @@ lower-casing + NFD + dropping "Mn" marks when uncased, and spaces around punctua
 `tables(lower, strip)` runs Python's own `unicodedata` / `str.lower` over all 0x110000 code
 points once and stores, per code point, the code points it becomes (a compact two-level
 page table over a list of "templates"; a template may say "the character itself", so the
-~300k identity entries share one). `bert_tf.tokenization.BertTokenizer` looks them up in
+~300k identity entries share one). `bert_tf.text.tokenization.BertTokenizer` looks them up in
 the graph. Built once per machine and cached as .npz (`BERT_TF_CACHE_DIR`, default
 ~/.cache/bert_tf). numpy only, no TensorFlow.
 
@@ -29,14 +29,17 @@ The context-dependent rules of `str.lower()` + NFD are handled explicitly:
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import sys
+import tempfile
 import unicodedata
 
 import numpy as np
 
-from bert_tf import text_rules
-from bert_tf.text_rules import is_chinese_char as _is_chinese_char
-from bert_tf.text_rules import is_punctuation as _is_punctuation
+from bert_tf.text import text_rules
+from bert_tf.text.text_rules import is_chinese_char as _is_chinese_char
+from bert_tf.text.text_rules import is_punctuation as _is_punctuation
 
 SPACE = 0x20
 SELF = -1  # template value meaning "the input character itself"
@@ -213,7 +216,7 @@ class _Tables:
                     or not _same_words(_expand(cp, stripped, False), unspaced)):
                 special.append(cp)
         if special and not strip:  # cannot happen: per-character lower() adds no spacing
-            raise RuntimeError(f"bert_tf.codepoint_tables: unexpected special characters {special}")
+            raise RuntimeError(f"bert_tf.text.codepoint_tables: unexpected special characters {special}")
         # Order the ids: at most one code point, then longer, then the special copies.
         order = sorted(range(len(main.templates)),
                        key=lambda t: (len(main.templates[t]) > 1, t))
@@ -249,9 +252,6 @@ class _Tables:
     def load(cls, lower: bool, strip: bool) -> "_Tables":
         """Built once per machine and cached (keyed by this file, text_rules.py and the
         Unicode version)."""
-        import hashlib
-        import sys
-        import tempfile
         sha = hashlib.sha256()
         for source in (__file__, text_rules.__file__):  # the table builder and its rules
             with open(source, "rb") as f:

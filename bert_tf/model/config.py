@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from bert_tf.errors import BertTfError
+from bert_tf.core.errors import BertTfError
 
 # `gelu` is the exact erf form (Hugging Face's meaning); `gelu_approximate` (alias
 # `gelu_new`) is the tanh form the original TF1 code computed.
@@ -148,7 +148,7 @@ class BertConfig:
         `path` may also be a directory holding `bert_config.json` or `config.json`
         (a directory written by convert_checkpoint, pretrain or finetune).
         """
-        import tensorflow as tf  # gfile reads gs:// paths too; imported late to keep this light
+        import tensorflow as tf  # gs:// too; BertConfig needs no TensorFlow (9 s)
 
         if tf.io.gfile.isdir(path):
             for name in ("bert_config.json", "config.json", "config.yaml"):
@@ -177,7 +177,7 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # gs:// too; BertConfig needs no TensorFlow (9 s)
 
         with tf.io.gfile.GFile(path, "w") as f:
             f.write(self.to_json_string())

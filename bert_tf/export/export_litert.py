@@ -36,8 +36,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from bert_tf import export, export_converted
-from bert_tf.export import ExportError
+from bert_tf.export import saved_model, export_converted
+from bert_tf.export.saved_model import ExportError
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = export_converted.INFO_FILE
@@ -45,7 +45,7 @@ QUANTIZATIONS = ("dynamic_int8", "float32")
 
 
 def convert_saved_model(saved_model_dir: str, quantization: str = "dynamic_int8",
-                        signature_key: str = export.SERVING_DEFAULT,
+                        signature_key: str = saved_model.SERVING_DEFAULT,
                         source: Optional[str] = None) -> bytes:
     """One SavedModel signature -> LiteRT flatbuffer bytes (builtin ops only).
 
@@ -94,8 +94,8 @@ def export_litert_dir(resolved, export_dir: str, version: Optional[int] = None,
     """
     _check_quantization(quantization)
 
-    def convert(saved_model: str, out: str) -> dict:
-        flatbuffer = convert_saved_model(saved_model, quantization, source=resolved.path)
+    def convert(ids_model: str, out: str) -> dict:
+        flatbuffer = convert_saved_model(ids_model, quantization, source=resolved.path)
         with tf.io.gfile.GFile(os.path.join(out, MODEL_FILE), "wb") as f:
             f.write(flatbuffer)
         return _model_info(flatbuffer, quantization)
@@ -108,7 +108,7 @@ def _model_info(flatbuffer: bytes, quantization: str) -> dict:
     """The tensor names, dtypes and shapes, read back by the LiteRT runtime (which so
     proves it loads the model)."""
     runner = load_interpreter(model_content=flatbuffer).get_signature_runner(
-        export.SERVING_DEFAULT)
+        saved_model.SERVING_DEFAULT)
 
     def describe(details):
         return {name: {"dtype": d["dtype"].__name__,
@@ -124,7 +124,7 @@ def load_interpreter(model_path: Optional[str] = None, model_content: Optional[b
                      num_threads: Optional[int] = None):
     """The LiteRT runtime's Interpreter: the `ai_edge_litert` package, the same C++ runtime
     (builtin ops + XNNPACK) as on Android and iOS (TF's tf.lite.Interpreter is deprecated)."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter  # optional (--format=litert)
 
     return Interpreter(model_path=model_path, model_content=model_content,
                        num_threads=num_threads)

@@ -4,7 +4,7 @@ A serving module is a `tf.Module` whose signatures are plain `tf.function`s (doc
 `EncoderServing` serves a bare encoder; each task provides its own `TaskServing`
 subclass next to the host postprocessing it must equal (`GlueTask.serving_module`,
 `Conll2003NerTask.serving_module`, `SwagTask.serving_module`, `SquadTask.serving_module`).
-`bert_tf.export` writes them (version layout, warmup requests, atomic writing).
+`bert_tf.export.saved_model` writes them (version layout, warmup requests, atomic writing).
 
 Raw text is packed, then cut to the longest row of the request (as Hugging Face's
 `padding="longest"`), not padded to `max_seq_length` or to a coarser grid: at batch 1
@@ -43,9 +43,10 @@ from typing import Callable, Dict, List, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import file_io
-from bert_tf.constants import MODEL_INPUTS
-from bert_tf.serving_graph import InferenceEncoder
+from bert_tf.core import file_io
+from bert_tf.core.constants import MODEL_INPUTS
+from bert_tf.core.errors import UsageError
+from bert_tf.serving.graph import InferenceEncoder
 
 SERVING_DEFAULT = "serving_default"
 IDS_SIGNATURE = "serving_ids"
@@ -206,7 +207,6 @@ class ServingModule(tf.Module):
         vocab_size = self.encoder_config.vocab_size
         if self.has_text_signatures and tokenizer.vocab_size > vocab_size:
             # The raw-text signatures' ids come from this vocab: checked here, at export.
-            from bert_tf.errors import UsageError
 
             raise UsageError(f"{tokenizer.vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"the model's vocab_size is {vocab_size}: raw text would give "
@@ -273,8 +273,8 @@ class ServingModule(tf.Module):
 class EncoderServing(ServingModule):
     """The encoder behind plain tf.function signatures (and its tokenizer, if any).
 
-    >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
+    >>> from bert_tf.model.config import BertConfig
+    >>> from bert_tf.model.encoder import BertEncoder
     >>> enc = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                              num_attention_heads=2, intermediate_size=16))
     >>> ids = tf.constant([[2, 5, 3]])

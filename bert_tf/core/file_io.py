@@ -17,10 +17,13 @@ b'hi\\n'
 
 from __future__ import annotations
 
+import atexit
 import glob as _glob
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from typing import List
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -36,7 +39,7 @@ def open_file(path: str, mode: str = "rb"):
     does not exist raises FileNotFoundError (as `open` does) when opened for reading."""
     if not is_remote(path):
         return open(path, mode)
-    import tensorflow as tf
+    import tensorflow as tf  # remote paths only; TF-free module (TensorFlow: 9 s)
 
     if "r" in mode and not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
@@ -72,7 +75,7 @@ def glob(pattern: str) -> List[str]:
     """Paths matching `pattern` (unsorted; [] when nothing, or no such directory, matches)."""
     if not is_remote(pattern):
         return _glob.glob(pattern)
-    import tensorflow as tf
+    import tensorflow as tf  # remote paths only; TF-free module (TensorFlow: 9 s)
 
     try:
         return tf.io.gfile.glob(pattern)
@@ -83,7 +86,7 @@ def glob(pattern: str) -> List[str]:
 def isdir(path: str) -> bool:
     if not is_remote(path):
         return os.path.isdir(path)
-    import tensorflow as tf
+    import tensorflow as tf  # remote paths only; TF-free module (TensorFlow: 9 s)
 
     return tf.io.gfile.isdir(path)
 
@@ -91,7 +94,7 @@ def isdir(path: str) -> bool:
 def file_size(path: str) -> int:
     if not is_remote(path):
         return os.path.getsize(path)
-    import tensorflow as tf
+    import tensorflow as tf  # remote paths only; TF-free module (TensorFlow: 9 s)
 
     return tf.io.gfile.stat(path).length
 
@@ -104,10 +107,6 @@ def scratch_dir(prefix: str) -> str:
     >>> d = scratch_dir("bert_tf_doc_"); os.path.isdir(d)
     True
     """
-    import atexit
-    import shutil
-    import tempfile
-
     path = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path

@@ -24,7 +24,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from bert_tf import constants
+from bert_tf.core import constants
 
 
 def truncated_pair_lengths(len_a, len_b, budget):

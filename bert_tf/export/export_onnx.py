@@ -34,14 +34,15 @@ Example: `convert_saved_model` below; whole exports in tests/test_export_onnx.py
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from typing import Optional
 
 import numpy as np
 
-from bert_tf import export, export_converted
-from bert_tf.export import ExportError
+from bert_tf.export import saved_model, export_converted
+from bert_tf.export.saved_model import ExportError
 
 MODEL_FILE = "model.onnx"
 OPSET = 17
@@ -52,7 +53,7 @@ _NUMPY_NAMES = {"tensor(float)": "float32", "tensor(double)": "float64"}
 
 def _erfc(ctx, node, name, args):
     """tf2onnx handler of TF's Erfc (tf.nn.gelu's exact form): 1 - Erf(x)."""
-    from tf2onnx import utils
+    from tf2onnx import utils  # optional (--format=onnx)
 
     erf = ctx.make_node("Erf", [node.input[0]])
     one = ctx.make_const(utils.make_name("one"),
@@ -64,8 +65,6 @@ def _erfc(ctx, node, name, args):
 
 def require(module: str, package: str):
     """Imports `module` or raises an ExportError naming the pip package to install."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -73,7 +72,7 @@ def require(module: str, package: str):
                           f"(pinned in requirements-dev.txt)") from None
 
 
-def convert_saved_model(saved_model_dir: str, signature_key: str = export.SERVING_DEFAULT,
+def convert_saved_model(saved_model_dir: str, signature_key: str = saved_model.SERVING_DEFAULT,
                         source: Optional[str] = None):
     """One SavedModel signature -> an ONNX ModelProto (opset OPSET) with the signature's
     input and output names.
@@ -92,8 +91,8 @@ def convert_saved_model(saved_model_dir: str, signature_key: str = export.SERVIN
     (['x'], ['y'])
     """
     tf2onnx = require("tf2onnx", "tf2onnx==1.17.0")
-    import onnx
-    from tf2onnx import tf_loader
+    import onnx  # optional (--format=onnx)
+    from tf2onnx import tf_loader  # optional (--format=onnx)
 
     tf2onnx_logger = logging.getLogger("tf2onnx")
     level = tf2onnx_logger.level
@@ -128,14 +127,14 @@ def export_onnx_dir(resolved, export_dir: str, version: Optional[int] = None,
     """
     export_converted.check_quantization(quantization, QUANTIZATIONS, "onnx")
 
-    def convert(saved_model: str, out: str) -> dict:
-        proto = convert_saved_model(saved_model, source=resolved.path)
+    def convert(ids_model: str, out: str) -> dict:
+        proto = convert_saved_model(ids_model, source=resolved.path)
         path = os.path.join(out, MODEL_FILE)
         if quantization == "dynamic_int8":
-            import onnx
-            from onnxruntime.quantization import QuantType, quantize_dynamic
+            import onnx  # optional (--format=onnx)
+            from onnxruntime.quantization import QuantType, quantize_dynamic  # optional
 
-            float_path = os.path.join(saved_model, "float32.onnx")
+            float_path = os.path.join(ids_model, "float32.onnx")
             onnx.save(proto, float_path)
             quantize_dynamic(float_path, path, weight_type=QuantType.QInt8)
         else:

@@ -6,13 +6,13 @@ uncased), but runs as TensorFlow ops, so it works eagerly on batches, inside `tf
 TensorFlow and tensorflow_text, never bert_tf).
 
 The original's character rules (whitespace, control, punctuation, CJK ideographs,
-accent stripping) and vocab reading come from `bert_tf.text_rules`, which the offline
-tools' pure-Python `WordPieceTokenizer` shares; `bert_tf.codepoint_tables` runs them over
+accent stripping) and vocab reading come from `bert_tf.text.text_rules`, which the offline
+tools' pure-Python `WordPieceTokenizer` shares; `bert_tf.text.codepoint_tables` runs them over
 every code point once into lookup tables. In the graph: decode UTF-8 (invalid bytes
 dropped, as Python's "ignore"), look up each character's template, expand, re-encode,
 split on ' ', then WordPiece with tensorflow_text's `FastWordpieceTokenizer` (words over
 `max_input_chars_per_word` characters become [UNK] first, as the original does).
-`encode` packs `[CLS] a [SEP] (b [SEP])` with `bert_tf.packing.pack_inputs`.
+`encode` packs `[CLS] a [SEP] (b [SEP])` with `bert_tf.text.packing.pack_inputs`.
 
 `strip_accents` (Hugging Face's meaning, `text_rules.text_mode`) selects the tables:
 None follows do_lower_case (the original); lower-casing with `strip_accents=False` keeps
@@ -43,9 +43,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import codepoint_tables as ct
-from bert_tf import constants, text_rules
-from bert_tf.packing import pack_inputs
+from bert_tf.core import constants
+from bert_tf.text import codepoint_tables as ct, text_rules
+from bert_tf.text.packing import pack_inputs
 
 def _utf8_length(cp):
     """Bytes of each code point in UTF-8 (int32 tensor in, int32 out)."""
@@ -90,7 +90,7 @@ class BertTokenizer(tf.Module):
                  max_input_chars_per_word: int = text_rules.MAX_INPUT_CHARS_PER_WORD,
                  name: Optional[str] = None):
         super().__init__(name=name)
-        import tensorflow_text as tf_text  # registers the ops; heavy, so imported here
+        import tensorflow_text as tf_text  # registers its ops; 1.3 s, so only when used
 
         self._vocab_file = os.fspath(vocab_file)
         vocab = text_rules.load_vocab(self._vocab_file)
@@ -431,7 +431,7 @@ class BertTokenizer(tf.Module):
         Returns the strings, and with offsets a function mapping byte offsets in them
         (ragged [batch, (n)], start or exclusive end) back to the input's bytes.
         """
-        import tensorflow_text as tf_text
+        import tensorflow_text as tf_text  # registers its ops; 1.3 s, so only when used
 
         if with_offsets:
             decoded, raw_starts = tf.strings.unicode_decode_with_offsets(

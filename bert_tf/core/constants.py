@@ -3,11 +3,11 @@
 * The model's input names (docs/contracts.md §4), which the readers, the tasks, packing and the
   SavedModel signatures all use.
 * BERT's special tokens; every vocab must hold them (`text_rules.check_special_tokens`).
-* The root children of a model dir's checkpoint (`bert_tf.model_dir` documents the
+* The root children of a model dir's checkpoint (`bert_tf.model.model_dir` documents the
   layout; the Trainer, the converters and the tasks all name them from here).
 * The protobuf base-128 varint, which the hand-written record encoders (the pretraining
   TFRecords in `data_prep.tfrecord_writer`, the TF Serving warmup requests in
-  `bert_tf.export`) build their messages from.
+  `bert_tf.export.saved_model`) build their messages from.
 
 >>> MODEL_INPUTS
 ('input_word_ids', 'input_mask', 'input_type_ids')

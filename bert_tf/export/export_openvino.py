@@ -39,9 +39,9 @@ go into the IR; clients tokenize with the exported vocab.txt.
 Example:
 
 >>> import tempfile, os
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
->>> from bert_tf import model_dir
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
+>>> from bert_tf.model import model_dir
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> src = tempfile.mkdtemp()
@@ -62,9 +62,10 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import export, export_converted
-from bert_tf.export import ExportError
-from bert_tf.export_onnx import require
+from bert_tf.export import saved_model, export_converted
+from bert_tf.export.export_onnx import require
+from bert_tf.export.saved_model import ExportError
+from bert_tf.model import model_dir
 
 MODEL_FILE = "model.xml"
 PLUGIN_CONFIG_FILE = "plugin_config.json"
@@ -93,20 +94,20 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
     if calibration_texts is not None:
         calibration = _calibration_rows(calibration_texts, calibration_source)
     require("openvino", "openvino==2026.4.1")
-    import openvino as ov
+    import openvino as ov  # optional (--format=openvino)
 
     plugin_config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[mixed_precision]}
 
-    def convert(saved_model: str, out: str) -> dict:
-        model = ov.convert_model(saved_model)
+    def convert(ids_model: str, out: str) -> dict:
+        model = ov.convert_model(ids_model)
         if quantization == "dynamic_int8":
             require("nncf", "nncf==3.4.0")  # a one-line error when it is not installed
-            import nncf
+            import nncf  # optional (int8 only)
 
             model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
         elif quantization == "static_int8":
-            length = export.serving_max_seq_length(resolved.config, max_seq_length,
-                                                   resolved.task_config)
+            length = saved_model.serving_max_seq_length(resolved.config, max_seq_length,
+                                                        resolved.task_config)
             model = _quantized(model, _calibration_inputs(model, calibration, resolved,
                                                           length, calibration_source))
         ov.save_model(model, os.path.join(out, MODEL_FILE), compress_to_fp16=False)
@@ -122,7 +123,7 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
 def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None):
     """The IR in `path` (an export's version directory) compiled by the OpenVINO runtime
     with the export's plugin_config.json (then `config`, e.g. INFERENCE_NUM_THREADS)."""
-    import openvino as ov
+    import openvino as ov  # optional (--format=openvino)
 
     settings = {}
     plugin_config = os.path.join(path, PLUGIN_CONFIG_FILE)
@@ -135,7 +136,7 @@ def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None)
 
 def describe(compiled) -> dict:
     """inputs / outputs: name -> dtype and shape (-1 for a dynamic axis)."""
-    import openvino as ov
+    import openvino as ov  # optional (--format=openvino)
 
     def tensors(ports):
         return {p.get_any_name(): {
@@ -163,8 +164,6 @@ def _calibration_inputs(model, rows: list, resolved, length: int, source: str) -
     packed as the raw-text signature packs: a text or a pair; for a multiple-choice model
     (ids of rank 3) a context and its num_choices endings. Texts and pairs are tokenized
     in one batch each (one traced function per kind, not one per length)."""
-    from bert_tf import model_dir
-
     try:
         tokenizer = resolved.tokenizer()
     except model_dir.ModelDirError as e:
@@ -203,7 +202,7 @@ def _quantized(model, inputs: list):
     """NNCF post-training int8 quantization of `model`, ranges measured on `inputs`
     (the transformer preset: softmax, LayerNorm and GELU stay in float)."""
     require("nncf", "nncf==3.4.0")
-    import nncf
+    import nncf  # optional (int8 only)
 
     return nncf.quantize(model, nncf.Dataset([{k: np.asarray(v) for k, v in x.items()}
                                               for x in inputs]),

@@ -14,14 +14,14 @@ model:
 
 So every format computes the function of the SavedModel's ids signature (the same input
 and output names), and the version directory appears complete or not at all
-(`export.written_atomically`), numbered as SavedModel versions are.
+(`saved_model.written_atomically`), numbered as SavedModel versions are.
 
 Example (a "format" that only copies the SavedModel's graph file):
 
 >>> import tempfile, shutil
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
->>> from bert_tf import model_dir
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
+>>> from bert_tf.model import model_dir
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> src = tempfile.mkdtemp()
@@ -43,7 +43,8 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf.export import saved_model
+from bert_tf.model import model_dir
 
 INFO_FILE = "model_info.json"
 
@@ -56,19 +57,19 @@ def export_converted_dir(resolved, export_dir: str,
     docstring); returns `export_dir/<version>`. `convert` returns the format's fields of
     model_info.json (at least format, quantization, inputs and outputs, read back by the
     format's runtime so that a model it cannot load fails the export)."""
-    target = export.new_version_dir(export_dir, version)
+    target = saved_model.new_version_dir(export_dir, version)
     with tempfile.TemporaryDirectory(prefix="bert_tf_converted_") as scratch:
-        saved_model = export.export_model_dir(resolved, scratch, version=1,
-                                              max_seq_length=max_seq_length,
-                                              text_signatures=False)
-        with export.written_atomically(target) as tmp:
-            info = convert(saved_model, tmp)
-            for name in (export.LABELS_FILE, "vocab.txt"):
-                asset = os.path.join(saved_model, "assets", name)
+        ids_model = saved_model.export_model_dir(resolved, scratch, version=1,
+                                                 max_seq_length=max_seq_length,
+                                                 text_signatures=False)
+        with saved_model.written_atomically(target) as tmp:
+            info = convert(ids_model, tmp)
+            for name in (saved_model.LABELS_FILE, "vocab.txt"):
+                asset = os.path.join(ids_model, "assets", name)
                 if tf.io.gfile.exists(asset):
                     tf.io.gfile.copy(asset, os.path.join(tmp, name))
             write_model_info(os.path.join(tmp, INFO_FILE),
-                             dict(info, **_text_info(resolved, max_seq_length, saved_model)))
+                             dict(info, **_text_info(resolved, max_seq_length, ids_model)))
     return target
 
 
@@ -77,22 +78,20 @@ def write_model_info(path: str, info: dict) -> None:
         f.write(json.dumps(info, indent=2) + "\n")
 
 
-def _text_info(resolved, max_seq_length: Optional[int], saved_model: str) -> dict:
+def _text_info(resolved, max_seq_length: Optional[int], ids_model: str) -> dict:
     """The text settings the ids must be made with (the model dir's, with the export's
     overrides: flags, model dir or inferred from the vocab, resolved once by
     model_dir.resolve), the task and the lengths."""
-    from bert_tf import model_dir
-
     config, task_config = resolved.config, resolved.task_config or {}
     tokenizer = {}
-    path = os.path.join(saved_model, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)
+    path = os.path.join(ids_model, "assets.extra", model_dir.TOKENIZER_CONFIG_FILE)
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
             tokenizer = json.load(f)
-    return {"signature": export.SERVING_DEFAULT, "task": task_config.get("task_name"),
+    return {"signature": saved_model.SERVING_DEFAULT, "task": task_config.get("task_name"),
             "tokenizer": tokenizer,
-            "max_seq_length": export.serving_max_seq_length(config, max_seq_length,
-                                                            task_config),
+            "max_seq_length": saved_model.serving_max_seq_length(config, max_seq_length,
+                                                                 task_config),
             "max_position_embeddings": int(config.max_position_embeddings)}
 
 
@@ -102,8 +101,8 @@ def check_quantization(quantization: str, allowed, fmt: str) -> None:
     >>> check_quantization("static_int8", ("float32",), "onnx")
     Traceback (most recent call last):
     ...
-    bert_tf.export.ExportError: quantization='static_int8': --format=onnx takes one of float32
+    bert_tf.export.saved_model.ExportError: quantization='static_int8': --format=onnx takes one of float32
     """
     if quantization not in allowed:
-        raise export.ExportError(f"quantization={quantization!r}: --format={fmt} takes one "
+        raise saved_model.ExportError(f"quantization={quantization!r}: --format={fmt} takes one "
                                  f"of {', '.join(allowed)}")

@@ -15,12 +15,12 @@ checkpoint and the layer's variables are unchanged, and the functions an export 
 capture the snapshots instead of the query/key/value kernels, so every weight is saved
 once. The snapshot does not follow later changes of the layer's weights (build a new one),
 and is made eagerly (inside a traced function: under `tf.init_scope()`).
-The serving modules (`bert_tf.serving.ServingModule.run_model`) run every signature on
+The serving modules (`bert_tf.serving.modules.ServingModule.run_model`) run every signature on
 an `InferenceEncoder`.
 
 >>> import numpy as np
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
 >>> encoder = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2,
 ...                                  num_attention_heads=2, intermediate_size=16))
 >>> ids = np.array([[2, 7, 3, 0]])

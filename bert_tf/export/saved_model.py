@@ -34,8 +34,8 @@ input as sent. docs/serving.md has the signatures and client requests.
 Example:
 
 >>> import tempfile, os
->>> from bert_tf.config import BertConfig
->>> from bert_tf.encoder import BertEncoder
+>>> from bert_tf.model.config import BertConfig
+>>> from bert_tf.model.encoder import BertEncoder
 >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
 ...                  num_attention_heads=2, intermediate_size=16)
 >>> export_dir = tempfile.mkdtemp()
@@ -52,13 +52,17 @@ import json
 import os
 from typing import Callable, List, Mapping, Optional, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.constants import length_delimited as _field
-from bert_tf import output_guard
-from bert_tf.errors import BertTfError
-from bert_tf.serving import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
+from bert_tf.core.constants import length_delimited as _field
+from bert_tf.core import output_guard
+from bert_tf.core.errors import BertTfError
+from bert_tf.model import model_dir
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.tasks import task_from_config
+from bert_tf.serving.modules import (IDS_SIGNATURE, LABELS_FILE, LIMITS_FILE,  # noqa: F401
                              SERVING_DEFAULT, TEXT_SIGNATURE, EncoderServing,
                              scratch_dir)
 
@@ -263,11 +267,11 @@ def check_parallel_branches(config, branches) -> int:
     """`branches` as an int; ExportError unless it is a whole number that divides the
     model's (`config`'s) heads and FFN width.
 
-    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.model.config import BertConfig
     >>> check_parallel_branches(BertConfig(num_attention_heads=2, intermediate_size=16), 3)
     Traceback (most recent call last):
     ...
-    bert_tf.export.ExportError: --parallel_branches=3 must divide the model's num_attention_heads=2 and intermediate_size=16
+    bert_tf.export.saved_model.ExportError: --parallel_branches=3 must divide the model's num_attention_heads=2 and intermediate_size=16
     """
     if isinstance(branches, bool) or int(branches) != branches or branches < 1:
         raise ExportError(f"--parallel_branches={branches!r} must be a whole number >= 1")
@@ -300,8 +304,8 @@ def with_precision(model, mixed_precision: str, build: Optional[Callable] = None
     encoder (`task.build_model`); its head is rebuilt in float32, so logits are float32.
     Plain TF ops and dtypes only: the SavedModel still loads in stock TF Serving.
 
-    >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
+    >>> from bert_tf.model.config import BertConfig
+    >>> from bert_tf.model.encoder import BertEncoder
     >>> enc = BertEncoder(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                              num_attention_heads=2, intermediate_size=16))
     >>> copy = with_precision(enc, "mixed_bfloat16")
@@ -313,9 +317,6 @@ def with_precision(model, mixed_precision: str, build: Optional[Callable] = None
                           f"{', '.join(EXPORT_PRECISIONS)}")
     if mixed_precision == "float32":
         return model
-    import keras
-
-    from bert_tf.encoder import BertEncoder
 
     encoder = model if isinstance(model, BertEncoder) else model.encoder
     previous = keras.config.dtype_policy()
@@ -373,7 +374,7 @@ def serving_max_seq_length(config, requested: Optional[int] = None,
     `requested`, else the fine-tuning length in `task_config`, else 128 (at most the
     model's max_position_embeddings); ExportError outside [3, max_position_embeddings].
 
-    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.model.config import BertConfig
     >>> serving_max_seq_length(BertConfig(max_position_embeddings=64))
     64
     >>> serving_max_seq_length(BertConfig(), None, {"max_seq_length": 384})
@@ -409,9 +410,9 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
     `export_dir/<version>`.
 
     >>> import tempfile
-    >>> from bert_tf import model_dir
-    >>> from bert_tf.config import BertConfig
-    >>> from bert_tf.encoder import BertEncoder
+    >>> from bert_tf.model import model_dir
+    >>> from bert_tf.model.config import BertConfig
+    >>> from bert_tf.model.encoder import BertEncoder
     >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
     ...                  num_attention_heads=2, intermediate_size=16)
     >>> src = tempfile.mkdtemp()
@@ -419,8 +420,6 @@ def export_model_dir(resolved, export_dir: str, version: Optional[int] = None,
     >>> os.path.basename(export_model_dir(model_dir.resolve(src), tempfile.mkdtemp()))
     '1'
     """
-    from bert_tf import model_dir
-
     try:
         resolved.require(config=True)
     except model_dir.ModelDirError as e:
@@ -450,10 +449,6 @@ def export_task_dir(resolved, export_dir, *, max_seq_length=None, version=None,
     index already read by `resolved`) and exports the task's own serving module
     (`Task.serving_module`, written next to the host postprocessing its raw-text
     signature equals) in `mixed_precision` (`with_precision`)."""
-    from bert_tf import model_dir
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.tasks import task_from_config
-
     if not resolved.vocab_file:
         raise ExportError(f"{resolved.directory}: no {model_dir.VOCAB_FILE}; a task export "
                           f"tokenizes raw text in the graph, pass --vocab_file")

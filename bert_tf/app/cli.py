@@ -23,7 +23,7 @@ What it does, in one place for all commands:
 * Flags defined the same way by every command: `run_main(main, define_flags)` calls the
   command's `define_flags(flags.FLAGS)` before parsing (never at import, so importing
   several command modules never collides), and `main` rejects positional arguments.
-* An error derived from `bert_tf.errors.BertTfError` (and a missing file) is printed as
+* An error derived from `bert_tf.core.errors.BertTfError` (and a missing file) is printed as
   one line, `COMMAND: error: MESSAGE`, with exit status 1 and no traceback;
   `errors.Preempted` (SIGTERM, checkpoint written) is logged and exits 143.
 
@@ -34,14 +34,18 @@ from __future__ import annotations
 
 import atexit
 import errno
+import logging
 import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from typing import Callable, List, Optional, Sequence
 
-from bert_tf.errors import BertTfError, Preempted, UsageError
+from absl import app, flags, logging as absl_logging
+
+from bert_tf.core.errors import BertTfError, Preempted, UsageError
 
 _PACKAGES = ("bert_tf", "data_prep")
 # Lines a user does not need, in TensorFlow's two C++ log formats (absl and tsl):
@@ -246,8 +250,9 @@ def _module_name() -> str:
     return spec.name if spec else command_name()
 
 
-_OUR_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               package, "") for package in _PACKAGES + ("demo",))
+# The repository (this file is bert_tf/app/cli.py): our own log records come from there.
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_OUR_DIRS = tuple(os.path.join(_REPO, package, "") for package in _PACKAGES + ("demo",))
 
 
 class _OursOrWarnings:
@@ -265,8 +270,6 @@ class _OursOrWarnings:
 def _short_format(record, message: str) -> str:
     """`2026-11-24 12:03:04 message` (`... WARNING: message` above INFO) instead of absl's
     `I1124 12:03:04.123456 140112258055040 file.py:162] message`."""
-    import time
-
     level = "" if record.levelno <= 20 else f"{record.levelname}: "
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
     return f"{when} {level}{message}"
@@ -275,11 +278,6 @@ def _short_format(record, message: str) -> str:
 def _quiet_python_loggers() -> None:
     """Other libraries' Python INFO lines, and absl's long line prefix, only at
     --verbosity >= 1."""
-    import logging
-
-    from absl import flags
-    from absl import logging as absl_logging
-
     if flags.FLAGS["verbosity"].value >= 1:
         return
 
@@ -339,8 +337,6 @@ def _storage_full(error: BaseException) -> Optional[str]:
 
 def run_errors_as_messages(function: Callable, *args):
     """Calls `function(*args)`; usage and user errors become a message and exit 1."""
-    from absl import app, flags
-
     try:
         return function(*args)
     except (app.UsageError, flags.ValidationError, UsageError) as e:
@@ -349,10 +345,8 @@ def run_errors_as_messages(function: Callable, *args):
         _print_error("interrupted")
         sys.exit(130)
     except Preempted as e:
-        from absl import logging
-
-        logging.warning("%s", e)
-        logging.flush()
+        absl_logging.warning("%s", e)
+        absl_logging.flush()
         sys.exit(e.exit_code)
     except Exception as e:  # noqa: BLE001 - re-raised unless it is the user's to fix
         full = _storage_full(e)
@@ -368,8 +362,6 @@ def run_errors_as_messages(function: Callable, *args):
 
 def _parse_flags(argv: List[str]) -> List[str]:
     """absl's flag parsing with the reason first (absl's own says FATAL before it)."""
-    from absl import flags
-
     try:
         return flags.FLAGS(argv)
     except flags.Error as e:
@@ -381,8 +373,6 @@ def run_main(main: Callable[[List[str]], object],
              argv: Optional[List[str]] = None) -> None:
     """Runs `main(argv)` as absl's app.run does, with the behaviour of this module;
     `define_flags(flags.FLAGS)` defines the command's flags first."""
-    from absl import app, flags
-
     configure_environment(argv)
     if define_flags is not None:
         define_flags(flags.FLAGS)

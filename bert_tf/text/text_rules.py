@@ -4,7 +4,7 @@ google-research/bert's `FullTokenizer` is defined by a few per-character rules (
 whitespace, a control character, punctuation, a CJK ideograph; how accents are stripped)
 plus how a vocab file is read. bert_tf has two tokenizers that must give exactly its ids:
 
-  * `bert_tf.tokenization.BertTokenizer`, in the TensorFlow graph: it runs these rules over
+  * `bert_tf.text.tokenization.BertTokenizer`, in the TensorFlow graph: it runs these rules over
     every code point once, on the host, to build its lookup tables;
   * `WordPieceTokenizer` here, in plain Python with a per-word cache: the offline data
     tools (`data_prep`) use it because on one core it is several times faster than the
@@ -41,9 +41,9 @@ from array import array
 from itertools import chain
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from bert_tf import file_io
-from bert_tf.constants import SPECIAL_TOKENS, UNK_TOKEN
-from bert_tf.errors import BertTfError
+from bert_tf.core import file_io
+from bert_tf.core.constants import SPECIAL_TOKENS, UNK_TOKEN
+from bert_tf.core.errors import BertTfError
 
 MAX_INPUT_CHARS_PER_WORD = 200
 
@@ -220,7 +220,7 @@ def check_special_tokens(token_to_id: Mapping[str, int], path: str,
     >>> check_special_tokens({"[PAD]": 0, "[UNK]": 1}, "v.txt")
     Traceback (most recent call last):
     ...
-    bert_tf.text_rules.VocabError: vocab file v.txt lacks the special token(s) [CLS], \
+    bert_tf.text.text_rules.VocabError: vocab file v.txt lacks the special token(s) [CLS], \
 [SEP], [MASK]; a BERT vocab needs all of [PAD], [UNK], [CLS], [SEP], [MASK]
     """
     missing = [t for t in required if t not in token_to_id]
@@ -383,7 +383,7 @@ class BasicTokenizer:
 class WordPieceTokenizer:
     """The original BERT FullTokenizer over a vocab, in plain Python with a word cache.
 
-    Gives exactly `bert_tf.tokenization.BertTokenizer`'s ids (the tests check it on real
+    Gives exactly `bert_tf.text.tokenization.BertTokenizer`'s ids (the tests check it on real
     corpora). `tokenize_line(text)` gives the WordPiece ids of one line (no [CLS]/[SEP]);
     `tokenize_lines(lines)` one `array('i')` per line, `None` for an empty line (the
     `data_prep.corpus.LineTokenizer` interface of the offline jobs).

@@ -4,10 +4,10 @@ from typing import Any, Dict
 
 import keras
 
-from bert_tf.config import BertConfig
-from bert_tf.constants import ENCODER, MASKED_LM, NEXT_SENTENCE
-from bert_tf.encoder import BertEncoder
+from bert_tf.core.constants import ENCODER, MASKED_LM, NEXT_SENTENCE
 from bert_tf.layers import ClassificationHead, MaskedLMHead
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -64,7 +64,7 @@ class BertPretrainer(keras.Model):
 
     def checkpoint_items(self) -> Dict[str, Any]:
         """The root children of a pretraining checkpoint (what pretrain saves and a
-        start point restores; `bert_tf.model_dir` documents the layout).
+        start point restores; `bert_tf.model.model_dir` documents the layout).
 
         >>> cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
         ...                  num_attention_heads=2, intermediate_size=32)

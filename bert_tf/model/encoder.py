@@ -2,8 +2,8 @@
 
 import keras
 
-from bert_tf.config import BertConfig
 from bert_tf.layers import BertEmbeddings, Pooler, TransformerBlock, attention_bias_from_mask
+from bert_tf.model.config import BertConfig
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -1,6 +1,6 @@
 """The base class of every error a user fixes with a flag, a file or a path.
 
-Every command runs through `bert_tf.cli.run_main`, which prints such an error as one line
+Every command runs through `bert_tf.app.cli.run_main`, which prints such an error as one line
 (`COMMAND: error: MESSAGE`) on stderr and exits with status 1, without a traceback; any
 other exception is a bug and keeps its traceback. The concrete classes keep a builtin base
 too (`class ConfigError(BertTfError, ValueError)`), so `except ValueError` still catches them.
