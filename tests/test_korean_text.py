@@ -294,7 +294,7 @@ def test_pre_tokenizers_command_splits_stdin(monkeypatch, capsys):
     pytest.importorskip("kiwipiepy", reason="pip install -r requirements-korean.txt")
     import io
 
-    from bert_tf.text import pre_tokenizers
+    from bert_tf import pre_tokenizers
 
     monkeypatch.setattr("sys.stdin", io.StringIO("대한민국은 민주공화국이다.\n\nabc123\n"))
     assert pre_tokenizers.main(["--pre_tokenizer=kiwi"]) == 0
