@@ -84,6 +84,13 @@ class FinetuneConfig(settings.TrainingSettings, settings.TaskSettings):
         help="adamw_bias_correction: Adam with bias correction and decoupled weight decay "
         "(the paper's Adam; transformers' AdamW); adamw: the original code's "
         "AdamWeightDecay (no bias correction); lamb.")
+    # transformers' schedule (get_linear_schedule_with_warmup), which our GLUE, CoNLL and
+    # SQuAD parity runs use: the original's decay from step 0 leaves the rate 10% lower
+    # after warmup (warmup 0.1), which a short fine-tune feels.
+    decay_from_warmup_end: bool = setting_fields.override(
+        settings.TrainingSettings, "decay_from_warmup_end", True,
+        help="Decay the learning rate linearly from the end of warmup to 0 (transformers' "
+        "schedule); --nodecay_from_warmup_end: from step 0, as the original run_classifier.")
     input_file: Optional[str] = setting(
         None, "Training records from data_prep.create_finetuning_data (comma-separated "
         "globs); default: features computed from --data_dir.")
