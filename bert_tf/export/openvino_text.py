@@ -228,14 +228,18 @@ def _step_classes():
             return self.step.get_ov_subgraph(input_nodes)
 
     class NoSpecialTokens(steps.SpecialTokensSplit):
-        """No special-token split; only the per-string "skip" flags the later steps take
-        (all False)."""
+        """The first step: drops bytes that are not valid UTF-8 (as ours; the regular
+        expressions after it would crash the runtime on them); no special-token split,
+        only the per-string "skip" flags the later steps take (all False)."""
 
         def get_ov_subgraph(self, input_nodes):
             from openvino import opset15 as ops
+            from openvino_tokenizers.constants import UTF8ReplaceMode
 
-            skips = ops.broadcast(ops.constant(False, dtype=bool), ops.shape_of(input_nodes[2]))
-            return list(input_nodes) + skips.outputs()
+            strings = steps.UTF8ValidateStep(UTF8ReplaceMode.IGNORE).get_ov_subgraph(
+                list(input_nodes[2:5]))
+            skips = ops.broadcast(ops.constant(False, dtype=bool), ops.shape_of(strings[0]))
+            return list(input_nodes[:2]) + list(strings) + skips.outputs()
 
     class LongWordsUnknown(steps.PreTokenizatinStep):
         """Words of more than `max_chars` code points become "[UNK]" (the original's
