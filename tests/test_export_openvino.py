@@ -268,44 +268,56 @@ def test_raw_text_tokenizer_gives_our_ids_on_every_code_point(tmp_path, lower):
     assert len(bad) <= 6, [hex(ord(c)) for c in bad]
 
 
-def text_outputs(resolved, texts, tmp_path, **options):
-    """(the raw-text IR's outputs, the SavedModel raw-text signature's) on `texts` (one
-    list per text input)."""
-    path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "ov"),
-                                               text_signatures=True, **options)
-    text_path = os.path.join(str(tmp_path / "ov"), "text", os.path.basename(path))
-    compiled = export_openvino.compile_model(text_path, raw_text=True)
+def ov_text_outputs(resolved, texts, out, **options):
+    """(ids export path, the raw-text IR's outputs on `texts`: one list per text input)."""
+    path = export_openvino.export_openvino_dir(resolved, str(out), text_signatures=True,
+                                               **options)
+    compiled = export_openvino.compile_model(os.path.join(str(out), "text", "1"),
+                                             raw_text=True)
     names = [p.get_any_name() for p in compiled.inputs]
     result = compiled({n: np.array([t if isinstance(t, bytes) else t.encode() for t in x])
                        for n, x in zip(names, texts)})
-    got = {p.get_any_name(): result[p] for p in compiled.outputs}
-    saved = saved_model.export_model_dir(resolved, str(tmp_path / "sm"))
+    return path, {p.get_any_name(): result[p] for p in compiled.outputs}
+
+
+def saved_model_text_outputs(resolved, texts, out):
+    """The SavedModel raw-text signature's outputs on `texts`."""
+    saved = saved_model.export_model_dir(resolved, str(out))
     signatures = tf.saved_model.load(saved).signatures
     fn = signatures[saved_model.TEXT_SIGNATURE if resolved.task_config is None
                     else saved_model.SERVING_DEFAULT]
-    want = {k: v.numpy() for k, v in fn(**{n: tf.constant(as_bytes(x))
+    names = ["text", "text_b"]  # the raw-text inputs, in order
+    return {k: v.numpy() for k, v in fn(**{n: tf.constant(as_bytes(x))
                                            for n, x in zip(names, texts)}).items()}
-    return path, got, want
 
 
-@pytest.mark.parametrize("name", ["mrpc", "sst-2", "sts-b"])
-def test_raw_text_ir_equals_the_saved_model_text_signature(tmp_path, task_vocab_file,
-                                                           task_tokenizer, name):
+def task_text_outputs(tmp_path, task_vocab_file, task_tokenizer, name):
+    """A tiny fine-tuned `name` model: (resolved, texts, the SavedModel's raw-text outputs)."""
     (tmp_path / "m").mkdir()
     fine_tuned_dir(tmp_path / "m", name, task_vocab_file, task_tokenizer, max_seq_length=16)
     resolved = model_dir.resolve(str(tmp_path / "m"))
-    texts = [BAD_TEXTS, list(reversed(BAD_TEXTS))][:len(
-        export_openvino.raw_text_plan(resolved)["text_inputs"])]
-    path, got, want = text_outputs(resolved, texts, tmp_path)
+    inputs = export_openvino.raw_text_plan(resolved)["text_inputs"]
+    texts = [BAD_TEXTS, list(reversed(BAD_TEXTS))][:len(inputs)]
+    return resolved, texts, saved_model_text_outputs(resolved, texts, tmp_path / "sm")
+
+
+@pytest.mark.parametrize("name", ["sst-2", "sts-b"])
+def test_raw_text_ir_equals_the_saved_model_text_signature(tmp_path, task_vocab_file,
+                                                           task_tokenizer, name):
+    """A one-text classifier and a pair regressor (a pair classifier: the test below)."""
+    resolved, texts, want = task_text_outputs(tmp_path, task_vocab_file, task_tokenizer, name)
+    path, got = ov_text_outputs(resolved, texts, tmp_path / "ov")
     assert_outputs_equal(got, want, atol=1e-4)
     info = model_info(path)["text_model"]
     assert info["path"] == "text/1" and info["requires"] == "import openvino_tokenizers"
-    assert sorted(info["inputs"]) == sorted(["text", "text_b"][:len(texts)])
+    assert sorted(info["inputs"]) == ["text", "text_b"][:len(texts)]
 
 
 def test_raw_text_ir_of_an_encoder_returns_the_ids_too(encoder_dir, tmp_path):
     src, _ = encoder_dir
-    path, got, want = text_outputs(model_dir.resolve(str(src)), [BAD_TEXTS], tmp_path)
+    resolved = model_dir.resolve(str(src))
+    path, got = ov_text_outputs(resolved, [BAD_TEXTS], tmp_path / "ov")
+    want = saved_model_text_outputs(resolved, [BAD_TEXTS], tmp_path / "sm")
     assert sorted(want) == ["input_mask", "input_type_ids", "input_word_ids", "pooled_output",
                             "sequence_output"]
     assert_outputs_equal(got, want, atol=1e-4)
@@ -313,17 +325,16 @@ def test_raw_text_ir_of_an_encoder_returns_the_ids_too(encoder_dir, tmp_path):
         "model.bin", "model.xml", "plugin_config.json"]
 
 
-def test_raw_text_ir_in_bf16_and_int8(tmp_path, task_vocab_file, task_tokenizer):
-    (tmp_path / "m").mkdir()
-    fine_tuned_dir(tmp_path / "m", "mrpc", task_vocab_file, task_tokenizer, max_seq_length=16)
-    resolved = model_dir.resolve(str(tmp_path / "m"))
-    texts = [BAD_TEXTS, list(reversed(BAD_TEXTS))]
+def test_raw_text_ir_of_a_pair_classifier_in_f32_bf16_and_int8(tmp_path, task_vocab_file,
+                                                             task_tokenizer):
+    resolved, texts, want = task_text_outputs(tmp_path, task_vocab_file, task_tokenizer, "mrpc")
+    path, got = ov_text_outputs(resolved, texts, tmp_path / "f32")
+    assert_outputs_equal(got, want, atol=1e-4)
     for options in ({"mixed_precision": "mixed_bfloat16"}, {"quantization": "dynamic_int8"},
                     {"quantization": "static_int8", "calibration_texts": CALIBRATION}):
         out = tmp_path / next(iter(options.values()))
-        path, got, want = text_outputs(resolved, texts, out, **options)
-        text_path = os.path.join(os.path.dirname(path), "text", "1")
-        with open(os.path.join(text_path, "plugin_config.json")) as f:
+        path, got = ov_text_outputs(resolved, texts, out, **options)
+        with open(os.path.join(str(out), "text", "1", "plugin_config.json")) as f:
             assert json.load(f) == model_info(path)["plugin_config"], options
         np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1, err_msg=str(options))
         clear = np.abs(np.diff(want["logits"], axis=-1))[:, 0] > 0.2  # not a near tie
