@@ -95,8 +95,8 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
     returns `export_dir/<version>`, which appears complete or not at all.
     `calibration_texts` (lines; `calibration_source` names them in errors) are required
     by, and only taken with, quantization="static_int8". `text_signatures`: also the
-    raw-text IR, in `export_dir/text/<version>` (written before the ids version, removed
-    if that fails; see the module docstring)."""
+    raw-text IR, in `export_dir/text/<version>` (staged first, moved into place right
+    after the ids version; a failure leaves neither; see the module docstring)."""
     export_converted.check_quantization(quantization, QUANTIZATIONS, "openvino")
     text = raw_text_plan(resolved, max_seq_length) if text_signatures else None
     if text is None:

@@ -80,6 +80,9 @@ def text_encoder(tokenizer, max_seq_length: int, text_inputs: Sequence[str] = ("
     hf = BertTokenizerFast(vocab=tokenizer.wordpiece_vocab, do_lower_case=mode.lower,
                            strip_accents=mode.strip, tokenize_chinese_chars=True,
                            model_max_length=int(max_seq_length))
+    # The original's limit (Hugging Face's default is 100); the conversion ignores it (a
+    # byte limit instead), hence long_words_unknown below.
+    hf.backend_tokenizer.model.max_input_chars_per_word = tokenizer.max_input_chars_per_word
     pipeline = TransformersTokenizerPipelineParser(hf, TokenzierConversionParams(
         max_length=int(max_seq_length), truncation=True)).parse()
     keep_in_place, no_special_tokens, long_words_unknown = _step_classes()
