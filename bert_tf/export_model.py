@@ -16,7 +16,8 @@ EXPORT_DIR/<version>/model.tflite (ids input, int8 weights) for phones instead
 (bert_tf/export/export_litert.py; docs/serving.md, "LiteRT"); `--format=onnx` model.onnx for
 onnxruntime (bert_tf/export/export_onnx.py) and `--format=openvino` model.xml/.bin for OpenVINO
 Model Server (bert_tf/export/export_openvino.py), both on ids (docs/serving.md, "ONNX and
-OpenVINO"). A model pretrained on text pre-split by `--pre_tokenizer=kiwi` keeps its
+OpenVINO"); `--format=openvino --text_signatures` also writes the raw-text IR (tokenizer
+inside; classification, regression, encoders) to EXPORT_DIR/text/<version>. A model pretrained on text pre-split by `--pre_tokenizer=kiwi` keeps its
 raw-text signatures, which take text split the same way (the client runs the analyser;
 the export warns and records it in assets.extra/tokenizer_config.json).
 """
@@ -56,7 +57,9 @@ class ExportConfig(settings.ModelDirSettings):
     # None: not given (saved_model: included; the ids-only formats refuse them when asked).
     text_signatures: Optional[bool] = setting(
         None, "Include the raw-text signatures (tokenizer in the graph: needs TF Text ops "
-        "in the server). --notext_signatures exports ids signatures only.",
+        "in the server). --notext_signatures exports ids signatures only. openvino: not "
+        "by default; given, also a raw-text IR in EXPORT_DIR/text/<version> (needs "
+        "openvino_tokenizers; classification, regression and encoders only).",
         flag_default=True)
     format: str = setting(
         "saved_model", "saved_model: TF Serving SavedModel. litert: a LiteRT (TFLite) model "
@@ -152,7 +155,7 @@ def _run(config: ExportConfig) -> str:
     output_guard.check_apart(config.export_dir, [config.init_checkpoint, config.vocab_file,
                                                  config.bert_config_file], flag="--export_dir",
                              allow_inside=True)
-    if config.format != "saved_model" and config.text_signatures:
+    if config.format not in ("saved_model", "openvino") and config.text_signatures:
         raise UsageError(f"--format={config.format} exports the ids input only (it has no "
                          f"ops for the in-graph tokenizer); drop --text_signatures and "
                          f"tokenize in the client with the exported vocab.txt")
@@ -184,14 +187,26 @@ def _run(config: ExportConfig) -> str:
     if config.format == "openvino":
         from bert_tf.export.export_openvino import export_openvino_dir  # optional, TF
 
+        _warn_pre_split(config, resolved, bool(config.text_signatures))
         return export_openvino_dir(resolved, config.export_dir,
                                    quantization=config.quantization or "float32",
                                    mixed_precision=config.mixed_precision,
                                    calibration_texts=calibration_texts,
-                                   calibration_source=config.calibration_file, **common)
+                                   calibration_source=config.calibration_file,
+                                   text_signatures=bool(config.text_signatures), **common)
     from bert_tf.export.saved_model import export_model_dir  # TensorFlow (9 s): not for --help
 
-    if resolved.text.pre_tokenizer and config.text_signatures is not False:
+    _warn_pre_split(config, resolved, config.text_signatures is not False)
+    return export_model_dir(resolved, config.export_dir,
+                            text_signatures=config.text_signatures is not False,
+                            mixed_precision=config.mixed_precision,
+                            max_batch_size=config.max_batch_size,
+                            max_text_length=config.max_text_length,
+                            parallel_branches=config.parallel_branches, **common)
+
+
+def _warn_pre_split(config: ExportConfig, resolved, text_signatures: bool) -> None:
+    if resolved.text.pre_tokenizer and text_signatures:
         # The analyser is Python: the graph cannot run it, the client must (README, Korean).
         logging.warning(
             "%s was pretrained on text pre-split by --pre_tokenizer=%s, which cannot run in "
@@ -199,12 +214,6 @@ def _run(config: ExportConfig) -> str:
             "bert_tf.pre_tokenizers, or bert_tf.pre_tokenizers.split_lines; "
             "assets.extra/tokenizer_config.json records it) and their offsets index the "
             "split text", config.init_checkpoint, resolved.text.pre_tokenizer)
-    return export_model_dir(resolved, config.export_dir,
-                            text_signatures=config.text_signatures is not False,
-                            mixed_precision=config.mixed_precision,
-                            max_batch_size=config.max_batch_size,
-                            max_text_length=config.max_text_length,
-                            parallel_branches=config.parallel_branches, **common)
 
 
 def main(argv):

@@ -33,8 +33,17 @@ mixed_bfloat16 export). Weights are stored in float32 (no float16 compression).
   separates a pair's texts, or a multiple-choice context from its endings), tokenized
   with the model dir's vocab and text settings as the raw-text signature does.
 
-Raw text is not offered: see docs/serving.md ("OpenVINO") for why the tokenizer does not
-go into the IR; clients tokenize with the exported vocab.txt.
+Raw text (`text_signatures=True`; classification, regression and an encoder with a vocab):
+a second IR, the raw-text signature of the SavedModel (same input and output names:
+`text` (+ `text_b`) -> the task's outputs; the encoder's also returns the ids), our
+tokenizer in front of the ids IR as openvino-tokenizers ops (`openvino_text`: equal ids
+to ours), as an OVMS model of its own beside the ids one:
+
+    EXPORT_DIR/text/<version>/model.xml, model.bin, plugin_config.json
+
+It needs `import openvino_tokenizers` in the loading process (OVMS bundles it);
+model_info.json's "text_model" describes it. NER, SQuAD and multiple choice, whose
+raw-text outputs are host logic, are refused (ExportError), as is a dir without a vocab.
 
 Example:
 
@@ -62,12 +71,14 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.export import saved_model, export_converted
+from bert_tf.export import export_converted, openvino_text, saved_model
 from bert_tf.export.export_onnx import require
 from bert_tf.export.saved_model import ExportError
 from bert_tf.model import model_dir
+from bert_tf.tasks import task_from_config
 
 MODEL_FILE = "model.xml"
+TEXT_DIR = "text"  # EXPORT_DIR/text/<version>: the raw-text IR, an OVMS model of its own
 PLUGIN_CONFIG_FILE = "plugin_config.json"
 QUANTIZATIONS = ("float32", "dynamic_int8", "static_int8")
 #: export_model --mixed_precision -> the CPU plugin's INFERENCE_PRECISION_HINT.
@@ -78,12 +89,55 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
                         max_seq_length: Optional[int] = None, *,
                         quantization: str = "float32", mixed_precision: str = "float32",
                         calibration_texts: Optional[Sequence[str]] = None,
-                        calibration_source: str = "--calibration_file") -> str:
+                        calibration_source: str = "--calibration_file",
+                        text_signatures: bool = False) -> str:
     """Exports a model dir (`resolved`: its `model_dir.resolve` result) as an OpenVINO IR;
     returns `export_dir/<version>`, which appears complete or not at all.
     `calibration_texts` (lines; `calibration_source` names them in errors) are required
-    by, and only taken with, quantization="static_int8"."""
+    by, and only taken with, quantization="static_int8". `text_signatures`: also the
+    raw-text IR, in `export_dir/text/<version>` (staged first, moved into place right
+    after the ids version; a failure leaves neither; see the module docstring)."""
     export_converted.check_quantization(quantization, QUANTIZATIONS, "openvino")
+    text = raw_text_plan(resolved, max_seq_length) if text_signatures else None
+    if text is None:
+        return _export(resolved, export_dir, version, max_seq_length, quantization,
+                       mixed_precision, calibration_texts, calibration_source, None)
+    version = saved_model.next_version(export_dir) if version is None else version
+    saved_model.new_version_dir(export_dir, version)  # refused now, before any writing
+    text_target = saved_model.new_version_dir(os.path.join(export_dir, TEXT_DIR), version)
+    with saved_model.written_atomically(text_target) as text_out:
+        return _export(resolved, export_dir, version, max_seq_length, quantization,
+                       mixed_precision, calibration_texts, calibration_source,
+                       dict(text, out=text_out, path=os.path.join(TEXT_DIR, str(version))))
+
+
+def raw_text_plan(resolved, max_seq_length: Optional[int] = None) -> dict:
+    """What the raw-text IR of `resolved` takes: its tokenizer, length, inputs and whether
+    the ids are outputs too (the encoder's raw-text signature); ExportError for a model
+    whose raw-text outputs are host logic, or without a vocab."""
+    if resolved.task_config is not None:
+        task = task_from_config(resolved.task_config)
+        if not task.raw_text_from_ids:
+            raise ExportError(
+                f"--format=openvino --text_signatures: the raw-text outputs of a "
+                f"{task.name} model ({type(task).__name__}: entities with offsets, answer "
+                f"spans or choices) are host logic an OpenVINO IR cannot run; drop "
+                f"--text_signatures (ids IR; the client tokenizes) or export a SavedModel")
+    try:
+        tokenizer = resolved.tokenizer()
+    except model_dir.ModelDirError as e:
+        raise ExportError(f"--format=openvino --text_signatures tokenizes in the IR: {e}") \
+            from None
+    length = saved_model.serving_max_seq_length(resolved.config, max_seq_length,
+                                                resolved.task_config)
+    inputs = (tuple(task.text_input_names) if resolved.task_config is not None
+              else ("text",))
+    return {"tokenizer": tokenizer, "max_seq_length": length, "text_inputs": inputs,
+            "with_ids": resolved.task_config is None}
+
+
+def _export(resolved, export_dir, version, max_seq_length, quantization, mixed_precision,
+            calibration_texts, calibration_source, text) -> str:
     if mixed_precision not in PRECISION_HINTS:
         raise ExportError(f"mixed_precision={mixed_precision!r}: --format=openvino takes "
                           f"one of {', '.join(PRECISION_HINTS)}")
@@ -110,21 +164,41 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
                                                         resolved.task_config)
             model = _quantized(model, _calibration_inputs(model, calibration, resolved,
                                                           length, calibration_source))
-        ov.save_model(model, os.path.join(out, MODEL_FILE), compress_to_fp16=False)
-        with tf.io.gfile.GFile(os.path.join(out, PLUGIN_CONFIG_FILE), "w") as f:
-            f.write(json.dumps(plugin_config, indent=2) + "\n")
+        info = {}
+        if text is not None:  # from the final ids model (quantized or not), cloned
+            raw_text = openvino_text.raw_text_model(
+                model, text["tokenizer"], text["max_seq_length"], text["text_inputs"],
+                with_ids=text["with_ids"])
+            _save(raw_text, text["out"], plugin_config)
+            info["text_model"] = {"path": text["path"],
+                                  "requires": "import openvino_tokenizers",
+                                  **describe(compile_model(text["out"], raw_text=True))}
+        _save(model, out, plugin_config)
         return {"format": "openvino", "quantization": quantization,
-                "plugin_config": plugin_config, **describe(compile_model(out))}
+                "plugin_config": plugin_config, **describe(compile_model(out)), **info}
 
     return export_converted.export_converted_dir(resolved, export_dir, convert, version,
                                                  max_seq_length)
 
 
-def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None):
-    """The IR in `path` (an export's version directory) compiled by the OpenVINO runtime
-    with the export's plugin_config.json (then `config`, e.g. INFERENCE_NUM_THREADS)."""
+def _save(model, out: str, plugin_config: dict) -> None:
     import openvino as ov  # optional (--format=openvino)
 
+    ov.save_model(model, os.path.join(out, MODEL_FILE), compress_to_fp16=False)
+    with tf.io.gfile.GFile(os.path.join(out, PLUGIN_CONFIG_FILE), "w") as f:
+        f.write(json.dumps(plugin_config, indent=2) + "\n")
+
+
+def compile_model(path: str, device: str = "CPU", config: Optional[dict] = None,
+                  raw_text: bool = False):
+    """The IR in `path` (an export's version directory) compiled by the OpenVINO runtime
+    with the export's plugin_config.json (then `config`, e.g. INFERENCE_NUM_THREADS);
+    `raw_text`: the raw-text IR (EXPORT_DIR/text/<version>), whose tokenizer ops need
+    `import openvino_tokenizers` first."""
+    import openvino as ov  # optional (--format=openvino)
+
+    if raw_text:
+        import openvino_tokenizers  # noqa: F401  (registers the tokenizer ops)
     settings = {}
     plugin_config = os.path.join(path, PLUGIN_CONFIG_FILE)
     if os.path.exists(plugin_config):

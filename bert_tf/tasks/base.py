@@ -54,7 +54,7 @@ Contract of each piece:
   signatures (a `serving.TaskServing`), next to the `postprocess` they equal.
 * Declared per task (class attributes, defaults on `Task`): `submission_name`,
   `num_choices`, `default_max_seq_length`, `huggingface_class`, `primary_metric`,
-  `text_input_names`; callers read them, never probe for them.
+  `text_input_names`, `raw_text_from_ids`; callers read them, never probe for them.
 * `task_config()`: the JSON written to a fine-tuned model dir as `task_config.json`;
   `bert_tf.tasks.task_from_config(cfg, tokenizer)` rebuilds the same task from it
   (export_model uses that to rebuild the model before restoring `task_head`).
@@ -208,6 +208,11 @@ class Task:
     #: only cut to their length bucket (`data.finetuning.cut_to_bucket`), never grouped
     #: by length
     rows_share_text: bool = False
+    #: the raw-text signature's outputs are the ids signature's on the packed text (no
+    #: host logic: classification, regression), so an export that tokenizes in the model
+    #: but cannot run that logic (`export_model --format=openvino --text_signatures`) can
+    #: serve it; NER entities, SQuAD spans and multiple choice cannot
+    raw_text_from_ids: bool = False
 
     def __init__(self, tokenizer=None, max_seq_length: Optional[int] = None,
                  data_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,

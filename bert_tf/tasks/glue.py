@@ -64,6 +64,7 @@ class GlueTask(Task):
     expected_columns: Optional[int] = None  # train/dev width when there is no header
     positive_label = "1"
     huggingface_class = "BertForSequenceClassification"
+    raw_text_from_ids = True  # ClassifierServing: logits, probabilities, label of the ids
     extra_metrics: Sequence[str] = ()  # "f1", "matthews_corr"
     # `label_list` replaces the task's labels (a classifier imported with other label
     # names, e.g. a Hugging Face model's id2label); task_config.json records it.

@@ -47,7 +47,7 @@ from bert_tf.core.errors import BertTfError
 
 MAX_INPUT_CHARS_PER_WORD = 200
 
-__all__ = ["MAX_INPUT_CHARS_PER_WORD", "VocabError",
+__all__ = ["MAX_INPUT_CHARS_PER_WORD", "CJK_RANGES", "VocabError",
            "is_whitespace", "is_control", "is_punctuation", "is_chinese_char",
            "strip_accents", "load_vocab", "parse_vocab", "check_special_tokens",
            "infer_do_lower_case", "infer_strip_accents", "TextMode", "text_mode",
@@ -102,6 +102,11 @@ def is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 
 
+#: The original's CJK Unified / Compatibility ideograph ranges (inclusive code points).
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+              (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
 def is_chinese_char(cp: int) -> bool:
     """A CJK Unified / Compatibility ideograph code point (the original's ranges).
 
@@ -110,10 +115,10 @@ def is_chinese_char(cp: int) -> bool:
     >>> [is_chinese_char(ord(c)) for c in ("中", "\\U00020000", "\\uf900", "한", "の")]
     [True, True, True, False, False]
     """
-    return ((0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF)
-            or (0x20000 <= cp <= 0x2A6DF) or (0x2A700 <= cp <= 0x2B73F)
-            or (0x2B740 <= cp <= 0x2B81F) or (0x2B820 <= cp <= 0x2CEAF)
-            or (0xF900 <= cp <= 0xFAFF) or (0x2F800 <= cp <= 0x2FA1F))
+    for first, last in CJK_RANGES:
+        if first <= cp <= last:
+            return True
+    return False
 
 
 def strip_accents(text: str) -> str:

@@ -133,21 +133,8 @@ class BertTokenizer(tf.Module):
             self._clean_len1 = tf.constant(clean.template_len1)
 
         # WordPiece: only tokens the original could ever emit (each with its final id).
-        wp_tokens, wp_ids = [], []
-        for token, i in token_to_id.items():
-            if not token or any(c.isspace() for c in token) or token == "##":
-                continue
-            piece = token[2:] if token.startswith("##") else token
-            if len(piece.encode("utf-8")) > MAX_WORDPIECE_BYTES:
-                # tensorflow_text's WordPiece refuses such entries outright; leave it out
-                # (only a word of 86+ characters could ever match it) rather than fail.
-                logging.warning("%s line %d: token of %d UTF-8 bytes is longer than the %d "
-                                "the in-graph WordPiece supports; it is never emitted "
-                                "(words containing it get shorter pieces)", vocab_file,
-                                i + 1, len(piece.encode("utf-8")), MAX_WORDPIECE_BYTES)
-                continue
-            wp_tokens.append(token)
-            wp_ids.append(i)
+        self._wordpiece_vocab = _wordpiece_vocab(token_to_id, self._vocab_file)
+        wp_tokens, wp_ids = list(self._wordpiece_vocab), list(self._wordpiece_vocab.values())
         self._wp_remap = (None if wp_ids == list(range(len(vocab)))
                           else tf.constant(np.array(wp_ids, np.int64)))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
@@ -189,6 +176,13 @@ class BertTokenizer(tf.Module):
     @property
     def max_input_chars_per_word(self) -> int:
         return self._max_chars
+
+    @property
+    def wordpiece_vocab(self) -> dict:
+        """token -> id of the tokens WordPiece can emit (the vocab less tokens that no
+        word matches: empty, with whitespace, "##"; and those too long for the in-graph
+        WordPiece), in vocab order."""
+        return dict(self._wordpiece_vocab)
 
     @property
     def pad_id(self) -> int:
@@ -553,6 +547,25 @@ class BertTokenizer(tf.Module):
         return batch(ids.flat_values), batch(start_bytes), batch(end_bytes)
 
 
+
+
+def _wordpiece_vocab(token_to_id: dict, vocab_file: str) -> dict:
+    """The entries of `token_to_id` WordPiece can emit (BertTokenizer.wordpiece_vocab)."""
+    entries = {}
+    for token, i in token_to_id.items():
+        if not token or any(c.isspace() for c in token) or token == "##":
+            continue
+        piece = token[2:] if token.startswith("##") else token
+        if len(piece.encode("utf-8")) > MAX_WORDPIECE_BYTES:
+            # tensorflow_text's WordPiece refuses such entries outright; leave it out
+            # (only a word of 86+ characters could ever match it) rather than fail.
+            logging.warning("%s line %d: token of %d UTF-8 bytes is longer than the %d "
+                            "the in-graph WordPiece supports; it is never emitted "
+                            "(words containing it get shorter pieces)", vocab_file,
+                            i + 1, len(piece.encode("utf-8")), MAX_WORDPIECE_BYTES)
+            continue
+        entries[token] = i
+    return entries
 
 
 def _encode_str(text: str) -> bytes:

@@ -53,9 +53,10 @@ def all_code_point_texts():
     return texts
 
 
-def cased_vocab_tokens(lines):
-    """A small cased WordPiece vocab learnt crudely from `lines` (whole words, chars, ##)."""
-    basic = ref.BasicTokenizer(do_lower_case=False)
+def cased_vocab_tokens(lines, do_lower_case=False):
+    """A small cased (or, `do_lower_case`, uncased) WordPiece vocab learnt crudely from
+    `lines` (whole words, chars, ##)."""
+    basic = ref.BasicTokenizer(do_lower_case=do_lower_case)
     counts = {}
     for line in lines:
         for w in basic.tokenize(line):
