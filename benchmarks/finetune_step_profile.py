@@ -66,7 +66,7 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
     from bert_tf.model.encoder import BertEncoder
     from bert_tf.training import optimization
     from bert_tf.app.settings import TrainingSettings
-    from bert_tf.training.loop import LoopOptions, Trainer
+    from bert_tf.training.loop import Trainer
 
     keras.mixed_precision.set_global_policy(precision)
     task = tasks.make_task("SST-2", data_dir=None)
@@ -78,9 +78,9 @@ def make_ours(config, arrays, steps, jit, precision="float32"):
             decay_from_warmup_end=True)
     trainer = Trainer(model, task.loss, optimizer, strategy,
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
-                      options=LoopOptions.from_config(
-                          TrainingSettings(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
-                                           jit_compile=jit, keep_checkpoint_max=1),
+                      options=TrainingSettings(
+                          steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
+                          jit_compile=jit, keep_checkpoint_max=1).loop_options(
                           strategy, handle_sigterm=False, write_summaries=False))
     features = {"input_word_ids": arrays["ids"], "input_mask": arrays["mask"],
                 "input_type_ids": arrays["types"]}

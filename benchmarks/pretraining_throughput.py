@@ -59,7 +59,7 @@ from bert_tf.app.settings import TrainingSettings  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.model.pretrainer import BertPretrainer  # noqa: E402
 from bert_tf.training import losses, optimization  # noqa: E402
-from bert_tf.training.loop import LoopOptions, Trainer  # noqa: E402
+from bert_tf.training.loop import Trainer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREDICTIONS = 20
@@ -127,9 +127,9 @@ def make_ours(cfg, batch, seq, steps, jit, precision="float32"):
     trainer = Trainer(model, losses.pretraining_loss_and_metrics, optimizer, strategy,
                       output_dir=tempfile.mkdtemp(prefix="bench_"),
                       label_fn=losses.add_global_mlm_weight,
-                      options=LoopOptions.from_config(
-                          TrainingSettings(steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
-                                           jit_compile=jit, keep_checkpoint_max=1),
+                      options=TrainingSettings(
+                          steps_per_loop=steps, save_checkpoints_steps=10 ** 9,
+                          jit_compile=jit, keep_checkpoint_max=1).loop_options(
                           strategy, handle_sigterm=False, write_summaries=False))
     dataset_fn = lambda ctx: tf.data.Dataset.from_tensors((features, labels)).repeat()
 

@@ -51,7 +51,6 @@ from bert_tf.data.records import RecordFiles
 from bert_tf.model import model_dir
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pre_split import host_tokenizer
-from bert_tf.training.run import training_run
 from bert_tf.training.strategy import needs_static_shapes
 
 FLAGS = flags.FLAGS
@@ -149,15 +148,15 @@ def run(config: FinetuneConfig) -> Dict:
     if not (config.do_train or config.do_eval or config.do_predict):
         raise FinetuneError("nothing to do: pass --do_train, --do_eval and/or --do_predict")
 
-    with training_run("finetune", config) as skeleton:
-        return _run(skeleton)
+    with config.training_run("finetune") as skeleton:
+        return _run(config, skeleton)
 
 
-def _run(run) -> Dict:
+def _run(config: FinetuneConfig, run) -> Dict:
     """`run` inside the run skeleton (`training.run.TrainingRun`: the strategy is made
-    first, as the tokenizer below runs TensorFlow ops)."""
-
-    config, strategy = run.config, run.strategy
+    first, as the tokenizer below runs TensorFlow ops). The config is read here and in
+    the functions below, which hand the library the values it needs."""
+    strategy = run.strategy
     resolved = _resolve_model_dir(config)
     # The model's pre-tokenizer (kiwi) splits the task's text first, as pretraining's.
     task = tasks.make_task(config.task.task_name, host_tokenizer(resolved),
@@ -166,20 +165,25 @@ def _run(run) -> Dict:
     config = dataclasses.replace(config, max_seq_length=task.max_seq_length)
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
-    run.check(config, resolved, task_config=task.task_config(), data=_data_read(config),
+    run.check(config.run_record(run.command, resolved, task_config=task.task_config(),
+                                data=_data_read(config)),
+              init_checkpoint=config.init_checkpoint,
+              model_files=[resolved.vocab_file, config.bert_config_file],
               inputs=[config.task.data_dir, *config.task.files().values(),
                       *(config.input_file or "").split(",")])
     with strategy.scope():
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
     buckets = config.length_buckets(strategy, run.options.jit_compile)
     training = _training_data(config, task) if config.do_train else None
+    with strategy.scope():
+        optimizer = config.make_optimizer(training.num_steps if training else 1,
+                                          training.num_warmup_steps if training else 0,
+                                          run.mixed_precision)
     # A rerun continues from --output_dir's checkpoint; else the start point is restored,
     # before the features are converted (a checkpoint that does not fit fails first).
     trainer, step = run.start(
-        model, lambda labels, outputs: task.loss(labels, outputs),
+        model, lambda labels, outputs: task.loss(labels, outputs), optimizer,
         functools.partial(_initialize, config, task, model, resolved),
-        num_train_steps=training.num_steps if training else 1,
-        num_warmup_steps=training.num_warmup_steps if training else 0,
         tokens_per_example=task.num_choices * config.max_seq_length)
     if training and training.records:  # long record copies end on a stop request
         training.records.should_stop = trainer.stop_requested

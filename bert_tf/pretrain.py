@@ -36,7 +36,6 @@ from bert_tf.data.records import RecordFiles, list_record_files
 from bert_tf.model import model_dir
 from bert_tf.model.pretrainer import BertPretrainer
 from bert_tf.training import losses
-from bert_tf.training.run import training_run
 
 FLAGS = flags.FLAGS
 
@@ -95,19 +94,20 @@ def run(config: PretrainConfig) -> None:
     """Trains and/or evaluates as `config` says. Raises errors.Preempted after SIGTERM
     (checkpoint written: the same command resumes)."""
 
-    with training_run("pretrain", config) as skeleton:
-        _run(skeleton)
+    with config.training_run("pretrain") as skeleton:
+        _run(config, skeleton)
 
 
-def _run(run) -> None:
-    """`run` inside the run skeleton (`training.run.TrainingRun`)."""
-
-
-    config = run.config
+def _run(config: PretrainConfig, run) -> None:
+    """`run` inside the run skeleton (`training.run.TrainingRun`), which gets from the
+    config only the values it needs."""
     resolved = _resolve_model_dir(config)
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
-    note = run.check(config, resolved, data={"input_file": config.input_file},
+    note = run.check(config.run_record(run.command, resolved,
+                                       data={"input_file": config.input_file}),
+                     init_checkpoint=config.init_checkpoint,
+                     model_files=[resolved.vocab_file, config.bert_config_file],
                      inputs=[*_patterns(config.input_file),
                              *_patterns(config.eval_input_file)],
                      length_may_change=True)
@@ -115,10 +115,11 @@ def _run(run) -> None:
         list_record_files(config.input_file)  # no records: one line, nothing written
     with run.strategy.scope():
         model = BertPretrainer(resolved.config, name="pretrainer")
+        optimizer = config.make_optimizer(config.num_train_steps, config.num_warmup_steps,
+                                          run.mixed_precision)
     trainer, step = run.start(
-        model, losses.pretraining_loss_and_metrics,
+        model, losses.pretraining_loss_and_metrics, optimizer,
         functools.partial(_initialize, model, resolved),
-        num_train_steps=config.num_train_steps, num_warmup_steps=config.num_warmup_steps,
         metrics_finalizer=losses.finalize_pretraining_metrics,
         label_fn=losses.add_global_mlm_weight)
     if note:

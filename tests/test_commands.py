@@ -285,7 +285,6 @@ def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_pat
     """--jit_compile unset: the training step is XLA-compiled on CPUs without AVX-512
     (faster there, benchmarks/README.md), here emulated by capping oneDNN's ISA; given,
     the flag wins; with AVX-512 it follows /proc/cpuinfo."""
-    from bert_tf.training.loop import LoopOptions
     from bert_tf.training.strategy import cpu_has_avx512, get_strategy
 
     strategy = get_strategy("one_device")
@@ -294,7 +293,7 @@ def test_jit_compile_defaults_to_xla_on_cpus_without_avx512(monkeypatch, tmp_pat
         config = finetune.FinetuneConfig.from_flags(setting_fields.parse_args(
             finetune.define_flags, ["--task_name=SST-2", f"--output_dir={tmp_path}",
                                     "--do_train", *extra]))
-        return LoopOptions.from_config(config, strategy).jit_compile
+        return config.loop_options(strategy).jit_compile
 
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert jit() is True

@@ -48,16 +48,15 @@ def _mirrored():
 
 # ------------------------------------------------------------------ TPU flags
 def _strategy_for(argv):
-    """strategy.from_settings (what pretrain and finetune call) on the real shared flags."""
-    from bert_tf.training import strategy as strategy_lib
-
+    """TrainingSettings.make_strategy (what pretrain and finetune call) on the real shared
+    flags."""
     settings.TrainingSettings.define_flags()
     fake = FakeTpu()
     flag_values = flags.FLAGS
     flag_values.unparse_flags()
     flag_values(["prog", *argv])
-    strategy = strategy_lib.from_settings(settings.TrainingSettings.from_flags(flag_values),
-                                          **fake.factories())
+    strategy = settings.TrainingSettings.from_flags(flag_values).make_strategy(
+        **fake.factories())
     return strategy, fake.calls, flag_values
 
 

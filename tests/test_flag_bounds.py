@@ -68,13 +68,12 @@ def test_config_file_values_are_checked_against_the_same_ranges(tmp_path):
 
 
 def test_keep_checkpoint_max_0_keeps_every_checkpoint_as_the_original(tmp_path):
-    from bert_tf.training.loop import LoopOptions
     from bert_tf.training.strategy import get_strategy
 
     def keep(*extra):
         config = pretrain.PretrainConfig.from_flags(setting_fields.parse_args(
             pretrain.define_flags, [f"--output_dir={tmp_path}", "--input_file=x", "--do_train", *extra]))
-        options = LoopOptions.from_config(config, get_strategy("one_device"))
+        options = config.loop_options(get_strategy("one_device"))
         return options.max_to_keep
 
     assert keep() == 5

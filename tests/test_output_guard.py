@@ -601,6 +601,24 @@ def test_an_overwrite_that_failed_before_its_record_puts_the_earlier_run_back(tm
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["out"]
 
 
+def test_same_path_resolves_symlinks_locally_and_compares_remote_paths_as_text(tmp_path,
+                                                                            monkeypatch):
+    """A training run resumes when --init_checkpoint names its own --output_dir
+    (training/run.py asks `same_path`): a symlink to the dir, `..` or `~` are that dir."""
+    real = tmp_path / "run"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert output_guard.same_path(str(link), str(real))
+    assert output_guard.same_path(str(real / ".." / "link") + "/", "~/run")
+    assert not output_guard.same_path(str(link), str(tmp_path))
+    assert output_guard.same_path("gs://bucket/runs/a/", "gs://bucket/runs/a")
+    assert not output_guard.same_path("gs://bucket/runs/a", "gs://bucket/runs/b")
+    # Remote paths are never resolved against the local file system.
+    assert not output_guard.same_path("gs://bucket/run", str(real))
+
+
 def test_single_file_outputs_replace_only_their_own_unchanged_file(tmp_path):
     path = tmp_path / "features.jsonl"
     assert output_guard.check_output_file(str(path), "extract_features",

@@ -48,6 +48,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from absl import flags
 
 from bert_tf import tasks
+from bert_tf.core.errors import UsageError
 from bert_tf.app.setting_fields import Settings, TextSettings, given, override, require, setting
 
 
@@ -145,8 +146,10 @@ def _names(module: str, attribute: str) -> Callable[[], Sequence[str]]:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainingSettings(ModelDirSettings, OriginalTpuSettings):
     """What pretrain and finetune share: the run's dir, batches, schedule, optimizer,
-    devices. The factories are where what they make lives: `strategy.from_settings`,
-    `optimization.from_settings`, `strategy.set_precision_and_seed`."""
+    devices. These flags are read here, once, for both commands: each part of the run
+    gets the values it needs (`training_run`: the strategy, precision, seed, the
+    Trainer's `loop_options`, the --output_dir; `make_optimizer`; `run_record`), and no
+    part of the training library takes the config."""
     config_file: Optional[str] = setting(
         None, "Experiment YAML (official_configs/pretraining or /finetuning) of flag_name: "
         "value pairs; command-line flags override it.")
@@ -216,6 +219,82 @@ class TrainingSettings(ModelDirSettings, OriginalTpuSettings):
                     "learning_rate", "train_batch_size", "num_warmup_steps",
                     "weight_decay_rate", "decay_from_warmup_end", "clip_norm")},
                 {"num_train_steps": self.num_train_steps})
+
+    def make_strategy(self, **factories):
+        """The tf.distribute strategy of --distribution_strategy and --tpu (the original
+        TPU flags mapped onto them); `factories` go to `strategy.get_strategy` (tests).
+        Flags that make none (multi_worker_mirrored without TF_CONFIG, more TPU cores
+        than the TPU has) raise UsageError."""
+        from bert_tf.training import strategy as strategy_lib  # TensorFlow: not at --help
+
+        try:
+            return strategy_lib.get_strategy(
+                self.distribution_strategy, tpu=self.tpu, tpu_zone=self.tpu_zone,
+                gcp_project=self.gcp_project, num_tpu_cores=self.num_tpu_cores, **factories)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+    def loop_options(self, strategy, *, write_summaries: bool = True,
+                     handle_sigterm: bool = True,
+                     termination_watcher_fn: Optional[Callable[[], bool]] = None):
+        """The Trainer's `loop.LoopOptions`: these flags, --jit_compile decided for
+        `strategy` (`strategy.choose_jit_compile`). The keywords are the process's, no
+        flags (benchmarks and tests turn summaries and the SIGTERM handler off)."""
+        from bert_tf.training import strategy as strategy_lib  # TensorFlow: not at --help
+        from bert_tf.training.loop import LoopOptions
+
+        return LoopOptions(steps_per_loop=self.steps_per_loop,
+                           save_checkpoints_steps=self.save_checkpoints_steps,
+                           keep_checkpoint_max=self.keep_checkpoint_max,
+                           gradient_accumulation_steps=self.gradient_accumulation_steps,
+                           jit_compile=strategy_lib.choose_jit_compile(self.jit_compile,
+                                                                       strategy),
+                           write_summaries=write_summaries, handle_sigterm=handle_sigterm,
+                           termination_watcher_fn=termination_watcher_fn)
+
+    def training_run(self, command: str):
+        """The run skeleton of `command` (`training.run.training_run`, a context manager)
+        with these flags' strategy, precision, seed, loop options and --output_dir."""
+        from bert_tf.training import run  # TensorFlow: not at --help
+
+        strategy = self.make_strategy()
+        options = self.loop_options(strategy)
+        return run.training_run(command, strategy, options, output_dir=self.output_dir,
+                                overwrite=self.overwrite, mixed_precision=self.mixed_precision,
+                                seed=self.seed)
+
+    def make_optimizer(self, num_train_steps: int, num_warmup_steps: int,
+                       mixed_precision: str):
+        """The optimizer and schedule of these flags for that many steps
+        (`optimization.create_optimizer`; `mixed_precision`: the policy the run set, a
+        loss scale for mixed_float16); build it in `strategy.scope()`. Values that make
+        none (e.g. --num_train_steps=0) raise UsageError."""
+        from bert_tf.training import optimization  # TensorFlow: not at --help
+
+        try:
+            return optimization.create_optimizer(
+                self.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=self.optimizer,
+                weight_decay_rate=self.weight_decay_rate,
+                decay_from_warmup_end=self.decay_from_warmup_end,
+                clip_norm=self.clip_norm or None, mixed_precision=mixed_precision)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+    def run_record(self, command: str, resolved, *, task_config: Optional[dict] = None,
+                   data: Optional[dict] = None):
+        """The `run_record.RunRecord` --output_dir is checked against and then holds:
+        these flags (their schedule as `schedule_settings` names it, when training) and
+        `resolved`, the model dir (`model_dir.resolve`); `task_config`, `data`: the task
+        and the training data read."""
+        from bert_tf.model import run_record  # TensorFlow: not at --help
+
+        trains = self.do_train
+        schedule, length = self.schedule_settings() if trains else (None, None)
+        return run_record.RunRecord(
+            command, resolved.config, resolved.vocab_file, resolved.text,
+            self.optimizer if trains else None, self.max_seq_length, task_config,
+            schedule, length, data=data if trains else None)
 
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):

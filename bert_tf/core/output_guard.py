@@ -99,6 +99,16 @@ def lies_within(path: str, directory: str) -> bool:
     return _within(_norm(path), _norm(directory))
 
 
+def same_path(a: str, b: str) -> bool:
+    """`a` and `b` name the same place: local paths with symlinks, `~` and `..` resolved,
+    remote ones (gs://) as text without a trailing slash.
+
+    >>> same_path("gs://bucket/run/", "gs://bucket/run"), same_path("gs://b/run", "gs://b/RUN")
+    (True, False)
+    """
+    return _norm(a) == _norm(b)
+
+
 def _gfile():
     import tensorflow as tf  # remote paths only; TF-free module (TensorFlow: 9 s)
 

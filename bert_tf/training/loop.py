@@ -50,7 +50,7 @@ through the run skeleton, `bert_tf.training.run`, which also restores the start 
                       output_dir="/tmp/run",
                       label_fn=losses.add_global_mlm_weight,
                       checkpoint_items=model.checkpoint_items(),
-                      options=LoopOptions.from_config(run_settings, strategy))  # the flags
+                      options=run_settings.loop_options(strategy))  # the flags
     trainer.resume()  # from output_dir's latest checkpoint, if any (logs "resumed from step N")
     trainer.train(lambda ctx: make_dataset(ctx.get_per_replica_batch_size(256), ctx),
                   global_batch_size=256, num_steps=1000)
@@ -98,7 +98,7 @@ from bert_tf.core.errors import BertTfError, Preempted, StopRequested, UsageErro
 from bert_tf.training import checkpoints
 from bert_tf.training.inference import InferenceLoop
 from bert_tf.training.preemption import PreemptionWatcher
-from bert_tf.training.strategy import default_jit_compile, is_chief, num_workers
+from bert_tf.training.strategy import is_chief, num_workers
 from bert_tf.training.summaries import Summaries, format_values
 from bert_tf.training.train_step import (StepFunctions, check_model_and_optimizer,
                                          distribute_training_data, inner_optimizer)
@@ -111,12 +111,13 @@ class NonFiniteLossError(BertTfError, RuntimeError):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LoopOptions:
     """How a Trainer runs: the training flags it reads, named and valued as the flags
-    (`settings.TrainingSettings`, where their defaults live), with `jit_compile` decided,
-    and the process's stop signals and summaries. Made by `from_config` only.
+    (`settings.TrainingSettings`, where their defaults live), with `jit_compile` decided
+    (`strategy.choose_jit_compile`), and the process's stop signals and summaries. Made
+    by `TrainingSettings.loop_options` only, where the command's config is read.
 
     >>> from bert_tf.app.settings import TrainingSettings
-    >>> LoopOptions.from_config(TrainingSettings(steps_per_loop=10, jit_compile=False),
-    ...                         tf.distribute.get_strategy()).save_checkpoints_steps
+    >>> TrainingSettings(steps_per_loop=10, jit_compile=False).loop_options(
+    ...     tf.distribute.get_strategy()).save_checkpoints_steps
     1000
     """
     steps_per_loop: int
@@ -133,29 +134,6 @@ class LoopOptions:
     def max_to_keep(self) -> Optional[int]:
         """`keep_checkpoint_max` as tf.train.CheckpointManager takes it (None: all)."""
         return self.keep_checkpoint_max or None
-
-    @classmethod
-    def from_config(cls, config, strategy: tf.distribute.Strategy, *,
-                    write_summaries: bool = True, handle_sigterm: bool = True,
-                    termination_watcher_fn: Optional[Callable[[], bool]] = None
-                    ) -> "LoopOptions":
-        """The options a command's training flags set (`settings.TrainingSettings`);
-        `--jit_compile` unset: XLA on `strategy`'s CPUs when they lack AVX-512
-        (`strategy.default_jit_compile`). The keywords are the process's, no flags
-        (benchmarks and tests turn summaries and the SIGTERM handler off)."""
-        jit_compile = config.jit_compile
-        if jit_compile is None:
-            jit_compile = default_jit_compile(strategy)
-            if jit_compile:
-                logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
-                             "(--nojit_compile to turn off)")
-        return cls(steps_per_loop=config.steps_per_loop,
-                   save_checkpoints_steps=config.save_checkpoints_steps,
-                   keep_checkpoint_max=config.keep_checkpoint_max,
-                   gradient_accumulation_steps=config.gradient_accumulation_steps,
-                   jit_compile=jit_compile, write_summaries=write_summaries,
-                   handle_sigterm=handle_sigterm,
-                   termination_watcher_fn=termination_watcher_fn)
 
 
 class Trainer:

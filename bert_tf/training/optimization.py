@@ -29,8 +29,6 @@ from typing import Optional, Sequence
 import keras
 import tensorflow as tf
 
-from bert_tf.core.errors import UsageError
-
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
@@ -258,20 +256,6 @@ class Lamb(_ReducedGradientsOptimizer):
 
 
 OPTIMIZERS = ("adamw", "adamw_bias_correction", "lamb")
-
-
-def from_settings(settings, num_train_steps: int, num_warmup_steps: int):
-    """The optimizer and schedule a command's `settings.TrainingSettings` describe
-    (UsageError for values that make none, e.g. --num_train_steps=0)."""
-    try:
-        return create_optimizer(
-            settings.learning_rate, num_train_steps=num_train_steps,
-            num_warmup_steps=num_warmup_steps, optimizer=settings.optimizer,
-            weight_decay_rate=settings.weight_decay_rate,
-            decay_from_warmup_end=settings.decay_from_warmup_end,
-            clip_norm=settings.clip_norm or None, mixed_precision=settings.mixed_precision)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
 
 
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,

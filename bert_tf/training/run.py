@@ -1,17 +1,21 @@
 """The skeleton of a training command's run, shared by pretrain and finetune: the
 strategy, the --output_dir lifecycle (docs/contracts.md §6), the Trainer and its start
-point. Commands supply the model, its loss and the datasets.
+point. Commands supply the model, its loss, optimizer and datasets, and read their config
+once (`settings.TrainingSettings`: `training_run`, `run_record`, `make_optimizer`): no
+function here takes the config, each gets the values it needs.
 
-    with training_run("pretrain", config) as run:   # strategy, precision and seed set
-        resolved = ...                               # the command's model dir
-        run.check(config, resolved, inputs=[...])    # refused here: nothing written
+    with config.training_run("pretrain") as run:   # strategy, precision and seed set
+        resolved = ...                              # the command's model dir
+        run.check(config.run_record(run.command, resolved),
+                  init_checkpoint=..., inputs=[...])  # refused here: nothing written
         with run.strategy.scope():
             model = ...
-        trainer, step = run.start(model, loss_fn, initialize, num_train_steps=...,
-                                  num_warmup_steps=...)
-        run.write_record()                           # from here the dir is this run's
+            optimizer = config.make_optimizer(num_train_steps, num_warmup_steps,
+                                              run.mixed_precision)
+        trainer, step = run.start(model, loss_fn, optimizer, initialize)
+        run.write_record()                          # from here the dir is this run's
         trainer.train(...); trainer.evaluate(...)
-        run.finish()                                 # --overwrite's earlier run goes
+        run.finish()                                # --overwrite's earlier run goes
 
     check -> lock -> [build, read inputs, restore the start point] -> set aside the
     replaced run -> write the run record -> [train, evaluate, predict] -> remove it
@@ -31,8 +35,6 @@ at that point is repaired by the next run's `check` (`output_guard.restore_set_a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 from typing import Callable, Iterable, Iterator, Optional, Tuple
 
 import tensorflow as tf
@@ -40,7 +42,7 @@ from absl import logging
 
 from bert_tf.core import output_guard
 from bert_tf.model import model_dir, run_record
-from bert_tf.training import optimization, strategy as strategy_lib
+from bert_tf.training import strategy as strategy_lib
 from bert_tf.training.loop import LoopOptions, Trainer
 
 
@@ -71,8 +73,8 @@ class OutputDirRun:
         if output_guard.is_file(self.output_dir):
             raise output_guard.OutputGuardError(f"--output_dir={self.output_dir} is a file; "
                                                 f"name a directory")
-        same_dir = bool(init_checkpoint) and _same_path(model_dir.model_dir_of(init_checkpoint),
-                                                       self.output_dir)
+        same_dir = bool(init_checkpoint) and output_guard.same_path(
+            model_dir.model_dir_of(init_checkpoint), self.output_dir)
         inputs = [p for p in inputs if p]
         output_guard.check_apart(self.output_dir,
                                  [None if same_dir else init_checkpoint, *inputs],
@@ -152,54 +154,44 @@ class OutputDirRun:
 
 
 class TrainingRun:
-    """One run of a training command (see the module doc): `strategy`, `config` (its
-    mixed precision decided; `check` takes the command's final one), `options` (the
-    Trainer's, from the config's training flags) and `output` (its --output_dir)."""
+    """One run of a training command (see the module doc): its `strategy`, `options`
+    (the Trainer's), `mixed_precision` (the dtype policy set) and `output` (its
+    --output_dir). It never sees the command's config: the command hands it these
+    values and the pieces it made (run record, model, loss, optimizer, start point)."""
 
-    def __init__(self, command: str, config, strategy: tf.distribute.Strategy):
+    def __init__(self, command: str, strategy: tf.distribute.Strategy, options: LoopOptions,
+                 output: OutputDirRun, mixed_precision: str):
         self.command = command
-        self.config = config
         self.strategy = strategy
-        self.options = LoopOptions.from_config(config, strategy)
-        self.output = OutputDirRun(command, config.output_dir, overwrite=config.overwrite)
+        self.options = options
+        self.output = output
+        self.mixed_precision = mixed_precision
         self.trainer: Optional[Trainer] = None
         self._record: Optional[run_record.RunRecord] = None
 
-    def check(self, config, resolved: model_dir.ResolvedModelDir, *,
-              inputs: Iterable[Optional[str]], task_config: Optional[dict] = None,
-              data: Optional[dict] = None, length_may_change: bool = False) -> Optional[str]:
-        """The run record of `config` (with what the command decided since, e.g. the
-        task's length) and `resolved` (its model dir; `task_config`, `data`: the task and
-        the training data read), checked against --output_dir before anything is written
-        there (`OutputDirRun.check`: the same arguments, its note returned)."""
-        self.config = config
-        trains = config.do_train
-        schedule, length = config.schedule_settings() if trains else (None, None)
-        self._record = run_record.RunRecord(
-            self.command, resolved.config, resolved.vocab_file, resolved.text,
-            config.optimizer if trains else None, config.max_seq_length, task_config,
-            schedule, length, data=data if trains else None)
-        return self.output.check(self._record, init_checkpoint=config.init_checkpoint,
-                                 inputs=inputs,
-                                 model_files=[resolved.vocab_file, config.bert_config_file],
+    def check(self, record: run_record.RunRecord, *, init_checkpoint: Optional[str],
+              inputs: Iterable[Optional[str]], model_files: Iterable[Optional[str]] = (),
+              length_may_change: bool = False) -> Optional[str]:
+        """`record` (what the command will write as this run's: `TrainingSettings.run_record`)
+        checked against --output_dir before anything is written there
+        (`OutputDirRun.check`: the same arguments, its note returned)."""
+        self._record = record
+        return self.output.check(record, init_checkpoint=init_checkpoint, inputs=inputs,
+                                 model_files=model_files,
                                  is_chief=strategy_lib.is_chief(self.strategy),
                                  length_may_change=length_may_change)
 
-    def start(self, model, loss_fn: Callable,
-              initialize: Callable[[], Optional[model_dir.StartPoint]], *,
-              num_train_steps: int, num_warmup_steps: int, **trainer_args
+    def start(self, model, loss_fn: Callable, optimizer,
+              initialize: Callable[[], Optional[model_dir.StartPoint]], **trainer_args
               ) -> Tuple[Trainer, int]:
-        """(trainer, step): the Trainer of `model` (built in `strategy.scope()`) and
-        `loss_fn`, with the optimizer and schedule of the config's training flags and
-        these steps, resumed or started from `initialize()` (`OutputDirRun.start`).
-        `trainer_args`: more `Trainer` keywords (metrics, label_fn, ...)."""
-        with self.strategy.scope():
-            optimizer = optimization.from_settings(self.config, num_train_steps,
-                                                   num_warmup_steps)
+        """(trainer, step): the Trainer of `model` and `optimizer` (both built in
+        `strategy.scope()`) and `loss_fn`, resumed or started from `initialize()`
+        (`OutputDirRun.start`). `trainer_args`: more `Trainer` keywords (metrics,
+        label_fn, ...)."""
 
         def make_trainer():
             return Trainer(model, loss_fn, optimizer, self.strategy,
-                           output_dir=self.config.output_dir, options=self.options,
+                           output_dir=self.output.output_dir, options=self.options,
                            checkpoint_items=model.checkpoint_items(), **trainer_args)
 
         self.trainer, step = self.output.start(make_trainer, initialize)
@@ -217,24 +209,19 @@ class TrainingRun:
 
 
 @contextlib.contextmanager
-def training_run(command: str, config) -> Iterator[TrainingRun]:
-    """The frame of a training command's `run` (`config`: its settings, with
-    TrainingSettings and ModelDirSettings): its `TrainingRun`, whose --output_dir is
-    released however the run ends, inside `strategy.restoring_process_state` (the dtype
-    policy and seeds the run sets are put back when it ends)."""
+def training_run(command: str, strategy: tf.distribute.Strategy, options: LoopOptions, *,
+                 output_dir: str, overwrite: bool, mixed_precision: Optional[str],
+                 seed: Optional[int]) -> Iterator[TrainingRun]:
+    """The frame of a training command's `run` (`TrainingSettings.training_run` gives it
+    the values of the command's flags): its `TrainingRun` on `strategy` (made first:
+    multi-worker collectives and TPU init must be configured before TensorFlow runs any
+    op), inside `strategy.restoring_process_state` (the dtype policy and seeds set here
+    are put back when it ends), its --output_dir released however the run ends."""
     with strategy_lib.restoring_process_state():
-        # The strategy first: multi-worker collectives (and TPU init) must be configured
-        # before TensorFlow runs any op.
-        strategy = strategy_lib.from_settings(config)
-        config = dataclasses.replace(config, mixed_precision=(
-            strategy_lib.set_precision_and_seed(config.mixed_precision, config.seed,
-                                                strategy)))
-        run = TrainingRun(command, config, strategy)
+        precision = strategy_lib.set_precision_and_seed(mixed_precision, seed, strategy)
+        run = TrainingRun(command, strategy, options,
+                          OutputDirRun(command, output_dir, overwrite=overwrite), precision)
         try:
             yield run
         finally:
             run.output.close()
-
-
-def _same_path(a: str, b: str) -> bool:
-    return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))

@@ -32,20 +32,6 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-def from_settings(settings, **factories) -> tf.distribute.Strategy:
-    """The strategy a command's `settings.TrainingSettings` ask for (--distribution_strategy,
-    --tpu and the original TPU flags); `factories` go to `get_strategy` (tests). Settings
-    that make no strategy (multi_worker without TF_CONFIG, too many TPU cores) raise
-    UsageError."""
-    tpu = ({"tpu": settings.tpu, "tpu_zone": settings.tpu_zone,
-            "gcp_project": settings.gcp_project, "num_tpu_cores": settings.num_tpu_cores}
-           if settings.distribution_strategy == "tpu" else {})
-    try:
-        return get_strategy(settings.distribution_strategy, **tpu, **factories)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
 def set_precision_and_seed(mixed_precision: Optional[str], seed: Optional[int],
                            strategy: Optional[tf.distribute.Strategy] = None) -> str:
     """Keras' global dtype policy (--mixed_precision, one of PRECISIONS; None: this
@@ -377,6 +363,20 @@ def default_jit_compile(strategy: tf.distribute.Strategy,
     if has_avx512 is None:
         has_avx512 = cpu_has_avx512()
     return has_avx512 is False
+
+
+def choose_jit_compile(jit_compile: Optional[bool], strategy: tf.distribute.Strategy) -> bool:
+    """--jit_compile as given, else `default_jit_compile` for `strategy` (logged when on).
+
+    >>> choose_jit_compile(False, get_strategy("one_device"))
+    False
+    """
+    if jit_compile is None:
+        jit_compile = default_jit_compile(strategy)
+        if jit_compile:
+            logging.info("XLA-compiling the training step: this CPU has no AVX-512 "
+                         "(--nojit_compile to turn off)")
+    return jit_compile
 
 
 def default_mixed_precision(strategy: tf.distribute.Strategy,

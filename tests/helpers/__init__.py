@@ -45,12 +45,11 @@ def loop_options(strategy=None, *, write_summaries: bool = True, **flags):
     import tensorflow as tf
 
     from bert_tf.app.settings import TrainingSettings
-    from bert_tf.training.loop import LoopOptions
 
     flags.setdefault("jit_compile", False)
-    return LoopOptions.from_config(TrainingSettings(**flags),
-                                   strategy or tf.distribute.get_strategy(),
-                                   handle_sigterm=False, write_summaries=write_summaries)
+    return TrainingSettings(**flags).loop_options(strategy or tf.distribute.get_strategy(),
+                                                  handle_sigterm=False,
+                                                  write_summaries=write_summaries)
 
 
 def first_lines(path, n: int, keep=str.strip) -> list:
