@@ -1,8 +1,10 @@
 """OpenVINO IR export (`export_model --format=openvino`): the IR equals the SavedModel's
 ids signature in f32 (1e-4; the precision the export's plugin_config.json sets, which the
 CPU plugin would otherwise choose itself), stays close in bf16 and int8, loads with the
-openvino package alone, and calibration text errors name the file and line."""
+openvino package alone, and calibration text errors name the file and line. Every
+LayerNorm runs as one OpenVINO MVN kernel (export_openvino.layer_norms_as_mvn)."""
 
+import collections
 import os
 
 import numpy as np
@@ -14,9 +16,10 @@ from bert_tf.model import model_dir
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.model_dir import write_model_dir
-from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, assert_outputs_equal, choices_batch,
-                                  ids_batch, model_info, packed, run_client, run_export_model,
-                                  saved_model_outputs, task_outputs)
+from tests.helpers.export import (BAD_TEXTS, TASK_CONFIG, TASK_VOCAB, TINY,
+                                  assert_outputs_equal, choices_batch, ids_batch, model_info,
+                                  packed, run_client, run_export_model, saved_model_outputs,
+                                  task_outputs, write_encoder_dir)
 
 CALIBRATION = ["The quick brown fox jumps over the lazy dog.", "서울 is the capital of korea",
                "where is the dog\tthe dog is over the fox", "北京 fox jumps", "the lazy dog"]
@@ -28,6 +31,37 @@ def run_openvino(path, inputs):
     return {port.get_any_name(): result[port] for port in compiled.outputs}
 
 
+def runtime_layer_types(path) -> collections.Counter:
+    """How many of each layer type the CPU plugin runs for the IR in `path`."""
+    runtime = export_openvino.compile_model(path).get_runtime_model()
+    return collections.Counter(op.get_rt_info()["layerType"].astype(str)
+                               for op in runtime.get_ordered_ops())
+
+
+def assert_layer_norms_run_as_mvn(path, layer_norms):
+    types = runtime_layer_types(path)
+    assert types["MVN"] == layer_norms and types["Reduce"] == 0, types
+
+
+def test_layer_norms_run_as_mvn_and_equal_the_saved_model(tmp_path):
+    """Trained-like LayerNorms (gamma and beta not 1 and 0, which the conversion folds)."""
+    (tmp_path / "new").mkdir()
+    encoder = write_encoder_dir(tmp_path / "new")
+    rng = np.random.default_rng(0)
+    norms = [w for w in encoder.weights if w.path.endswith(("/gamma", "/beta"))]
+    for w in norms:
+        w.assign(rng.normal(w.numpy(), 0.5).astype("float32"))
+    write_model_dir(str(tmp_path / "m"), TINY, {"encoder": encoder},
+                    vocab_file=str(tmp_path / "new" / "vocab.txt"), do_lower_case=True)
+    assert len(norms) == 2 * (2 * TINY.num_hidden_layers + 1)  # 2 per layer + embeddings
+    resolved = model_dir.resolve(str(tmp_path / "m"))
+    path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "e"))
+    assert_layer_norms_run_as_mvn(path, len(norms) // 2)
+    batches = [ids_batch(), ids_batch(seed=1, batch=2, seq=64)]
+    for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
+        assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-5)
+
+
 def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     src, _ = encoder_dir
     resolved = model_dir.resolve(str(src))
@@ -37,6 +71,7 @@ def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     batches = [ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)]
     for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
         assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-4)
+    assert_layer_norms_run_as_mvn(path, 2 * TINY.num_hidden_layers + 1)
     info = model_info(path)
     assert info["format"] == "openvino" and info["quantization"] == "float32"
     assert info["plugin_config"] == {"INFERENCE_PRECISION_HINT": "f32"}
@@ -50,6 +85,7 @@ def test_task_heads_equal_the_saved_model_in_f32(tmp_path, task_vocab_file, task
     path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, name, batch,
                               export_openvino.export_openvino_dir)
     assert_outputs_equal(run_openvino(path, batch), want, atol=1e-4)
+    assert_layer_norms_run_as_mvn(path, 2 * TASK_CONFIG.num_hidden_layers + 1)
 
 
 def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
@@ -59,6 +95,7 @@ def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
         lambda resolved, out: export_openvino.export_openvino_dir(
             resolved, out, mixed_precision="mixed_bfloat16"))
     assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
+    assert_layer_norms_run_as_mvn(path, 2 * TASK_CONFIG.num_hidden_layers + 1)
     got = run_openvino(path, batch)
     # bfloat16 keeps 8 bits of mantissa: logits of order 1 move by about 1e-2.
     np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1)
@@ -108,6 +145,7 @@ def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, task_vocab_file
             resolved, out, quantization="static_int8", calibration_texts=contexts))
     got = run_openvino(path, batch)
     assert got["logits"].shape == want["logits"].shape == (3, 4)
+    assert_layer_norms_run_as_mvn(path, 2 * TASK_CONFIG.num_hidden_layers + 1)
     resolved = model_dir.resolve(str(tmp_path / "m"))
     with pytest.raises(saved_model.ExportError, match=r"^cal.txt:2: 2 tab-separated texts; .* "
                                                  r"a context and 4 endings"):
