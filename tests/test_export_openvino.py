@@ -2,12 +2,14 @@
 ids signature in f32 (1e-4; the precision the export's plugin_config.json sets, which the
 CPU plugin would otherwise choose itself), stays close in bf16 and int8, loads with the
 openvino package alone, and calibration text errors name the file and line. Every
-LayerNorm runs as one OpenVINO MVN kernel (export_openvino.layer_norms_as_mvn)."""
+LayerNorm runs as one OpenVINO MVN kernel and every GELU as OpenVINO's Gelu
+(export_openvino.with_fused_kernels)."""
 
 import collections
 import os
 
 import numpy as np
+import openvino as ov
 import pytest
 
 from bert_tf import export_model
@@ -38,12 +40,17 @@ def runtime_layer_types(path) -> collections.Counter:
                                for op in runtime.get_ordered_ops())
 
 
-def assert_layer_norms_run_as_mvn(path, layer_norms):
+def assert_fused_kernels(path, layers):
+    """The `layers` encoder layers' LayerNorms (2 per layer + the embeddings') run as MVN, no
+    reduction left; their GELUs are OpenVINO's Gelu op, no Erf left."""
     types = runtime_layer_types(path)
-    assert types["MVN"] == layer_norms and types["Reduce"] == 0, types
+    assert types["MVN"] == 2 * layers + 1 and types["Reduce"] == 0, types
+    ir = collections.Counter(op.get_type_name() for op in
+                             ov.Core().read_model(os.path.join(path, "model.xml")).get_ops())
+    assert ir["Gelu"] == layers and ir["Erf"] == 0, ir
 
 
-def test_layer_norms_run_as_mvn_and_equal_the_saved_model(tmp_path):
+def test_fused_kernels_equal_the_saved_model(tmp_path):
     """Trained-like LayerNorms (gamma and beta not 1 and 0, which the conversion folds)."""
     (tmp_path / "new").mkdir()
     encoder = write_encoder_dir(tmp_path / "new")
@@ -56,7 +63,7 @@ def test_layer_norms_run_as_mvn_and_equal_the_saved_model(tmp_path):
     assert len(norms) == 2 * (2 * TINY.num_hidden_layers + 1)  # 2 per layer + embeddings
     resolved = model_dir.resolve(str(tmp_path / "m"))
     path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "e"))
-    assert_layer_norms_run_as_mvn(path, len(norms) // 2)
+    assert_fused_kernels(path, TINY.num_hidden_layers)
     batches = [ids_batch(), ids_batch(seed=1, batch=2, seq=64)]
     for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
         assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-5)
@@ -71,7 +78,7 @@ def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     batches = [ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)]
     for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
         assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-4)
-    assert_layer_norms_run_as_mvn(path, 2 * TINY.num_hidden_layers + 1)
+    assert_fused_kernels(path, TINY.num_hidden_layers)
     info = model_info(path)
     assert info["format"] == "openvino" and info["quantization"] == "float32"
     assert info["plugin_config"] == {"INFERENCE_PRECISION_HINT": "f32"}
@@ -85,7 +92,7 @@ def test_task_heads_equal_the_saved_model_in_f32(tmp_path, task_vocab_file, task
     path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, name, batch,
                               export_openvino.export_openvino_dir)
     assert_outputs_equal(run_openvino(path, batch), want, atol=1e-4)
-    assert_layer_norms_run_as_mvn(path, 2 * TASK_CONFIG.num_hidden_layers + 1)
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
 
 
 def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
@@ -95,7 +102,7 @@ def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
         lambda resolved, out: export_openvino.export_openvino_dir(
             resolved, out, mixed_precision="mixed_bfloat16"))
     assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
-    assert_layer_norms_run_as_mvn(path, 2 * TASK_CONFIG.num_hidden_layers + 1)
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
     got = run_openvino(path, batch)
     # bfloat16 keeps 8 bits of mantissa: logits of order 1 move by about 1e-2.
     np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1)
@@ -145,7 +152,7 @@ def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, task_vocab_file
             resolved, out, quantization="static_int8", calibration_texts=contexts))
     got = run_openvino(path, batch)
     assert got["logits"].shape == want["logits"].shape == (3, 4)
-    assert_layer_norms_run_as_mvn(path, 2 * TASK_CONFIG.num_hidden_layers + 1)
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
     resolved = model_dir.resolve(str(tmp_path / "m"))
     with pytest.raises(saved_model.ExportError, match=r"^cal.txt:2: 2 tab-separated texts; .* "
                                                  r"a context and 4 endings"):

@@ -99,7 +99,7 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
     plugin_config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[mixed_precision]}
 
     def convert(ids_model: str, out: str) -> dict:
-        model = layer_norms_as_mvn(ov.convert_model(ids_model))
+        model = with_fused_kernels(ov.convert_model(ids_model))
         if quantization == "dynamic_int8":
             require("nncf", "nncf==3.4.0")  # a one-line error when it is not installed
             import nncf  # optional (int8 only)
@@ -148,28 +148,32 @@ def describe(compiled) -> dict:
     return {"inputs": tensors(compiled.inputs), "outputs": tensors(compiled.outputs)}
 
 
-def layer_norms_as_mvn(model):
-    """`model` (an ov.Model, changed in place and returned) with every LayerNorm that the
-    TensorFlow frontend converts from Keras's form (moments, then
-    `x * (rsqrt(var + eps) * gamma) + (-mean * rsqrt(var + eps) * gamma + beta)`, where
-    the conversion drops a `+ beta` of zeros) rewritten as OpenVINO's
-    `MVN(x) * gamma + beta`: the CPU plugin runs MVN as one kernel with the scale and
-    shift fused in, where the converted form costs 2 reductions and 8 elementwise ops,
-    and OpenVINO's own MVNFusion does not recognise that form. The same algebra: mean,
-    variance of x - mean, eps inside the square root.
+def with_fused_kernels(model):
+    """`model` (an ov.Model, changed in place and returned) with the forms the TensorFlow
+    frontend converts Keras's LayerNorm and exact GELU into rewritten as OpenVINO's own
+    ops, which OpenVINO's fusions (MVNFusion, GeluFusion) do not recognise in these forms
+    and the CPU plugin runs as one kernel each (GELU fused into the matmul before it):
+    * LayerNorm: moments, then `x * (rsqrt(var + eps) * gamma) + (-mean * rsqrt(var + eps)
+      * gamma + beta)` (the conversion drops a `+ beta` of zeros) -> `MVN(x) * gamma +
+      beta`, 2 reductions and 8 elementwise ops fewer; the same mean, variance of x - mean
+      and eps inside the square root;
+    * GELU: `0.5 * x * erfc(-x / sqrt(2))` (tf.nn.gelu; Erfc converted as 1 - Erf) ->
+      `Gelu(x)` in its erf mode.
 
     >>> import keras, openvino as ov
+    >>> from bert_tf.layers import get_activation
     >>> from bert_tf.layers.normalization import float32_layer_norm
     >>> norm = float32_layer_norm(1e-12)
     >>> norm.build((None, 4))
     >>> norm.set_weights([np.float32([1, 2, 3, 4]), np.float32([0, 0, 0, 1])])
-    >>> fn = tf.function(norm, input_signature=[tf.TensorSpec([None, 4])])
-    >>> model = layer_norms_as_mvn(ov.convert_model(fn.get_concrete_function()))
+    >>> layer = lambda x: get_activation("gelu")(norm(x))
+    >>> fn = tf.function(layer, input_signature=[tf.TensorSpec([None, 4])])
+    >>> model = with_fused_kernels(ov.convert_model(fn.get_concrete_function()))
     >>> sorted(op.get_type_name() for op in model.get_ordered_ops()
     ...        if op.get_type_name() not in ("Constant", "Parameter", "Result"))
-    ['Add', 'MVN', 'Multiply']
+    ['Add', 'Gelu', 'MVN', 'Multiply']
     >>> x = np.float32([[1, 2, 3, 4], [0, 0, 1, 1]])
-    >>> bool(np.abs(ov.compile_model(model)(x)[0] - norm(x).numpy()).max() < 1e-6)
+    >>> bool(np.abs(ov.compile_model(model)(x)[0] - layer(x).numpy()).max() < 1e-6)
     True
     """
     from openvino import opset13 as ops  # optional (--format=openvino)
@@ -178,12 +182,21 @@ def layer_norms_as_mvn(model):
     def constant(value=None):
         def single(output):
             data = output.get_node().get_data()
-            return data.size == 1 and (value is None or float(data.reshape(-1)[0]) == value)
+            return data.size == 1 and (value is None
+                                       or abs(float(data.reshape(-1)[0]) - value) < 1e-7)
 
         return WrapType("opset13.Constant", single)
 
     def op(name, *inputs):
         return WrapType(f"opset13.{name}", list(inputs))
+
+    def value(output) -> float:
+        return float(output.get_node().get_data().reshape(-1)[0])
+
+    def replace(root, out) -> bool:
+        out.set_friendly_name(root.get_friendly_name())
+        root.output(0).replace(out.output(0))
+        return True
 
     x, gamma, beta = AnyInput(), AnyInput(), AnyInput()
     mean_axes, variance_axes, eps = (WrapType("opset13.Constant"), WrapType("opset13.Constant"),
@@ -194,25 +207,29 @@ def layer_norms_as_mvn(model):
     centre = op("Multiply", op("Multiply", mean, constant(-1.0)), scale)
     normalized = op("Add", op("Multiply", x, scale), Or([op("Add", centre, beta), centre]))
 
-    def rewrite(matcher) -> bool:
+    def mvn(matcher) -> bool:
         found = matcher.get_pattern_value_map()
         axes = [found[a].get_node().get_data().reshape(-1).tolist()
                 for a in (mean_axes, variance_axes)]
         if axes[0] != axes[1] or not all(found[r].get_node().get_keep_dims()
                                          for r in (mean, variance)):
             return False
-        root = found[normalized].get_node()
-        out = ops.multiply(ops.mvn(found[x], found[mean_axes], True,
-                                   float(found[eps].get_node().get_data().reshape(-1)[0]),
+        out = ops.multiply(ops.mvn(found[x], found[mean_axes], True, value(found[eps]),
                                    "inside_sqrt"), found[gamma])
-        if beta in found:
-            out = ops.add(out, found[beta])
-        out.set_friendly_name(root.get_friendly_name())
-        root.output(0).replace(out.output(0))
-        return True
+        return replace(found[normalized].get_node(),
+                       ops.add(out, found[beta]) if beta in found else out)
+
+    y = AnyInput()
+    erfc = op("Subtract", constant(1.0), op("Erf", op("Multiply", y, constant(-(0.5 ** 0.5)))))
+    gelu = op("Multiply", op("Multiply", constant(0.5), y), erfc)
+
+    def gelu_op(matcher) -> bool:
+        found = matcher.get_pattern_value_map()
+        return replace(found[gelu].get_node(), ops.gelu(found[y], "erf"))
 
     manager = Manager()
-    manager.register_pass(MatcherPass(Matcher(normalized, "LayerNormAsMVN"), rewrite))
+    manager.register_pass(MatcherPass(Matcher(normalized, "LayerNormAsMVN"), mvn))
+    manager.register_pass(MatcherPass(Matcher(gelu, "ErfcGeluAsGelu"), gelu_op))
     manager.run_passes(model)
     return model
 
