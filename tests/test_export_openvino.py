@@ -42,9 +42,11 @@ def runtime_layer_types(path) -> collections.Counter:
 
 def assert_fused_kernels(path, layers):
     """The `layers` encoder layers' LayerNorms (2 per layer + the embeddings') run as MVN, no
-    reduction left; their GELUs are OpenVINO's Gelu op, no Erf left."""
+    reduction left; their GELUs are OpenVINO's Gelu op, no Erf left; query, key and value
+    are 3 products, no Split."""
     types = runtime_layer_types(path)
     assert types["MVN"] == 2 * layers + 1 and types["Reduce"] == 0, types
+    assert types["Split"] == 0, types
     ir = collections.Counter(op.get_type_name() for op in
                              ov.Core().read_model(os.path.join(path, "model.xml")).get_ops())
     assert ir["Gelu"] == layers and ir["Erf"] == 0, ir

@@ -158,7 +158,10 @@ def with_fused_kernels(model):
       beta`, 2 reductions and 8 elementwise ops fewer; the same mean, variance of x - mean
       and eps inside the square root;
     * GELU: `0.5 * x * erfc(-x / sqrt(2))` (tf.nn.gelu; Erfc converted as 1 - Erf) ->
-      `Gelu(x)` in its erf mode.
+      `Gelu(x)` in its erf mode;
+    * attention: the fused query/key/value matmul, reshaped and split into 3 (a Split the
+      CPU plugin runs with its reference kernel) -> 3 matmuls; the query's scaling
+      before the attention op -> the attention op's own scale input.
 
     >>> import keras, openvino as ov
     >>> from bert_tf.layers import get_activation
@@ -227,8 +230,59 @@ def with_fused_kernels(model):
         found = matcher.get_pattern_value_map()
         return replace(found[gelu].get_node(), ops.gelu(found[y], "erf"))
 
+    inputs, weights, bias, shape, axis = (AnyInput(), WrapType("opset13.Constant"),
+                                          WrapType("opset13.Constant"), AnyInput(),
+                                          WrapType("opset13.Constant"))
+    product = op("MatMul", inputs, weights)
+    heads = op("Reshape", Or([op("Add", product, bias), product]), shape)  # zero bias: none
+    split = op("Split", heads, axis)
+
+    def split_product(matcher) -> bool:
+        """Output i of the split is the product with the i-th block of output columns
+        when the reshape only unfolds the product's last axis from the split axis on."""
+        found = matcher.get_pattern_value_map()
+        node, matmul = found[split].get_node(), found[product].get_node()
+        parts, shaped = node.get_attributes()["num_splits"], found[heads].get_partial_shape()
+        at = int(found[axis].get_node().get_data()) % shaped.rank.get_length()
+        columns = found[product].get_partial_shape()[-1].get_length()
+        w = found[weights].get_node().get_data()
+        b = found[bias].get_node().get_data() if bias in found else np.zeros(columns, w.dtype)
+        transposed = matmul.get_attributes()["transpose_b"]
+        if (matmul.get_attributes()["transpose_a"] or not shaped[at:].is_static
+                or shaped[at].get_length() != parts or b.size != columns
+                or int(np.prod([d.get_length() for d in shaped[at:]])) != columns):
+            return False
+        width = columns // parts
+        kept = [i for i in range(shaped.rank.get_length()) if i != at]
+        shape_of_part = ops.gather(found[shape], np.int64(kept), np.int64(0))
+        for i in range(parts):
+            block = slice(i * width, (i + 1) * width)
+            part = ops.add(ops.matmul(found[inputs], np.ascontiguousarray(
+                w[block] if transposed else w[:, block]), False, transposed),
+                np.ascontiguousarray(b.reshape(-1)[block].reshape(b.shape[:-1] + (width,))))
+            node.output(i).replace(ops.unsqueeze(ops.reshape(part, shape_of_part, False),
+                                                 np.int64([at])).output(0))
+        return True
+
+    query, factor, order, keys, values, mask, one = (
+        AnyInput(), constant(), WrapType("opset13.Constant"), AnyInput(), AnyInput(),
+        AnyInput(), constant(1.0))
+    attention = op("ScaledDotProductAttention",
+                   op("Transpose", op("Multiply", query, factor), order), keys, values, mask, one)
+
+    def scale_inside(matcher) -> bool:
+        found = matcher.get_pattern_value_map()
+        node = found[attention].get_node()
+        if node.get_attributes()["causal"]:
+            return False
+        return replace(node, ops.scaled_dot_product_attention(
+            ops.transpose(found[query], found[order]), found[keys], found[values], found[mask],
+            np.float32(value(found[factor])), causal=False))
+
     manager = Manager()
     manager.register_pass(MatcherPass(Matcher(normalized, "LayerNormAsMVN"), mvn))
+    manager.register_pass(MatcherPass(Matcher(split, "SplitProductAsProducts"), split_product))
+    manager.register_pass(MatcherPass(Matcher(attention, "ScaleInsideAttention"), scale_inside))
     manager.register_pass(MatcherPass(Matcher(gelu, "ErfcGeluAsGelu"), gelu_op))
     manager.run_passes(model)
     return model
