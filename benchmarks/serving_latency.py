@@ -25,7 +25,10 @@ process, with the same thread count:
   sentences; "OpenVINO int8").
 * ours again as `export_model --format=onnx` and `--format=openvino` export the encoder
   (CONVERTED: ONNX float32 and dynamic int8 in onnxruntime; the OpenVINO IR in f32 and bf16
-  as its plugin_config.json sets), on the ids our raw-text signature packs (section 1).
+  as its plugin_config.json sets, and "ours OpenVINO int8": `--quantization=static_int8`
+  calibrated on the same 64 texts as OpenVINO's int8 peer, with the peer's bf16 for what
+  stays float), on the ids our raw-text signature packs (section 1); the OpenVINO IRs also
+  on real short text (section 2), behind the same HF tokenizer as the peers there.
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow python benchmarks/serving_latency.py \
         [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench] [--isa_cap=avx512_core]
@@ -87,7 +90,12 @@ CONVERTED = {
                                      "encoder_onnx_int8"),
     "ours OpenVINO f32": ("openvino", {}, "encoder_openvino"),
     "ours OpenVINO bf16": ("openvino", {"mixed_precision": "mixed_bfloat16"},
-                           "encoder_openvino_bf16")}
+                           "encoder_openvino_bf16"),
+    # Calibrated on calibration_texts(), as OpenVINO's int8 peer; bf16 for what NNCF leaves
+    # in float, as the peer compiled in its default precision on a bfloat16 CPU.
+    "ours OpenVINO int8": ("openvino", {"quantization": "static_int8",
+                                        "mixed_precision": "mixed_bfloat16"},
+                           "encoder_openvino_int8")}
 ISA_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
 # TensorFlow's oneDNN fused matmuls cache their weights, reordered into the blocked layout
 # of its brgemm kernels, once per kernel instead of using them as stored on every call.
@@ -229,6 +237,8 @@ def export_models(work_dir: str, make: bool = True, split: bool = False) -> dict
     exporters = {"onnx": export_onnx_dir, "openvino": export_openvino_dir}
     for name, (fmt, options, folder) in CONVERTED.items():
         export_dir = os.path.join(work_dir, "export", folder)
+        if options.get("quantization") == "static_int8":
+            options = dict(options, calibration_texts=calibration_texts())
         out[name] = made(export_dir, lambda d=export_dir, f=fmt, o=options: exporters[f](
             model_dir.resolve(src), d, max_seq_length=SEQ, **o))
     return out
@@ -282,19 +292,24 @@ def onnxruntime_int8(onnx_path: str) -> str:
     return path
 
 
-def calibration_inputs(hf_tok, count: int = 64) -> list:
-    """Inputs NNCF calibrates OpenVINO's int8 model on: half long Wikipedia passages
-    (batch 1 x 128), half SST-2 train sentences (batch 1, their own length)."""
+def calibration_texts(count: int = 64) -> list:
+    """The texts both int8 OpenVINO models are calibrated on: half long Wikipedia passages
+    (they fill 128 tokens), half SST-2 train sentences; one line each (tabs made spaces:
+    a tab separates a pair's texts in a calibration file)."""
     import csv
 
     with open(DATA / "glue" / "SST-2" / "train.tsv", encoding="utf-8") as f:
         sentences = [r["sentence"] for _, r in zip(range(count // 2),
                                                     csv.DictReader(f, delimiter="\t"))]
+    return [" ".join(t.split("\t")) for t in long_texts(count // 2) + sentences]
+
+
+def calibration_inputs(hf_tok) -> list:
+    """Inputs NNCF calibrates OpenVINO's int8 model on: calibration_texts() at batch 1,
+    each its own length (the passages 128), as our static_int8 export packs them."""
     out = []
-    for text, padding in ([(t, "max_length") for t in long_texts(count // 2)]
-                          + [(t, "longest") for t in sentences]):
-        enc = hf_tok([text], max_length=SEQ, truncation=True, padding=padding,
-                     return_tensors="np")
+    for text in calibration_texts():
+        enc = hf_tok([text], max_length=SEQ, truncation=True, return_tensors="np")
         out.append({k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
     return out
 
@@ -720,6 +735,13 @@ def main():
                     openvino_run(compiled, {k: enc[k].numpy() for k in
                                             ("input_ids", "attention_mask", "token_type_ids")})
 
+            def ours_openvino_pass(run):
+                for b in batches:
+                    enc = hf_encode(b)
+                    run({ours: enc[hf].numpy().astype(np.int32) for ours, hf in
+                         (("input_word_ids", "input_ids"), ("input_mask", "attention_mask"),
+                          ("input_type_ids", "token_type_ids"))}, "pooled_output")
+
             def ort_pass(session):
                 for b in batches:
                     enc = hf_encode(b)
@@ -733,7 +755,9 @@ def main():
                                **{f"HF tokenizer + {name}": (lambda s=session: ort_pass(s))
                                   for name, session in ort_sessions.items()},
                                **{f"HF tokenizer + {name}": (lambda c=compiled: openvino_pass(c))
-                                  for name, compiled in openvino.items()}},
+                                  for name, compiled in openvino.items()},
+                               **{f"{name} (HF tokenizer)": (lambda r=run: ours_openvino_pass(r))
+                                  for name, run in ours_converted.items() if "OpenVINO" in name}},
                               1, args.short_text_rounds, warmup=1)
             count = sum(len(b) for b in batches)
             lengths = [len(hf_encode([r])["input_ids"][0]) for r in rows[:count]]

@@ -1,16 +1,20 @@
 """OpenVINO IR export (`export_model --format=openvino`): the IR equals the SavedModel's
 ids signature in f32 (1e-4; the precision the export's plugin_config.json sets, which the
 CPU plugin would otherwise choose itself), stays close in bf16 and int8, loads with the
-openvino package alone, and calibration text errors name the file and line. The raw-text
-IR (`--text_signatures`): its tokenizer gives our ids on tricky texts and on every code
-point (uncased and cased vocabs), its outputs equal the SavedModel's raw-text signature,
-it loads with openvino + openvino_tokenizers alone, and host-logic task kinds are refused."""
+openvino package alone, and calibration text errors name the file and line. Every
+LayerNorm runs as one OpenVINO MVN kernel and every GELU as OpenVINO's Gelu
+(export_openvino.with_fused_kernels). The raw-text IR (`--text_signatures`): its tokenizer
+gives our ids on tricky texts and on every code point (uncased and cased vocabs), its
+outputs equal the SavedModel's raw-text signature, it loads with openvino +
+openvino_tokenizers alone, and host-logic task kinds are refused."""
 
+import collections
 import json
 import os
 import unicodedata
 
 import numpy as np
+import openvino as ov
 import pytest
 import tensorflow as tf
 
@@ -23,10 +27,10 @@ from bert_tf.model.model_dir import write_model_dir
 from bert_tf.text import text_rules
 from bert_tf.text.tokenization import BertTokenizer
 from tests.helpers import write_vocab
-from tests.helpers.export import (BAD_TEXTS, TASK_VOCAB, as_bytes, assert_outputs_equal,
-                                  choices_batch, fine_tuned_dir, ids_batch, model_info, packed,
-                                  run_client, run_export_model, saved_model_outputs,
-                                  task_outputs)
+from tests.helpers.export import (BAD_TEXTS, TASK_CONFIG, TASK_VOCAB, TINY, as_bytes,
+                                  assert_outputs_equal, choices_batch, fine_tuned_dir,
+                                  ids_batch, model_info, packed, run_client, run_export_model,
+                                  saved_model_outputs, task_outputs, write_encoder_dir)
 from tests.helpers.text import HARD_TEXTS, all_code_point_texts, cased_vocab_tokens, korean_lines
 
 CALIBRATION = ["The quick brown fox jumps over the lazy dog.", "서울 is the capital of korea",
@@ -39,6 +43,44 @@ def run_openvino(path, inputs):
     return {port.get_any_name(): result[port] for port in compiled.outputs}
 
 
+def runtime_layer_types(path) -> collections.Counter:
+    """How many of each layer type the CPU plugin runs for the IR in `path`."""
+    runtime = export_openvino.compile_model(path).get_runtime_model()
+    return collections.Counter(op.get_rt_info()["layerType"].astype(str)
+                               for op in runtime.get_ordered_ops())
+
+
+def assert_fused_kernels(path, layers):
+    """The `layers` encoder layers' LayerNorms (2 per layer + the embeddings') run as MVN, no
+    reduction left; their GELUs are OpenVINO's Gelu op, no Erf left; query, key and value
+    are 3 products, no Split."""
+    types = runtime_layer_types(path)
+    assert types["MVN"] == 2 * layers + 1 and types["Reduce"] == 0, types
+    assert types["Split"] == 0, types
+    ir = collections.Counter(op.get_type_name() for op in
+                             ov.Core().read_model(os.path.join(path, "model.xml")).get_ops())
+    assert ir["Gelu"] == layers and ir["Erf"] == 0, ir
+
+
+def test_fused_kernels_equal_the_saved_model(tmp_path):
+    """Trained-like LayerNorms (gamma and beta not 1 and 0, which the conversion folds)."""
+    (tmp_path / "new").mkdir()
+    encoder = write_encoder_dir(tmp_path / "new")
+    rng = np.random.default_rng(0)
+    norms = [w for w in encoder.weights if w.path.endswith(("/gamma", "/beta"))]
+    for w in norms:
+        w.assign(rng.normal(w.numpy(), 0.5).astype("float32"))
+    write_model_dir(str(tmp_path / "m"), TINY, {"encoder": encoder},
+                    vocab_file=str(tmp_path / "new" / "vocab.txt"), do_lower_case=True)
+    assert len(norms) == 2 * (2 * TINY.num_hidden_layers + 1)  # 2 per layer + embeddings
+    resolved = model_dir.resolve(str(tmp_path / "m"))
+    path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "e"))
+    assert_fused_kernels(path, TINY.num_hidden_layers)
+    batches = [ids_batch(), ids_batch(seed=1, batch=2, seq=64)]
+    for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
+        assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-5)
+
+
 def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     src, _ = encoder_dir
     resolved = model_dir.resolve(str(src))
@@ -48,6 +90,7 @@ def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     batches = [ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)]
     for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
         assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-4)
+    assert_fused_kernels(path, TINY.num_hidden_layers)
     info = model_info(path)
     assert info["format"] == "openvino" and info["quantization"] == "float32"
     assert info["plugin_config"] == {"INFERENCE_PRECISION_HINT": "f32"}
@@ -61,6 +104,7 @@ def test_task_heads_equal_the_saved_model_in_f32(tmp_path, task_vocab_file, task
     path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, name, batch,
                               export_openvino.export_openvino_dir)
     assert_outputs_equal(run_openvino(path, batch), want, atol=1e-4)
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
 
 
 def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
@@ -70,6 +114,7 @@ def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
         lambda resolved, out: export_openvino.export_openvino_dir(
             resolved, out, mixed_precision="mixed_bfloat16"))
     assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
     got = run_openvino(path, batch)
     # bfloat16 keeps 8 bits of mantissa: logits of order 1 move by about 1e-2.
     np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1)
@@ -119,6 +164,7 @@ def test_calibration_for_multiple_choice_and_bad_lines(tmp_path, task_vocab_file
             resolved, out, quantization="static_int8", calibration_texts=contexts))
     got = run_openvino(path, batch)
     assert got["logits"].shape == want["logits"].shape == (3, 4)
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
     resolved = model_dir.resolve(str(tmp_path / "m"))
     with pytest.raises(saved_model.ExportError, match=r"^cal.txt:2: 2 tab-separated texts; .* "
                                                  r"a context and 4 endings"):

@@ -153,7 +153,7 @@ def _export(resolved, export_dir, version, max_seq_length, quantization, mixed_p
     plugin_config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[mixed_precision]}
 
     def convert(ids_model: str, out: str) -> dict:
-        model = ov.convert_model(ids_model)
+        model = with_fused_kernels(ov.convert_model(ids_model))
         if quantization == "dynamic_int8":
             require("nncf", "nncf==3.4.0")  # a one-line error when it is not installed
             import nncf  # optional (int8 only)
@@ -221,6 +221,145 @@ def describe(compiled) -> dict:
 
     return {"inputs": tensors(compiled.inputs), "outputs": tensors(compiled.outputs)}
 
+
+def with_fused_kernels(model):
+    """`model` (an ov.Model, changed in place and returned) with the forms the TensorFlow
+    frontend converts Keras's LayerNorm and exact GELU into rewritten as OpenVINO's own
+    ops, which OpenVINO's fusions (MVNFusion, GeluFusion) do not recognise in these forms
+    and the CPU plugin runs as one kernel each (GELU fused into the matmul before it):
+    * LayerNorm: moments, then `x * (rsqrt(var + eps) * gamma) + (-mean * rsqrt(var + eps)
+      * gamma + beta)` (the conversion drops a `+ beta` of zeros) -> `MVN(x) * gamma +
+      beta`, 2 reductions and 8 elementwise ops fewer; the same mean, variance of x - mean
+      and eps inside the square root;
+    * GELU: `0.5 * x * erfc(-x / sqrt(2))` (tf.nn.gelu; Erfc converted as 1 - Erf) ->
+      `Gelu(x)` in its erf mode;
+    * attention: the fused query/key/value matmul, reshaped and split into 3 (a Split the
+      CPU plugin runs with its reference kernel) -> 3 matmuls; the query's scaling
+      before the attention op -> the attention op's own scale input.
+
+    >>> import keras, openvino as ov
+    >>> from bert_tf.layers import get_activation
+    >>> from bert_tf.layers.normalization import float32_layer_norm
+    >>> norm = float32_layer_norm(1e-12)
+    >>> norm.build((None, 4))
+    >>> norm.set_weights([np.float32([1, 2, 3, 4]), np.float32([0, 0, 0, 1])])
+    >>> layer = lambda x: get_activation("gelu")(norm(x))
+    >>> fn = tf.function(layer, input_signature=[tf.TensorSpec([None, 4])])
+    >>> model = with_fused_kernels(ov.convert_model(fn.get_concrete_function()))
+    >>> sorted(op.get_type_name() for op in model.get_ordered_ops()
+    ...        if op.get_type_name() not in ("Constant", "Parameter", "Result"))
+    ['Add', 'Gelu', 'MVN', 'Multiply']
+    >>> x = np.float32([[1, 2, 3, 4], [0, 0, 1, 1]])
+    >>> bool(np.abs(ov.compile_model(model)(x)[0] - layer(x).numpy()).max() < 1e-6)
+    True
+    """
+    from openvino import opset13 as ops  # optional (--format=openvino)
+    from openvino.passes import AnyInput, Manager, Matcher, MatcherPass, Or, WrapType
+
+    def constant(value=None):
+        def single(output):
+            data = output.get_node().get_data()
+            return data.size == 1 and (value is None
+                                       or abs(float(data.reshape(-1)[0]) - value) < 1e-7)
+
+        return WrapType("opset13.Constant", single)
+
+    def op(name, *inputs):
+        return WrapType(f"opset13.{name}", list(inputs))
+
+    def value(output) -> float:
+        return float(output.get_node().get_data().reshape(-1)[0])
+
+    def replace(root, out) -> bool:
+        out.set_friendly_name(root.get_friendly_name())
+        root.output(0).replace(out.output(0))
+        return True
+
+    x, gamma, beta = AnyInput(), AnyInput(), AnyInput()
+    mean_axes, variance_axes, eps = (WrapType("opset13.Constant"), WrapType("opset13.Constant"),
+                                     constant())
+    mean = op("ReduceMean", x, mean_axes)
+    variance = op("ReduceMean", op("SquaredDifference", x, mean), variance_axes)
+    scale = op("Multiply", op("Power", op("Add", variance, eps), constant(-0.5)), gamma)
+    centre = op("Multiply", op("Multiply", mean, constant(-1.0)), scale)
+    normalized = op("Add", op("Multiply", x, scale), Or([op("Add", centre, beta), centre]))
+
+    def mvn(matcher) -> bool:
+        found = matcher.get_pattern_value_map()
+        axes = [found[a].get_node().get_data().reshape(-1).tolist()
+                for a in (mean_axes, variance_axes)]
+        if axes[0] != axes[1] or not all(found[r].get_node().get_keep_dims()
+                                         for r in (mean, variance)):
+            return False
+        out = ops.multiply(ops.mvn(found[x], found[mean_axes], True, value(found[eps]),
+                                   "inside_sqrt"), found[gamma])
+        return replace(found[normalized].get_node(),
+                       ops.add(out, found[beta]) if beta in found else out)
+
+    y = AnyInput()
+    erfc = op("Subtract", constant(1.0), op("Erf", op("Multiply", y, constant(-(0.5 ** 0.5)))))
+    gelu = op("Multiply", op("Multiply", constant(0.5), y), erfc)
+
+    def gelu_op(matcher) -> bool:
+        found = matcher.get_pattern_value_map()
+        return replace(found[gelu].get_node(), ops.gelu(found[y], "erf"))
+
+    inputs, weights, bias, shape, axis = (AnyInput(), WrapType("opset13.Constant"),
+                                          WrapType("opset13.Constant"), AnyInput(),
+                                          WrapType("opset13.Constant"))
+    product = op("MatMul", inputs, weights)
+    heads = op("Reshape", Or([op("Add", product, bias), product]), shape)  # zero bias: none
+    split = op("Split", heads, axis)
+
+    def split_product(matcher) -> bool:
+        """Output i of the split is the product with the i-th block of output columns
+        when the reshape only unfolds the product's last axis from the split axis on."""
+        found = matcher.get_pattern_value_map()
+        node, matmul = found[split].get_node(), found[product].get_node()
+        parts, shaped = node.get_attributes()["num_splits"], found[heads].get_partial_shape()
+        at = int(found[axis].get_node().get_data()) % shaped.rank.get_length()
+        columns = found[product].get_partial_shape()[-1].get_length()
+        w = found[weights].get_node().get_data()
+        b = found[bias].get_node().get_data() if bias in found else np.zeros(columns, w.dtype)
+        transposed = matmul.get_attributes()["transpose_b"]
+        if (matmul.get_attributes()["transpose_a"] or not shaped[at:].is_static
+                or shaped[at].get_length() != parts or b.size != columns
+                or int(np.prod([d.get_length() for d in shaped[at:]])) != columns):
+            return False
+        width = columns // parts
+        kept = [i for i in range(shaped.rank.get_length()) if i != at]
+        shape_of_part = ops.gather(found[shape], np.int64(kept), np.int64(0))
+        for i in range(parts):
+            block = slice(i * width, (i + 1) * width)
+            part = ops.add(ops.matmul(found[inputs], np.ascontiguousarray(
+                w[block] if transposed else w[:, block]), False, transposed),
+                np.ascontiguousarray(b.reshape(-1)[block].reshape(b.shape[:-1] + (width,))))
+            node.output(i).replace(ops.unsqueeze(ops.reshape(part, shape_of_part, False),
+                                                 np.int64([at])).output(0))
+        return True
+
+    query, factor, order, keys, values, mask, one = (
+        AnyInput(), constant(), WrapType("opset13.Constant"), AnyInput(), AnyInput(),
+        AnyInput(), constant(1.0))
+    attention = op("ScaledDotProductAttention",
+                   op("Transpose", op("Multiply", query, factor), order), keys, values, mask, one)
+
+    def scale_inside(matcher) -> bool:
+        found = matcher.get_pattern_value_map()
+        node = found[attention].get_node()
+        if node.get_attributes()["causal"]:
+            return False
+        return replace(node, ops.scaled_dot_product_attention(
+            ops.transpose(found[query], found[order]), found[keys], found[values], found[mask],
+            np.float32(value(found[factor])), causal=False))
+
+    manager = Manager()
+    manager.register_pass(MatcherPass(Matcher(normalized, "LayerNormAsMVN"), mvn))
+    manager.register_pass(MatcherPass(Matcher(split, "SplitProductAsProducts"), split_product))
+    manager.register_pass(MatcherPass(Matcher(attention, "ScaleInsideAttention"), scale_inside))
+    manager.register_pass(MatcherPass(Matcher(gelu, "ErfcGeluAsGelu"), gelu_op))
+    manager.run_passes(model)
+    return model
 
 # ---------------------------------------------------------------------------- int8
 
