@@ -89,12 +89,14 @@ CONVERTED = {
     "ours ONNX int8 (onnxruntime)": ("onnx", {"quantization": "dynamic_int8"},
                                      "encoder_onnx_int8"),
     "ours OpenVINO f32": ("openvino", {}, "encoder_openvino"),
-    "ours OpenVINO bf16": ("openvino", {"mixed_precision": "mixed_bfloat16"},
+    "ours OpenVINO bf16": ("openvino", {"mixed_precision": "mixed_bfloat16",
+                                        "text_signatures": True},
                            "encoder_openvino_bf16"),
     # Calibrated on calibration_texts(), as OpenVINO's int8 peer; bf16 for what NNCF leaves
     # in float, as the peer compiled in its default precision on a bfloat16 CPU.
     "ours OpenVINO int8": ("openvino", {"quantization": "static_int8",
-                                        "mixed_precision": "mixed_bfloat16"},
+                                        "mixed_precision": "mixed_bfloat16",
+                                        "text_signatures": True},
                            "encoder_openvino_int8")}
 ISA_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
 # TensorFlow's oneDNN fused matmuls cache their weights, reordered into the blocked layout
@@ -368,6 +370,27 @@ def converted_runners(paths: dict, threads: int) -> dict:
     return out
 
 
+def raw_text_runners(paths: dict, threads: int) -> dict:
+    """"<CONVERTED name> raw text IR" -> fn(texts): the raw-text IRs our OpenVINO exports
+    wrote with text_signatures (EXPORT_DIR/text/<version>: our tokenizer as OpenVINO ops in
+    front of the encoder), pooled output out."""
+    from bert_tf.export import export_openvino
+
+    out = {}
+    for name, (fmt, options, _) in CONVERTED.items():
+        if fmt != "openvino" or not options.get("text_signatures"):
+            continue
+        version_dir = paths[name]
+        text_dir = os.path.join(os.path.dirname(version_dir), export_openvino.TEXT_DIR,
+                                os.path.basename(version_dir))
+        compiled = export_openvino.compile_model(text_dir, config=openvino_config(threads),
+                                                 raw_text=True)
+        out[f"{name} raw text IR"] = (
+            lambda texts, c=(compiled, compiled.create_infer_request()):
+            openvino_run(c, {"text": np.array([t.encode() for t in texts])}, "pooled_output"))
+    return out
+
+
 def openvino_run(compiled_request, inputs: dict, output: str = "pooler_output"):
     compiled, request = compiled_request
     return request.infer(inputs)[compiled.output(output)]
@@ -588,6 +611,7 @@ def main():
     openvino = openvino_models(onnx_path, args.threads, calibration_inputs(hf_tok))
     print(f"OpenVINO contestants: {sorted(openvino)}")
     ours_converted = converted_runners(paths, args.threads)
+    ours_raw_text = raw_text_runners(paths, args.threads)
 
     def keras_hub_fn(jit):
         @tf.function(jit_compile=jit, reduce_retracing=True)
@@ -757,7 +781,11 @@ def main():
                                **{f"HF tokenizer + {name}": (lambda c=compiled: openvino_pass(c))
                                   for name, compiled in openvino.items()},
                                **{f"{name} (HF tokenizer)": (lambda r=run: ours_openvino_pass(r))
-                                  for name, run in ours_converted.items() if "OpenVINO" in name}},
+                                  for name, run in ours_converted.items() if "OpenVINO" in name},
+                               # The encoder's raw-text IR takes one text: not pairs.
+                               **({name: (lambda r=run: [r([row[0] for row in b])
+                                                         for b in batches])
+                                   for name, run in ours_raw_text.items()} if not pair else {})},
                               1, args.short_text_rounds, warmup=1)
             count = sum(len(b) for b in batches)
             lengths = [len(hf_encode([r])["input_ids"][0]) for r in rows[:count]]
