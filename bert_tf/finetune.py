@@ -165,12 +165,10 @@ def _run(config: FinetuneConfig, run) -> Dict:
     config = dataclasses.replace(config, max_seq_length=task.max_seq_length)
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the inputs were read and the start point restored.
-    run.check(config.run_record(run.command, resolved, task_config=task.task_config(),
-                                data=_data_read(config)),
-              init_checkpoint=config.init_checkpoint,
-              model_files=[resolved.vocab_file, config.bert_config_file],
-              inputs=[config.task.data_dir, *config.task.files().values(),
-                      *(config.input_file or "").split(",")])
+    config.check_output_dir(run, resolved, task_config=task.task_config(),
+                            data=_data_read(config),
+                            inputs=[config.task.data_dir, *config.task.files().values(),
+                                    *(config.input_file or "").split(",")])
     with strategy.scope():
         model = task.build_model(BertEncoder(resolved.config, name=ENCODER))
     buckets = config.length_buckets(strategy, run.options.jit_compile)

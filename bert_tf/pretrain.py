@@ -104,13 +104,10 @@ def _run(config: PretrainConfig, run) -> None:
     resolved = _resolve_model_dir(config)
     # docs/contracts.md §6: --output_dir is checked before anything is written there, and written
     # only once the records were found and the start point restored.
-    note = run.check(config.run_record(run.command, resolved,
-                                       data={"input_file": config.input_file}),
-                     init_checkpoint=config.init_checkpoint,
-                     model_files=[resolved.vocab_file, config.bert_config_file],
-                     inputs=[*_patterns(config.input_file),
-                             *_patterns(config.eval_input_file)],
-                     length_may_change=True)
+    note = config.check_output_dir(run, resolved, data={"input_file": config.input_file},
+                                   inputs=[*_patterns(config.input_file),
+                                           *_patterns(config.eval_input_file)],
+                                   length_may_change=True)
     if config.do_train:
         list_record_files(config.input_file)  # no records: one line, nothing written
     with run.strategy.scope():

@@ -296,6 +296,18 @@ class TrainingSettings(ModelDirSettings, OriginalTpuSettings):
             self.optimizer if trains else None, self.max_seq_length, task_config,
             schedule, length, data=data if trains else None)
 
+    def check_output_dir(self, run, resolved, *, inputs, task_config: Optional[dict] = None,
+                         data: Optional[dict] = None, length_may_change: bool = False):
+        """`run` (a `training_run`) checks --output_dir against this run's record
+        (`run_record`) before anything is written there: `inputs`, the data files read
+        (never inside or around --output_dir); the model files are `resolved`'s vocab and
+        --bert_config_file. Returns `TrainingRun.check`'s note."""
+        return run.check(self.run_record(run.command, resolved, task_config=task_config,
+                                         data=data),
+                         init_checkpoint=self.init_checkpoint,
+                         model_files=[resolved.vocab_file, self.bert_config_file],
+                         inputs=inputs, length_may_change=length_may_change)
+
     @classmethod
     def from_flags(cls, flag_values: flags.FlagValues = flags.FLAGS, **values):
         """Maps the original TPU flags onto ours first (`map_original_tpu_flags`)."""

@@ -1,13 +1,13 @@
 """The skeleton of a training command's run, shared by pretrain and finetune: the
 strategy, the --output_dir lifecycle (docs/contracts.md §6), the Trainer and its start
 point. Commands supply the model, its loss, optimizer and datasets, and read their config
-once (`settings.TrainingSettings`: `training_run`, `run_record`, `make_optimizer`): no
-function here takes the config, each gets the values it needs.
+once (`settings.TrainingSettings`: `training_run`, `check_output_dir`, `make_optimizer`):
+no function here takes the config, each gets the values it needs.
 
     with config.training_run("pretrain") as run:   # strategy, precision and seed set
         resolved = ...                              # the command's model dir
-        run.check(config.run_record(run.command, resolved),
-                  init_checkpoint=..., inputs=[...])  # refused here: nothing written
+        config.check_output_dir(run, resolved, inputs=[...])  # run.check(its record):
+                                                    # refused here, nothing written
         with run.strategy.scope():
             model = ...
             optimizer = config.make_optimizer(num_train_steps, num_warmup_steps,
