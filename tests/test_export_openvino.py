@@ -81,10 +81,12 @@ def test_fused_kernels_equal_the_saved_model(tmp_path):
         assert_outputs_equal(run_openvino(path, inputs), want, atol=1e-5)
 
 
-def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
+def test_encoder_ids_and_raw_text_irs_equal_the_saved_model_in_f32(encoder_dir, tmp_path):
+    """One export with --text_signatures: the ids IR at EXPORT_DIR/1 and the raw-text IR
+    at EXPORT_DIR/text/1 (which returns the ids it packed too)."""
     src, _ = encoder_dir
     resolved = model_dir.resolve(str(src))
-    path = export_openvino.export_openvino_dir(resolved, str(tmp_path / "e"))
+    path, got = ov_text_outputs(resolved, [BAD_TEXTS], tmp_path / "ov")
     assert sorted(os.listdir(path)) == ["model.bin", "model.xml", "model_info.json",
                                         "plugin_config.json", "vocab.txt"]
     batches = [ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)]
@@ -96,30 +98,31 @@ def test_encoder_equals_the_saved_model_in_f32(encoder_dir, tmp_path):
     assert info["plugin_config"] == {"INFERENCE_PRECISION_HINT": "f32"}
     assert info["inputs"]["input_mask"] == {"dtype": "int32", "shape": [-1, -1]}
     assert info["outputs"]["pooled_output"] == {"dtype": "float32", "shape": [-1, 16]}
+    # The raw-text IR.
+    want = saved_model_text_outputs(resolved, [BAD_TEXTS], tmp_path / "sm")
+    assert sorted(want) == ["input_mask", "input_type_ids", "input_word_ids", "pooled_output",
+                            "sequence_output"]
+    assert_outputs_equal(got, want, atol=1e-4)
+    assert sorted(os.listdir(os.path.join(os.path.dirname(path), "text", "1"))) == [
+        "model.bin", "model.xml", "plugin_config.json"]
 
 
-@pytest.mark.parametrize("name", ["mrpc", "conll2003"])
-def test_task_heads_equal_the_saved_model_in_f32(tmp_path, task_vocab_file, task_tokenizer, name):
+def test_token_classifier_equals_the_saved_model_in_f32(tmp_path, task_vocab_file,
+                                                        task_tokenizer):
+    """(A pair classifier's ids IR: test_raw_text_ir_of_a_pair_classifier_in_f32_bf16_and_int8.)"""
     batch = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
-    path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, name, batch,
+    path, want = task_outputs(tmp_path, task_vocab_file, task_tokenizer, "conll2003", batch,
                               export_openvino.export_openvino_dir)
     assert_outputs_equal(run_openvino(path, batch), want, atol=1e-4)
     assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
 
 
-def test_bf16_hint_stays_close(tmp_path, task_vocab_file, task_tokenizer):
-    batch = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
-    path, want = task_outputs(
-        tmp_path, task_vocab_file, task_tokenizer, "mrpc", batch,
-        lambda resolved, out: export_openvino.export_openvino_dir(
-            resolved, out, mixed_precision="mixed_bfloat16"))
-    assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
-    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
-    got = run_openvino(path, batch)
-    # bfloat16 keeps 8 bits of mantissa: logits of order 1 move by about 1e-2.
-    np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1)
-    clear = np.abs(np.diff(want["logits"], axis=-1))[:, 0] > 0.2  # not a near tie
-    assert got["label_id"][clear].tolist() == want["label_id"][clear].tolist()
+def assert_close_labels(got, want, what):
+    """bfloat16 keeps 8 bits of mantissa: logits of order 1 move by about 1e-2; int8 more.
+    Labels equal wherever the float32 logits are not a near tie."""
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1, err_msg=what)
+    clear = np.abs(np.diff(want["logits"], axis=-1))[:, 0] > 0.2
+    assert got["label_id"][clear].tolist() == want["label_id"][clear].tolist(), what
 
 
 def bigger_encoder_dir(root):
@@ -359,32 +362,28 @@ def test_raw_text_ir_equals_the_saved_model_text_signature(tmp_path, task_vocab_
     assert sorted(info["inputs"]) == ["text", "text_b"][:len(texts)]
 
 
-def test_raw_text_ir_of_an_encoder_returns_the_ids_too(encoder_dir, tmp_path):
-    src, _ = encoder_dir
-    resolved = model_dir.resolve(str(src))
-    path, got = ov_text_outputs(resolved, [BAD_TEXTS], tmp_path / "ov")
-    want = saved_model_text_outputs(resolved, [BAD_TEXTS], tmp_path / "sm")
-    assert sorted(want) == ["input_mask", "input_type_ids", "input_word_ids", "pooled_output",
-                            "sequence_output"]
-    assert_outputs_equal(got, want, atol=1e-4)
-    assert sorted(os.listdir(os.path.join(os.path.dirname(path), "text", "1"))) == [
-        "model.bin", "model.xml", "plugin_config.json"]
-
-
 def test_raw_text_ir_of_a_pair_classifier_in_f32_bf16_and_int8(tmp_path, task_vocab_file,
                                                              task_tokenizer):
+    """Each export holds the ids IR too: f32 equal to the SavedModel's ids signature, the
+    bf16 hint close."""
     resolved, texts, want = task_text_outputs(tmp_path, task_vocab_file, task_tokenizer, "mrpc")
+    batch = packed(task_tokenizer, BAD_TEXTS, list(reversed(BAD_TEXTS)))
+    [want_ids] = saved_model_outputs(resolved, [batch], tmp_path)
     path, got = ov_text_outputs(resolved, texts, tmp_path / "f32")
     assert_outputs_equal(got, want, atol=1e-4)
+    assert_outputs_equal(run_openvino(path, batch), want_ids, atol=1e-4)
+    assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
     for options in ({"mixed_precision": "mixed_bfloat16"}, {"quantization": "dynamic_int8"},
                     {"quantization": "static_int8", "calibration_texts": CALIBRATION}):
         out = tmp_path / next(iter(options.values()))
         path, got = ov_text_outputs(resolved, texts, out, **options)
         with open(os.path.join(str(out), "text", "1", "plugin_config.json")) as f:
             assert json.load(f) == model_info(path)["plugin_config"], options
-        np.testing.assert_allclose(got["logits"], want["logits"], atol=0.1, err_msg=str(options))
-        clear = np.abs(np.diff(want["logits"], axis=-1))[:, 0] > 0.2  # not a near tie
-        assert got["label_id"][clear].tolist() == want["label_id"][clear].tolist(), options
+        assert_close_labels(got, want, str(options))
+        if "mixed_precision" in options:
+            assert model_info(path)["plugin_config"] == {"INFERENCE_PRECISION_HINT": "bf16"}
+            assert_fused_kernels(path, TASK_CONFIG.num_hidden_layers)
+            assert_close_labels(run_openvino(path, batch), want_ids, "bf16 ids IR")
 
 
 @pytest.mark.parametrize("name", ["conll2003", "swag", "squad"])
