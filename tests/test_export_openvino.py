@@ -401,6 +401,18 @@ def test_raw_text_ir_refused_where_the_outputs_are_host_logic(tmp_path, task_voc
     assert not (tmp_path / "e").exists() or saved_model.list_versions(str(tmp_path / "e")) == []
 
 
+def test_a_file_where_the_raw_text_ir_goes_is_refused_and_kept(encoder_dir, tmp_path):
+    src, _ = encoder_dir
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "text").write_bytes(b"the user's notes")
+    with pytest.raises(saved_model.ExportError, match=r"^--export_dir=.*/text is a file, "
+                                                      r"and --text_signatures .* move that"):
+        export_openvino.export_openvino_dir(model_dir.resolve(str(src)), str(tmp_path / "e"),
+                                            text_signatures=True)
+    assert os.listdir(tmp_path / "e") == ["text"]
+    assert (tmp_path / "e" / "text").read_bytes() == b"the user's notes"
+
+
 # Loads the raw-text IR with openvino and openvino_tokenizers alone.
 OPENVINO_TEXT_CLIENT = r"""
 import json, sys, numpy as np, openvino as ov, openvino_tokenizers
