@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import export_model
+from bert_tf.core import output_guard
 from bert_tf.export import export_openvino, openvino_text, saved_model
 from bert_tf.model import model_dir
 from bert_tf.model.config import BertConfig
@@ -405,8 +406,9 @@ def test_a_file_where_the_raw_text_ir_goes_is_refused_and_kept(encoder_dir, tmp_
     src, _ = encoder_dir
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "text").write_bytes(b"the user's notes")
-    with pytest.raises(saved_model.ExportError, match=r"^--export_dir=.*/text is a file, "
-                                                      r"and --text_signatures .* move that"):
+    with pytest.raises(output_guard.OutputGuardError,
+                       match=r"^--export_dir=.*/e/text/1: .*/e/text is a file, not a "
+                             r"directory; move that file or name another --export_dir$"):
         export_openvino.export_openvino_dir(model_dir.resolve(str(src)), str(tmp_path / "e"),
                                             text_signatures=True)
     assert os.listdir(tmp_path / "e") == ["text"]

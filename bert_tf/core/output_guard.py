@@ -730,7 +730,8 @@ def locked(path: str, *, flag: str) -> Iterator[None]:
     try:
         os.makedirs(parent, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise OutputGuardError(f"{flag}={path}: {parent} is a file, not a directory") from None
+        raise OutputGuardError(f"{flag}={path}: {parent} is a file, not a directory; move "
+                               f"that file or name another {flag}") from None
     lock_path = os.path.join(parent, f".{name}.lock")
     while True:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -71,7 +71,6 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.core import output_guard
 from bert_tf.export import export_converted, openvino_text, saved_model
 from bert_tf.export.export_onnx import require
 from bert_tf.export.saved_model import ExportError
@@ -105,12 +104,7 @@ def export_openvino_dir(resolved, export_dir: str, version: Optional[int] = None
                        mixed_precision, calibration_texts, calibration_source, None)
     version = saved_model.next_version(export_dir) if version is None else version
     saved_model.new_version_dir(export_dir, version)  # refused now, before any writing
-    text_dir = os.path.join(export_dir, TEXT_DIR)
-    if output_guard.is_file(text_dir):  # a file of the user's where the raw-text IR goes
-        raise ExportError(f"--export_dir={export_dir}: {text_dir} is a file, and "
-                          f"--text_signatures writes the raw-text IR in {TEXT_DIR}/<version> "
-                          f"there; move that file or name another --export_dir")
-    text_target = saved_model.new_version_dir(text_dir, version)
+    text_target = saved_model.new_version_dir(os.path.join(export_dir, TEXT_DIR), version)
     with saved_model.written_atomically(text_target) as text_out:
         return _export(resolved, export_dir, version, max_seq_length, quantization,
                        mixed_precision, calibration_texts, calibration_source,

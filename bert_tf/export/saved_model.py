@@ -158,13 +158,14 @@ def new_version_dir(export_dir: str, version: Optional[int] = None) -> str:
 
 
 @contextlib.contextmanager
-def written_atomically(target: str):
+def written_atomically(target: str, flag: str = "--export_dir"):
     """Yields a new hidden directory beside `target` to fill; it becomes `target` when the
     block ends without error and is removed when it raises, so a watcher of the parent
     (TF Serving watches integer names only) never sees a partial export. On an object
     store (gs://), where a rename is a copy per object, `saved_model.pb` is copied after
     the variables and assets (`output_guard.new_output_dir`): TF Serving cannot load a
-    version before its last file is there.
+    version before its last file is there. `flag`: what a refusal names (a version dir or
+    its parent that is a file, another export writing the same version).
 
     >>> import tempfile; target = os.path.join(tempfile.mkdtemp(), "3")
     >>> with written_atomically(target) as tmp:
@@ -173,7 +174,8 @@ def written_atomically(target: str):
     ['a.txt']
     """
     with output_guard.new_output_dir(target, "export_model", allow_existing_empty=False,
-                                     last=(SAVED_MODEL_FILE,), marked=False) as tmp:
+                                     last=(SAVED_MODEL_FILE,), marked=False,
+                                     flag=flag) as tmp:
         yield tmp
 
 
