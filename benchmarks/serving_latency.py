@@ -351,10 +351,20 @@ def openvino_config(threads: int) -> dict:
     return {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
 
 
+def ours_openvino_request(path: str, threads: int, raw_text: bool = False) -> tuple:
+    """(compiled, infer request) of one of our OpenVINO IRs, compiled with its
+    plugin_config.json + openvino_config (`raw_text`: a raw-text IR, openvino_tokenizers)."""
+    from bert_tf.export import export_openvino
+
+    compiled = export_openvino.compile_model(path, config=openvino_config(threads),
+                                             raw_text=raw_text)
+    return compiled, compiled.create_infer_request()
+
+
 def converted_runners(paths: dict, threads: int) -> dict:
     """CONVERTED name -> fn(ids inputs, output name): our ONNX exports in onnxruntime and
     our OpenVINO IRs compiled with their plugin_config.json (+ openvino_config)."""
-    from bert_tf.export import export_onnx, export_openvino
+    from bert_tf.export import export_onnx
 
     out = {}
     for name, (fmt, _, _) in CONVERTED.items():
@@ -363,9 +373,7 @@ def converted_runners(paths: dict, threads: int) -> dict:
                 os.path.join(paths[name], export_onnx.MODEL_FILE), threads)
             out[name] = lambda inputs, output, s=session: s.run([output], inputs)[0]
         else:
-            compiled = export_openvino.compile_model(paths[name],
-                                                     config=openvino_config(threads))
-            out[name] = (lambda inputs, output, c=(compiled, compiled.create_infer_request()):
+            out[name] = (lambda inputs, output, c=ours_openvino_request(paths[name], threads):
                          openvino_run(c, inputs, output))
     return out
 
@@ -383,10 +391,8 @@ def raw_text_runners(paths: dict, threads: int) -> dict:
         version_dir = paths[name]
         text_dir = os.path.join(os.path.dirname(version_dir), export_openvino.TEXT_DIR,
                                 os.path.basename(version_dir))
-        compiled = export_openvino.compile_model(text_dir, config=openvino_config(threads),
-                                                 raw_text=True)
         out[f"{name} raw text IR"] = (
-            lambda texts, c=(compiled, compiled.create_infer_request()):
+            lambda texts, c=ours_openvino_request(text_dir, threads, raw_text=True):
             openvino_run(c, {"text": np.array([t.encode() for t in texts])}, "pooled_output"))
     return out
 
