@@ -385,7 +385,9 @@ def hf_postprocess_of_ours(out_dir, data):
     convert_checkpoint) through the reference's eval windows and post-processing."""
     import transformers
 
-    hf_out = os.path.join(out_dir, "hf")
+    # Beside the run dir, not in it: a command never writes inside what it reads, and
+    # finetune (--reuse_trained) refuses a run dir holding other files.
+    hf_out = out_dir + "_hf"
     subprocess.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
                     "--source_format=bert_tf", "--target_format=huggingface",
                     f"--input={out_dir}", f"--output_dir={hf_out}", "--overwrite"],
