@@ -27,8 +27,8 @@ process, with the same thread count:
   (CONVERTED: ONNX float32 and dynamic int8 in onnxruntime; the OpenVINO IR in f32 and bf16
   as its plugin_config.json sets, and "ours OpenVINO int8": `--quantization=static_int8`
   calibrated on the same 64 texts as OpenVINO's int8 peer, with the peer's bf16 for what
-  stays float), on the ids our raw-text signature packs (section 1); the OpenVINO IRs also
-  on real short text (section 2), behind the same HF tokenizer as the peers there.
+  stays float), on the ids our raw-text signature packs (section 1), and on real short
+  text (section 2) behind the same HF tokenizer as the peers there.
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow python benchmarks/serving_latency.py \
         [--threads=2] [--rounds=5] [--work_dir=/tmp/serving_bench] [--isa_cap=avx512_core]
@@ -765,7 +765,7 @@ def main():
                     openvino_run(compiled, {k: enc[k].numpy() for k in
                                             ("input_ids", "attention_mask", "token_type_ids")})
 
-            def ours_openvino_pass(run):
+            def ours_converted_pass(run):
                 for b in batches:
                     enc = hf_encode(b)
                     run({ours: enc[hf].numpy().astype(np.int32) for ours, hf in
@@ -786,8 +786,8 @@ def main():
                                   for name, session in ort_sessions.items()},
                                **{f"HF tokenizer + {name}": (lambda c=compiled: openvino_pass(c))
                                   for name, compiled in openvino.items()},
-                               **{f"{name} (HF tokenizer)": (lambda r=run: ours_openvino_pass(r))
-                                  for name, run in ours_converted.items() if "OpenVINO" in name},
+                               **{f"{name} (HF tokenizer)": (lambda r=run: ours_converted_pass(r))
+                                  for name, run in ours_converted.items()},
                                # The encoder's raw-text IR takes one text: not pairs.
                                **({name: (lambda r=run: [r([row[0] for row in b])
                                                          for b in batches])
