@@ -235,7 +235,14 @@ def with_fused_kernels(model):
       `Gelu(x)` in its erf mode;
     * attention: the fused query/key/value matmul, reshaped and split into 3 (a Split the
       CPU plugin runs with its reference kernel) -> 3 matmuls; the query's scaling
-      before the attention op -> the attention op's own scale input.
+      before the attention op -> the attention op's own scale input;
+    * dense layers on tokens: the SavedModel flattens [batch, seq, hidden] to
+      [batch * seq, hidden] before each (what TensorFlow's MatMul+BiasAdd fusion needs,
+      `dense_on_tokens`) -> the products on the 3-D tensor itself (`_products_on_tokens`).
+      With a Reshape between a LayerNorm and its products, NNCF's int8 quantizers sat
+      after the Reshape, where the CPU plugin cannot fuse them into the LayerNorm: 31
+      stand-alone FakeQuantize and reorder kernels a call on MiniLM, int8 slower than
+      bf16.
 
     >>> import keras, openvino as ov
     >>> from bert_tf.layers import get_activation
@@ -359,7 +366,65 @@ def with_fused_kernels(model):
     manager.register_pass(MatcherPass(Matcher(attention, "ScaleInsideAttention"), scale_inside))
     manager.register_pass(MatcherPass(Matcher(gelu, "ErfcGeluAsGelu"), gelu_op))
     manager.run_passes(model)
+    _products_on_tokens(model)
     return model
+
+
+def _products_on_tokens(model) -> None:
+    """Feeds each MatMul that takes a [batch, seq, hidden] tensor flattened to
+    [batch * seq, hidden] the 3-D tensor itself (the product is the same per token), and
+    drops the Squeeze(Unsqueeze(x)) pairs the query/key/value split leaves; what follows
+    the products (bias, GELU, the next product, the reshapes to heads or back to 3-D,
+    whose target shapes come from the input's shape) takes the 3-D form as it is. `model`
+    is changed in place; a graph in which that would not hold is left as it was."""
+    rewired = []
+    for node in model.get_ordered_ops():
+        if node.get_type_name() == "Squeeze" and node.get_input_size() == 2:
+            inner = node.input(0).get_source_output().get_node()
+            if (inner.get_type_name() == "Unsqueeze"
+                    and _constant_axes(inner, 1) == _constant_axes(node, 1) is not None):
+                source = inner.input(0).get_source_output()
+                for target in list(node.output(0).get_target_inputs()):
+                    rewired.append((target, target.get_source_output()))
+                    target.replace_source_output(source)
+            continue
+        if node.get_type_name() != "Reshape":
+            continue
+        source = node.input(0).get_source_output()
+        shape_in, shape_out = source.get_partial_shape(), node.get_output_partial_shape(0)
+        if (shape_in.rank.is_dynamic or shape_in.rank.get_length() != 3
+                or shape_out.rank.is_dynamic or shape_out.rank.get_length() != 2
+                or not shape_in[2].is_static or shape_in[2] != shape_out[1]):
+            continue
+        targets = list(node.output(0).get_target_inputs())
+        if not targets or not all(
+                t.get_node().get_type_name() == "MatMul" and t.get_index() == 0
+                and not t.get_node().get_attributes()["transpose_a"] for t in targets):
+            continue
+        for target in targets:
+            rewired.append((target, target.get_source_output()))
+            target.replace_source_output(source)
+    outputs = [o.get_partial_shape() for o in model.outputs]
+    try:
+        model.validate_nodes_and_infer_types()
+        same = [o.get_partial_shape() for o in model.outputs] == outputs
+    except RuntimeError:
+        same = False
+    if not same:  # a consumer needed the 2-D form: put every edge back
+        for target, source in reversed(rewired):
+            target.replace_source_output(source)
+        model.validate_nodes_and_infer_types()
+
+
+def _constant_axes(node, port: int):
+    """The sorted non-negative axes of a Squeeze / Unsqueeze (its constant input `port`),
+    or None when they are not a constant or the rank is unknown."""
+    axes_node = node.input(port).get_source_output().get_node()
+    rank = (node.get_output_partial_shape(0).rank if node.get_type_name() == "Unsqueeze"
+            else node.input(0).get_partial_shape().rank)
+    if axes_node.get_type_name() != "Constant" or rank.is_dynamic:
+        return None
+    return sorted(int(a) % rank.get_length() for a in axes_node.get_data().reshape(-1))
 
 # ---------------------------------------------------------------------------- int8
 
