@@ -3,9 +3,11 @@ onnxruntime and equals the SavedModel's ids signature (same input and output nam
 float32 outputs within 1e-4, labels and tags equal); dynamic int8 shrinks the file; bad
 requests are one-line errors that leave nothing."""
 
+import collections
 import os
 
 import numpy as np
+import onnx
 import pytest
 import tensorflow as tf
 
@@ -35,6 +37,12 @@ def test_encoder_equals_the_saved_model(encoder_dir, tmp_path):
     batches = [ids_batch(), ids_batch(seed=1, batch=1, seq=5), ids_batch(batch=2, seq=64)]
     for inputs, want in zip(batches, saved_model_outputs(resolved, batches, tmp_path)):
         assert_outputs_equal(run_onnx(path, inputs), want, atol=1e-4)
+    # LayerNorm and GELU in the forms onnxruntime fuses (export_onnx.with_fused_kernels).
+    layers = resolved.config.num_hidden_layers
+    ops = collections.Counter(n.op_type for n in onnx.load(
+        os.path.join(path, export_onnx.MODEL_FILE)).graph.node)
+    assert ops["LayerNormalization"] == 2 * layers + 1 and ops["GlobalAveragePool"] == 0, ops
+    assert ops["Erf"] == layers and ops["Neg"] == 0, ops
     info = model_info(path)
     assert info["format"] == "onnx" and info["opset"] == export_onnx.OPSET
     assert info["quantization"] == "float32" and info["task"] is None
