@@ -21,9 +21,8 @@ Opset 17: the first with LayerNormalization, within what tf2onnx 1.17 writes and
 onnxruntime has run since 1.14 (1.32 here). tf2onnx writes Keras's LayerNorm as 13 ops
 (its means as GlobalAveragePool) and the exact GELU as TensorFlow's erfc form, which
 onnxruntime's fusions do not recognise: `with_fused_kernels` rewrites them as the
-LayerNormalization op and GELU's erf form, which onnxruntime fuses with the residual add
-and the bias before them (SkipLayerNormalization, BiasGelu) as it does for transformers'
-exports. `quantization="dynamic_int8"` applies
+LayerNormalization op and GELU's erf form, which onnxruntime runs as one kernel each
+(LayerNormalization, its Gelu fusion), as it does for transformers' exports. `quantization="dynamic_int8"` applies
 onnxruntime's dynamic quantization (int8 matmul weights, activations quantized per call,
 no calibration data); `"float32"` (default) keeps float weights and equals the SavedModel
 to 1e-4.
