@@ -22,10 +22,10 @@ onnxruntime has run since 1.14 (1.32 here). tf2onnx writes Keras's LayerNorm as 
 (its means as GlobalAveragePool) and the exact GELU as TensorFlow's erfc form, which
 onnxruntime's fusions do not recognise: `with_fused_kernels` rewrites them as the
 LayerNormalization op and GELU's erf form, which onnxruntime runs as one kernel each
-(LayerNormalization, its Gelu fusion), as it does for transformers' exports. `quantization="dynamic_int8"` applies
-onnxruntime's dynamic quantization (int8 matmul weights, activations quantized per call,
-no calibration data); `"float32"` (default) keeps float weights and equals the SavedModel
-to 1e-4.
+(LayerNormalization, its Gelu fusion), as it does for transformers' exports.
+`quantization="dynamic_int8"` applies onnxruntime's dynamic quantization (int8 matmul
+weights, activations quantized per call, no calibration data); `"float32"` (default) keeps
+float weights and equals the SavedModel to 1e-4.
 
 The SavedModel's in-graph request checks (rows per request, id ranges) are TF Assert ops
 that ONNX has no counterpart for: tf2onnx drops them. onnxruntime still refuses an id >=
@@ -184,6 +184,33 @@ def with_fused_kernels(proto):
         a, b = node.input
         return b if a == name else a if b == name else None
 
+    def layer_norm_parts(x, m, shift):
+        """(gamma, eps) when `m` is gamma / sqrt(var(x) + eps) and `shift` is
+        Mul(Neg(mean(x)), m) in tf2onnx's form of Keras's LayerNorm; else None."""
+        scale = made(m, "Mul")
+        if scale is None or other(shift, m) is None:
+            return None
+        neg = made(other(shift, m), "Neg")
+        mean = made(neg.input[0], "GlobalAveragePool") if neg is not None else None
+        if mean is None or mean.input[0] != x:
+            return None
+        for rsqrt_name, gamma in (tuple(scale.input), tuple(reversed(scale.input))):
+            reciprocal = made(rsqrt_name, "Reciprocal")
+            sqrt = made(reciprocal.input[0], "Sqrt") if reciprocal is not None else None
+            plus = made(sqrt.input[0], "Add") if sqrt is not None else None
+            if plus is None:
+                continue
+            for variance_name, eps_name in (tuple(plus.input), tuple(reversed(plus.input))):
+                variance, eps = made(variance_name, "GlobalAveragePool"), scalar(eps_name)
+                square = made(variance.input[0], "Mul") if variance is not None else None
+                if square is None or eps is None or square.input[0] != square.input[1]:
+                    continue
+                centred = made(square.input[0], "Sub")
+                if centred is None or list(centred.input) != [x, mean.output[0]]:
+                    continue
+                return gamma, eps
+        return None
+
     def layer_norm(out_add):
         # out = x * m + (beta - mean * m), m = gamma / sqrt(var + eps); tf2onnx writes
         # beta - mean * m as Add(Mul(Neg(mean), m), beta), or Mul(Neg(mean), m) for a
@@ -203,23 +230,22 @@ def with_fused_kernels(proto):
             if shift.op_type != "Mul":
                 continue
             for x, m in (tuple(scaled.input), tuple(reversed(scaled.input))):
-                found = _layer_norm_parts(made, x, m, shift, other, scalar)
-                if found is None:
+                found = layer_norm_parts(x, m, shift)
+                gamma_vector = vector(found[0]) if found is not None else None
+                beta_vector = vector(beta) if beta is not None else None
+                if gamma_vector is None or (beta is not None and (
+                        beta_vector is None or beta_vector[1] != gamma_vector[1])):
                     continue
-                gamma, eps = found
-                if vector(gamma) is None:
-                    continue
-                gamma1d, size = vector(gamma)
+                gamma1d, size = gamma_vector
                 if beta is None:
                     zeros = numpy_helper.from_array(np.zeros(size, np.float32),
                                                     name=f"{out_add.output[0]}__beta")
                     graph.initializer.append(zeros)
                     constants[zeros.name] = zeros
                     beta1d = zeros.name
-                elif vector(beta) is not None and vector(beta)[1] == size:
-                    beta1d = vector(beta)[0]
                 else:
-                    continue
+                    beta1d = beta_vector[0]
+                eps = found[1]
                 return helper.make_node("LayerNormalization", [x, gamma1d, beta1d],
                                         list(out_add.output), name=out_add.name,
                                         axis=-1, epsilon=eps)
@@ -271,34 +297,6 @@ def with_fused_kernels(proto):
         del graph.initializer[:]
         graph.initializer.extend(kept)
     return proto
-
-
-def _layer_norm_parts(made, x, m, shift, other, scalar):
-    """(gamma, eps) when `m` is gamma / sqrt(var(x) + eps) and `shift` is
-    Mul(Neg(mean(x)), m) in tf2onnx's form of Keras's LayerNorm; else None."""
-    scale = made(m, "Mul")
-    if scale is None or other(shift, m) is None:
-        return None
-    neg = made(other(shift, m), "Neg")
-    mean = made(neg.input[0], "GlobalAveragePool") if neg is not None else None
-    if mean is None or mean.input[0] != x:
-        return None
-    for rsqrt_name, gamma in (tuple(scale.input), tuple(reversed(scale.input))):
-        reciprocal = made(rsqrt_name, "Reciprocal")
-        sqrt = made(reciprocal.input[0], "Sqrt") if reciprocal is not None else None
-        plus = made(sqrt.input[0], "Add") if sqrt is not None else None
-        if plus is None:
-            continue
-        for variance_name, eps_name in (tuple(plus.input), tuple(reversed(plus.input))):
-            variance, eps = made(variance_name, "GlobalAveragePool"), scalar(eps_name)
-            square = made(variance.input[0], "Mul") if variance is not None else None
-            if square is None or eps is None or square.input[0] != square.input[1]:
-                continue
-            centred = made(square.input[0], "Sub")
-            if centred is None or list(centred.input) != [x, mean.output[0]]:
-                continue
-            return gamma, eps
-    return None
 
 
 def _used(nodes, outputs):
