@@ -61,6 +61,12 @@ def assert_fused_kernels(path, layers):
     model = ov.Core().read_model(os.path.join(path, "model.xml"))
     ir = collections.Counter(op.get_type_name() for op in model.get_ops())
     assert ir["Gelu"] == layers and ir["Erf"] == 0, ir
+    # The query/key/value products feed the attention directly: Keras' unstack of the
+    # split axis went with the split, no Unsqueeze of a product's heads is left.
+    unstacked = [op.get_friendly_name() for op in model.get_ops()
+                 if op.get_type_name() == "Unsqueeze"
+                 and op.input(0).get_source_output().get_node().get_type_name() == "Reshape"]
+    assert not unstacked, unstacked
     # Dense layers take the [batch, seq, hidden] tensor itself, not a flattened copy
     # (where int8 quantizers could not fuse into the LayerNorm before them).
     flattened = [op.get_friendly_name() for op in model.get_ops()

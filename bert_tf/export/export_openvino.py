@@ -320,7 +320,9 @@ def with_fused_kernels(model):
 
     def split_product(matcher) -> bool:
         """Output i of the split is the product with the i-th block of output columns
-        when the reshape only unfolds the product's last axis from the split axis on."""
+        when the reshape only unfolds the product's last axis from the split axis on;
+        a Squeeze of the split axis (Keras' unstack) takes that product as it is, any
+        other consumer an Unsqueeze of it."""
         found = matcher.get_pattern_value_map()
         node, matmul = found[split].get_node(), found[product].get_node()
         parts, shaped = node.get_attributes()["num_splits"], found[heads].get_partial_shape()
@@ -341,8 +343,18 @@ def with_fused_kernels(model):
             part = ops.add(ops.matmul(found[inputs], np.ascontiguousarray(
                 w[block] if transposed else w[:, block]), False, transposed),
                 np.ascontiguousarray(b.reshape(-1)[block].reshape(b.shape[:-1] + (width,))))
-            node.output(i).replace(ops.unsqueeze(ops.reshape(part, shape_of_part, False),
-                                                 np.int64([at])).output(0))
+            part = ops.reshape(part, shape_of_part, False)
+            unsqueezed = None
+            for target in list(node.output(i).get_target_inputs()):
+                consumer = target.get_node()
+                if (consumer.get_type_name() == "Squeeze" and consumer.get_input_size() == 2
+                        and _squeezed_axes(consumer) == [at]):
+                    for after in list(consumer.output(0).get_target_inputs()):
+                        after.replace_source_output(part.output(0))
+                    continue
+                if unsqueezed is None:
+                    unsqueezed = ops.unsqueeze(part, np.int64([at]))
+                target.replace_source_output(unsqueezed.output(0))
         return True
 
     query, factor, order, keys, values, mask, one = (
@@ -372,22 +384,12 @@ def with_fused_kernels(model):
 
 def _products_on_tokens(model) -> None:
     """Feeds each MatMul that takes a [batch, seq, hidden] tensor flattened to
-    [batch * seq, hidden] the 3-D tensor itself (the product is the same per token), and
-    drops the Squeeze(Unsqueeze(x)) pairs the query/key/value split leaves; what follows
-    the products (bias, GELU, the next product, the reshapes to heads or back to 3-D,
+    [batch * seq, hidden] the 3-D tensor itself (the product is the same per token); what
+    follows the products (bias, GELU, the next product, the reshapes to heads or back to 3-D,
     whose target shapes come from the input's shape) takes the 3-D form as it is. `model`
     is changed in place; a graph in which that would not hold is left as it was."""
     rewired = []
     for node in model.get_ordered_ops():
-        if node.get_type_name() == "Squeeze" and node.get_input_size() == 2:
-            inner = node.input(0).get_source_output().get_node()
-            if (inner.get_type_name() == "Unsqueeze"
-                    and _constant_axes(inner, 1) == _constant_axes(node, 1) is not None):
-                source = inner.input(0).get_source_output()
-                for target in list(node.output(0).get_target_inputs()):
-                    rewired.append((target, target.get_source_output()))
-                    target.replace_source_output(source)
-            continue
         if node.get_type_name() != "Reshape":
             continue
         source = node.input(0).get_source_output()
@@ -416,12 +418,11 @@ def _products_on_tokens(model) -> None:
         model.validate_nodes_and_infer_types()
 
 
-def _constant_axes(node, port: int):
-    """The sorted non-negative axes of a Squeeze / Unsqueeze (its constant input `port`),
-    or None when they are not a constant or the rank is unknown."""
-    axes_node = node.input(port).get_source_output().get_node()
-    rank = (node.get_output_partial_shape(0).rank if node.get_type_name() == "Unsqueeze"
-            else node.input(0).get_partial_shape().rank)
+def _squeezed_axes(squeeze):
+    """The sorted non-negative axes a Squeeze with an axes input removes, or None when
+    they are not a constant or the rank is unknown."""
+    axes_node = squeeze.input(1).get_source_output().get_node()
+    rank = squeeze.input(0).get_partial_shape().rank
     if axes_node.get_type_name() != "Constant" or rank.is_dynamic:
         return None
     return sorted(int(a) % rank.get_length() for a in axes_node.get_data().reshape(-1))
