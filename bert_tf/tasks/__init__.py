@@ -149,9 +149,10 @@ def _same_task(recorded_name: Optional[str], name: str) -> bool:
         return False
 
 
-def task_from_config(task_config: dict, tokenizer=None) -> "Task":
+def task_from_config(task_config: dict, tokenizer=None, **data) -> "Task":
     """The task a fine-tuned model dir's task_config.json records (`Task.task_config`):
-    `make_task` with the recorded length and options.
+    `make_task` with the recorded length and options; `data`: its `data_dir` / `files`
+    (to read the task's examples again, e.g. to score an export on dev).
 
     >>> task_from_config(make_task("mnli", max_seq_length=64).task_config()).max_seq_length
     64
@@ -159,4 +160,4 @@ def task_from_config(task_config: dict, tokenizer=None) -> "Task":
     options = {k: task_config[k] for k in _task_class(task_config["task_name"]).option_names
                if k in task_config}
     return make_task(task_config["task_name"], tokenizer, task_config.get("max_seq_length"),
-                     **options)
+                     **data, **options)
