@@ -88,6 +88,69 @@ def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_e
     assert not casts_of_reads, casts_of_reads
 
 
+def test_attention_scores_stay_in_bfloat16(encoder_exports):
+    """The scores come out of a bfloat16 product and the probabilities go into one: a
+    float32 softmax between them only added two casts of the largest tensor per layer."""
+    _, _, bf16 = encoder_exports
+    graph = tf.saved_model.load(bf16).signatures[saved_model.SERVING_DEFAULT].graph
+    nodes = [n for f in graph.as_graph_def().library.function for n in f.node_def]
+    products = {n.name for n in nodes if n.op.startswith("BatchMatMul")}
+    softmaxes = [n.attr["T"].type for n in nodes if n.op == "Softmax"]
+    assert softmaxes == [tf.bfloat16.as_datatype_enum] * TINY.num_hidden_layers, softmaxes
+    casts_of_scores = [n.name for n in nodes if n.op == "Cast"
+                       and any(i.split(":")[0] in products for i in n.input)]
+    assert not casts_of_scores, casts_of_scores
+
+
+def test_bfloat16_layer_norms_run_as_one_kernel_each(encoder_exports):
+    """The blocks' LayerNorms of the bfloat16 graph are in the form oneDNN fuses into one
+    kernel; the float32 export (what ONNX, OpenVINO and LiteRT convert) keeps Keras'."""
+    _, fp32, bf16 = encoder_exports
+
+    def ops(path):
+        graph = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT].graph
+        return [n.op for f in graph.as_graph_def().library.function for n in f.node_def]
+
+    assert ops(bf16).count("FusedBatchNormV3") == 2 * TINY.num_hidden_layers
+    assert "FusedBatchNormV3" not in ops(fp32)
+
+
+def test_layer_norm_as_one_kernel_equals_the_layer():
+    from bert_tf.layers.normalization import float32_layer_norm, layer_norm_as_one_kernel
+
+    norm = float32_layer_norm(1e-12)
+    norm.build((None, None, 64))
+    rng = np.random.default_rng(0)
+    norm.set_weights([rng.normal(1, 0.3, 64).astype(np.float32),
+                      rng.normal(0, 0.3, 64).astype(np.float32)])
+    # Rows with a mean 3x their spread, at three scales (the variance must not cancel).
+    for scale in (1.0, 1e-2, 1e-3):
+        x = (rng.normal(0, scale, (4, 7, 64)) + rng.normal(0, 3 * scale, (4, 7, 1)))
+        x = tf.constant(x.astype(np.float32))
+        got = tf.function(lambda t: layer_norm_as_one_kernel(norm, t))(x)
+        np.testing.assert_allclose(got, norm(x), atol=3e-5)
+
+
+def test_bfloat16_softmax_equals_the_float32_one_rounded():
+    """What the serving graph's bfloat16 softmax gives up: nothing. oneDNN's bfloat16
+    softmax accumulates in float32 and rounds once, as casting float32 probabilities
+    does; padded keys (-10000, rounded to -9984) weigh exactly 0 either way."""
+    from bert_tf.layers import BertSelfAttention, attention_bias_from_mask
+
+    layer = BertSelfAttention(hidden_size=32, num_heads=2, dtype="mixed_bfloat16")
+    layer.build((None, None, 32))
+    rng = np.random.default_rng(0)
+    q, k, v = (tf.constant(rng.normal(0, 3, (3, 2, 9, 16)), tf.bfloat16) for _ in range(3))
+    mask = np.ones((3, 9), np.int32)
+    mask[1, 4:], mask[2, 1:] = 0, 0
+    bias = attention_bias_from_mask(mask)
+    outputs = {dtype: layer.attend(q, k, v, bias, False, 3, 9, 2, softmax_dtype=dtype)
+               for dtype in ("float32", "bfloat16")}
+    assert outputs["bfloat16"][1].dtype == tf.bfloat16
+    np.testing.assert_array_equal(outputs["bfloat16"][0].numpy().astype(np.float32),
+                                  outputs["float32"][0].numpy().astype(np.float32))
+
+
 def test_encoder_outputs_are_float32_and_within_tolerance(encoder_exports):
     _, fp32, bf16 = encoder_exports
     inputs = {k: tf.constant(v) for k, v in ids_batch(seed=5).items()}

@@ -70,9 +70,9 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODEL_FILE = "saved_model.pb"  # copied last to an object store: TF Serving's trigger
 #: What an export's `mixed_precision` (export_model --mixed_precision, docs/contracts.md §3) takes.
 #: mixed_bfloat16: the encoder's dense kernels (query/key/value, attention output, FFN,
-#: pooler) are bfloat16 variables and its matmuls (those and the attention products) run in
-#: bfloat16; embeddings, LayerNorm, softmax, the task head (logits) and every input and
-#: output stay float32. mixed_float16 (the trainers' third value) is not offered: CPUs
+#: pooler) are bfloat16 variables and its matmuls (those and the attention products) and
+#: the attention softmax between them run in bfloat16; embeddings, LayerNorm, the task head
+#: (logits) and every input and output stay float32. mixed_float16 (the trainers' third value) is not offered: CPUs
 #: without AVX512-FP16 have no fast float16 matmul.
 EXPORT_PRECISIONS = ("float32", "mixed_bfloat16")
 

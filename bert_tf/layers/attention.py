@@ -43,7 +43,7 @@ class BertSelfAttention(keras.layers.Layer):
     """Scaled dot-product self-attention over `num_heads` heads plus the output projection.
 
     Scores, the additive mask and the softmax are computed in float32 whatever the
-    compute dtype. Kernels are [hidden, hidden] like the original's `query/key/value`
+    compute dtype (the serving graph's in the compute dtype: `attend`). Kernels are [hidden, hidden] like the original's `query/key/value`
     dense layers, so TF1 checkpoints map onto them directly.
 
     Example:
@@ -90,17 +90,19 @@ class BertSelfAttention(keras.layers.Layer):
         x = keras.ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return keras.ops.transpose(x, (0, 2, 1, 3))  # [batch, heads, seq, head_size]
 
-    def attend(self, q, k, v, attention_bias, training, batch, seq, heads):
+    def attend(self, q, k, v, attention_bias, training, batch, seq, heads,
+               softmax_dtype="float32"):
         """Attention of queries `q` over keys `k` and values `v` ([batch, heads, seq,
         head_size] each, `heads` of this layer's heads): ([batch, seq, heads * head_size]
-        context, float32 probs). The serving graph calls it on its fused heads."""
+        context, probs in `softmax_dtype`). The serving graph calls it on its fused heads,
+        with the softmax in the compute dtype."""
         # The query is scaled after its matmul (folding the scale into the fused kernel
         # rounds differently: 2e-5 on MiniLM's outputs).
         q = q * keras.ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         # The keys are read transposed by the matmul itself (adjoint_b): no transpose op.
-        scores = keras.ops.cast(tf.matmul(q, k, adjoint_b=True), "float32")
+        scores = keras.ops.cast(tf.matmul(q, k, adjoint_b=True), softmax_dtype)
         if attention_bias is not None:
-            scores = scores + keras.ops.cast(attention_bias, "float32")
+            scores = scores + keras.ops.cast(attention_bias, softmax_dtype)
         probs = keras.ops.softmax(scores, axis=-1)
         dropped = self.dropout(keras.ops.cast(probs, self.compute_dtype), training=training)
         context = keras.ops.matmul(dropped, v)  # [batch, heads, seq, head_size]

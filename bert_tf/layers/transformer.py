@@ -70,13 +70,14 @@ class TransformerBlock(keras.layers.Layer):
         y = self.after_attention(hidden_states, attended, training=training)
         return (y, probs) if return_probs else y
 
-    def after_attention(self, hidden_states, attended, training=None):
+    def after_attention(self, hidden_states, attended, training=None, layer_norm=None):
         """The block from the attention's output `attended` on: dropout, add & LayerNorm,
         FFN, dropout, add & LayerNorm (the serving graph runs it after its fused
-        attention)."""
+        attention, with its own `layer_norm(norm_layer, x)`)."""
+        norm = layer_norm or (lambda layer, x: layer(x))
         attended = self.attention_dropout(attended, training=training)
-        x = self.attention_layer_norm(keras.ops.cast(hidden_states, "float32")
-                                      + keras.ops.cast(attended, "float32"))
+        x = norm(self.attention_layer_norm, keras.ops.cast(hidden_states, "float32")
+                 + keras.ops.cast(attended, "float32"))
         x = keras.ops.cast(x, self.compute_dtype)
         # On [batch * seq, H]: MatMul+BiasAdd(+GELU) fuse (see dense_on_tokens).
         shape = keras.ops.shape(x)
@@ -84,7 +85,8 @@ class TransformerBlock(keras.layers.Layer):
         ffn = self.output_dense(self.activation(self.intermediate(flat)))
         ffn = keras.ops.reshape(ffn, (shape[0], shape[1], self.hidden_size))
         ffn = self.output_dropout(ffn, training=training)
-        y = self.output_layer_norm(keras.ops.cast(x, "float32") + keras.ops.cast(ffn, "float32"))
+        y = norm(self.output_layer_norm,
+                 keras.ops.cast(x, "float32") + keras.ops.cast(ffn, "float32"))
         return keras.ops.cast(y, self.compute_dtype)
 
     def get_config(self):

@@ -40,6 +40,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.attention import dense_on_tokens
+from bert_tf.layers.normalization import layer_norm_as_one_kernel
 
 
 def _snapshot(value, name: str) -> tf.Variable:
@@ -76,7 +77,10 @@ class HeadGroup:
 
 class InferenceAttention:
     """A `BertSelfAttention`'s inference output from one fused query/key/value kernel
-    (per head group with `branches` > 1, a divisor of its heads).
+    (per head group with `branches` > 1, a divisor of its heads). In a bfloat16 layer the
+    scores, mask and softmax stay bfloat16 between the two products: oneDNN's softmax
+    accumulates in float32 and rounds once, the probabilities a float32 softmax would give
+    the second product, without two casts of the largest tensor of the layer.
 
     >>> import numpy as np
     >>> from bert_tf.layers import BertSelfAttention
@@ -131,7 +135,7 @@ class InferenceAttention:
         for group in self.groups:
             q, k, v = self._heads(group, hidden_states, shape[0], shape[1])
             context, _ = layer.attend(q, k, v, attention_bias, False, shape[0], shape[1],
-                                      heads)
+                                      heads, softmax_dtype=layer.compute_dtype)
             context = tf.reshape(context, (-1, context.shape[-1]))
             y = tf.matmul(context, tf.cast(group.output_rows, context.dtype))
             if group.output_bias is not None:  # group 0; MatMul+BiasAdd: no op of its own
@@ -150,7 +154,7 @@ class InferenceAttention:
         batch, seq = shape[0], shape[1]
         q, k, v = self._heads(self.groups[0], hidden_states, batch, seq)
         context, _ = layer.attend(q, k, v, attention_bias, False, batch, seq,
-                                  layer.num_heads)
+                                  layer.num_heads, softmax_dtype=layer.compute_dtype)
         return dense_on_tokens(layer.output_dense, context)
 
 
@@ -161,7 +165,8 @@ class InferenceBlock:
     `intermediate_size / branches` FFN units (columns of the intermediate kernel, rows
     of the output kernel). The split layer takes and returns the residual stream in
     float32 (`InferenceEncoder` passes it from layer to layer, so the only cast per layer
-    half is the one all branches read); unsplit, the block's compute dtype.
+    half is the one all branches read); unsplit, the block's compute dtype. A bfloat16
+    block's LayerNorms run as one oneDNN kernel each (`layer_norm_as_one_kernel`).
 
     >>> import numpy as np
     >>> from bert_tf.layers import TransformerBlock
@@ -177,6 +182,8 @@ class InferenceBlock:
                                    ("intermediate_size", block.intermediate_size))
         self.layer = block
         self.attention = InferenceAttention(block.attention, branches)
+        self.layer_norm = (layer_norm_as_one_kernel if block.compute_dtype == "bfloat16"
+                           else lambda norm, x: norm(x))
         self.ffn_branches = []
         if branches == 1:
             return
@@ -202,7 +209,8 @@ class InferenceBlock:
             hidden_states, attention_bias = _as_called(self.layer, hidden_states,
                                                        attention_bias)
             return self.layer.after_attention(
-                hidden_states, self.attention(hidden_states, attention_bias), training=False)
+                hidden_states, self.attention(hidden_states, attention_bias), training=False,
+                layer_norm=self.layer_norm)
         # The split path reads the float32 residual stream and bias as they are.
         return self._split(hidden_states, attention_bias)
 
@@ -214,7 +222,7 @@ class InferenceBlock:
         block = self.layer
         shape = keras.ops.shape(hidden_states)
         residual = tf.reshape(keras.ops.cast(hidden_states, "float32"), (-1, block.hidden_size))
-        x = block.attention_layer_norm(tf.add_n(
+        x = self.layer_norm(block.attention_layer_norm, tf.add_n(
             [residual] + self.attention.partial_outputs(hidden_states, attention_bias)))
         inner = keras.ops.cast(x, block.compute_dtype)
         parts = [x]
@@ -225,7 +233,7 @@ class InferenceBlock:
             if output_bias is not None:  # MatMul+BiasAdd: the bias costs no op of its own
                 y = tf.nn.bias_add(y, tf.cast(output_bias, y.dtype))
             parts.append(keras.ops.cast(y, "float32"))
-        y = block.output_layer_norm(tf.add_n(parts))
+        y = self.layer_norm(block.output_layer_norm, tf.add_n(parts))
         return tf.reshape(y, (shape[0], shape[1], block.hidden_size))
 
 
