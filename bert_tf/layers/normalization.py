@@ -31,7 +31,8 @@ def layer_norm_as_one_kernel(layer: keras.layers.LayerNormalization, x):
     raise it to 1e-5). Its variance is computed differently from Keras 3's: up to ~1e-5
     apart in float32 (tested), so the serving graph uses it where bfloat16's rounding
     dwarfs that (`bert_tf.serving.graph.InferenceBlock`); float32 exports, which the
-    converted formats are made from, keep the layer's own form.
+    converted formats are made from, keep the layer's own form. bfloat16 exports are for
+    CPUs (docs/serving.md): on a GPU, cuDNN's batch norm would raise epsilon to 1e-5.
 
     >>> import numpy as np
     >>> norm = float32_layer_norm(1e-12)
