@@ -3,8 +3,9 @@ r"""Where a SavedModel export's serving time goes, op by op (TF profiler), at on
 Loads an export (`export_model`'s version directory) as TF Serving would, with the
 weights pre-packed (`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1`, docs/serving.md), calls its ids
 signature (`serving_ids` of a task export, `serving_default` of an encoder's) on random
-ids of `--batch` x `--seq_length`, or its raw-text signature on `--text_file` lines
-(first `--batch` of them), and prints the kernel time per call by op type
+ids of `--batch` x `--seq_length`, or its raw-text signature on the first `--batch`
+examples of a GLUE dev set (`--glue_dev=sst-2` sentences or `mrpc` pairs, read as
+serving_latency.py reads them), and prints the kernel time per call by op type
 (benchmarks/op_profile.py), the dense products' share of it and the time between kernels.
 Ops run one at a time (one inter-op thread) so kernel times add up to the call; the
 question it answers is what is not a dense product, the part issue 43 item 3 asks to
@@ -12,7 +13,7 @@ shrink. The peer for the time itself is serving_latency.py; this script only spl
 
     PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/serving_profile.py \
         --export=/tmp/s43/w3/export/sst-2_bf16/1 --batch=32 --seq_length=128 \
-        [--text_file=../shared/data/glue/SST-2/dev.tsv] [--calls=10] [--threads=2]
+        [--glue_dev=sst-2] [--calls=10] [--threads=2]
 """
 
 import argparse
@@ -20,9 +21,11 @@ import os
 import tempfile
 import time
 
-os.environ.setdefault("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "1")  # before TensorFlow loads
+import numpy as np
 
-import numpy as np  # noqa: E402
+from serving_latency import FROZEN_WEIGHTS_ENV, glue_dev
+
+os.environ.setdefault(FROZEN_WEIGHTS_ENV, "1")  # before TensorFlow loads
 
 #: op types that are dense products (oneDNN's fused matmuls, the attention's batched ones)
 PRODUCTS = ("_MklNativeFusedMatMul", "_MklFusedMatMul", "_MklMatMul", "MatMul",
@@ -30,25 +33,13 @@ PRODUCTS = ("_MklNativeFusedMatMul", "_MklFusedMatMul", "_MklMatMul", "MatMul",
             "_FusedMatMul", "_MklNativeFusedBatchMatMulV2", "_MklFusedBatchMatMulV2")
 
 
-def read_texts(path: str, count: int) -> list:
-    """The first `count` sentences of a GLUE-style tsv (header, text in the first column
-    named `sentence`) or of a plain text file (one per line)."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f if line.strip()]
-    header = lines[0].split("\t")
-    if "sentence" in header:
-        column = header.index("sentence")
-        lines = [line.split("\t")[column] for line in lines[1:]]
-    return lines[:count]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", required=True, help="an export's version directory")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--text_file", default=None,
-                        help="raw-text signature on these sentences instead of random ids")
+    parser.add_argument("--glue_dev", default=None, choices=["sst-2", "mrpc"],
+                        help="raw-text signature on this dev set instead of random ids")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--logdir", default=None)
@@ -63,11 +54,13 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     signatures = tf.saved_model.load(args.export).signatures
-    if args.text_file:
-        texts = read_texts(args.text_file, args.batch)
+    if args.glue_dev:
+        rows = glue_dev(args.glue_dev)[:args.batch]
         name = TEXT_SIGNATURE if TEXT_SIGNATURE in signatures else SERVING_DEFAULT
-        fn, inputs = signatures[name], {"text": tf.constant(texts)}
-        shape = f"{len(texts)} sentences of {args.text_file}"
+        fn = signatures[name]
+        inputs = {key: tf.constant([row[i] for row in rows])
+                  for i, key in enumerate(("text", "text_b")[:len(rows[0])])}
+        shape = f"{len(rows)} {args.glue_dev} dev examples, raw text"
     else:
         name = IDS_SIGNATURE if IDS_SIGNATURE in signatures else SERVING_DEFAULT
         fn = signatures[name]
@@ -76,16 +69,17 @@ def main():
                   "input_mask": tf.ones(ids.shape, tf.int32),
                   "input_type_ids": tf.zeros(ids.shape, tf.int32)}
         shape = f"{args.batch} x {args.seq_length} ids"
-    for _ in range(3):
-        tf.nest.map_structure(lambda t: t.numpy(), fn(**inputs))
+    def calls(count):
+        for _ in range(count):
+            tf.nest.map_structure(lambda t: t.numpy(), fn(**inputs))
+
+    calls(3)
     start = time.perf_counter()
-    for _ in range(args.calls):
-        tf.nest.map_structure(lambda t: t.numpy(), fn(**inputs))
+    calls(args.calls)
     untraced = (time.perf_counter() - start) / args.calls
     logdir = args.logdir or tempfile.mkdtemp(prefix="serving_profile_")
     with op_profile.trace(logdir) as timing:
-        for _ in range(args.calls):
-            tf.nest.map_structure(lambda t: t.numpy(), fn(**inputs))
+        calls(args.calls)
     totals = op_profile.read(logdir)
     kernels = sum(s for s, _ in totals.values())
     products = sum(s for (_, op), (s, _) in totals.items() if op in PRODUCTS)
