@@ -65,6 +65,12 @@ def saved_dtypes(path):
             if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
+def signature_nodes(loaded) -> list:
+    """The NodeDefs of every function behind a loaded SavedModel's serving_default."""
+    graph = loaded.signatures[saved_model.SERVING_DEFAULT].graph.as_graph_def()
+    return [n for f in graph.library.function for n in f.node_def]
+
+
 def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_exports):
     _, fp32, bf16 = encoder_exports
     assert set(saved_dtypes(fp32).values()) == {"float32"}
@@ -80,8 +86,7 @@ def test_matmul_kernels_are_stored_in_bfloat16_and_the_rest_in_float32(encoder_e
     assert any("layer_norm" in n for n, _ in others)
     assert {d for _, d in others} == {"float32"}, others
     # Stored as read: no variable of the bfloat16 graph is cast to bfloat16 per call.
-    graph = loaded.signatures[saved_model.SERVING_DEFAULT].graph.as_graph_def()
-    nodes = [n for f in graph.library.function for n in f.node_def]
+    nodes = signature_nodes(loaded)
     reads = {n.name for n in nodes if n.op == "ReadVariableOp"}
     casts_of_reads = [n.name for n in nodes if n.op == "Cast"
                       and any(i.split(":")[0] in reads for i in n.input)]
@@ -92,8 +97,7 @@ def test_attention_scores_stay_in_bfloat16(encoder_exports):
     """The scores come out of a bfloat16 product and the probabilities go into one: a
     float32 softmax between them only added two casts of the largest tensor per layer."""
     _, _, bf16 = encoder_exports
-    graph = tf.saved_model.load(bf16).signatures[saved_model.SERVING_DEFAULT].graph
-    nodes = [n for f in graph.as_graph_def().library.function for n in f.node_def]
+    nodes = signature_nodes(tf.saved_model.load(bf16))
     products = {n.name for n in nodes if n.op.startswith("BatchMatMul")}
     softmaxes = [n.attr["T"].type for n in nodes if n.op == "Softmax"]
     assert softmaxes == [tf.bfloat16.as_datatype_enum] * TINY.num_hidden_layers, softmaxes
@@ -108,8 +112,7 @@ def test_bfloat16_layer_norms_run_as_one_kernel_each(encoder_exports):
     _, fp32, bf16 = encoder_exports
 
     def ops(path):
-        graph = tf.saved_model.load(path).signatures[saved_model.SERVING_DEFAULT].graph
-        return [n.op for f in graph.as_graph_def().library.function for n in f.node_def]
+        return [n.op for n in signature_nodes(tf.saved_model.load(path))]
 
     assert ops(bf16).count("FusedBatchNormV3") == 2 * TINY.num_hidden_layers
     assert "FusedBatchNormV3" not in ops(fp32)

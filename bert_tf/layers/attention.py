@@ -43,8 +43,9 @@ class BertSelfAttention(keras.layers.Layer):
     """Scaled dot-product self-attention over `num_heads` heads plus the output projection.
 
     Scores, the additive mask and the softmax are computed in float32 whatever the
-    compute dtype (the serving graph's in the compute dtype: `attend`). Kernels are [hidden, hidden] like the original's `query/key/value`
-    dense layers, so TF1 checkpoints map onto them directly.
+    compute dtype (the serving graph's in the compute dtype: `attend`). Kernels are
+    [hidden, hidden] like the original's `query/key/value` dense layers, so TF1
+    checkpoints map onto them directly.
 
     Example:
 
