@@ -1,9 +1,9 @@
 r"""What does each export format and precision cost on dev? (SST-2, MRPC, CoNLL-2003, ...)
 
 For each fine-tuned model dir (what `bert_tf.finetune` wrote, e.g. the `ours_*` dirs of
-benchmarks/finetune_quality.py), writes every export `--formats` names with the functions
-`export_model` calls (one command each: `export_model --format=... --quantization=...
---mixed_precision=...`), sends the whole dev set through each, and scores what comes back
+benchmarks/finetune_quality.py), writes every export `--formats` names through
+`export_model.run` (the command itself: `export_model --format=... --quantization=...
+--mixed_precision=... [--calibration_file=...]`), sends the whole dev set through each, and scores what comes back
 with the task's own post-processing and metrics (`task.postprocess` + `task.evaluate`, as
 finetune's eval_results.json), so a token classifier's tags are decoded to words and
 scored as entities exactly as in training. Every format is fed the same ids: the dev set
@@ -13,9 +13,9 @@ computes the same ids in the graph; tests/test_export*.py prove both equal).
 
 Formats (FORMATS): the SavedModel in float32 (the baseline) and mixed_bfloat16; ONNX float32
 and dynamic_int8 (onnxruntime); OpenVINO f32, bf16, dynamic_int8 and static_int8 (NNCF,
-ranges measured on `--calibration_examples` training examples written as
-`--calibration_file` lines: a text, a pair as text TAB text, a sentence's words joined by
-spaces). Prints, per model and format, each metric, its difference from the float32
+ranges measured on `--calibration_examples` training examples written to
+WORK_DIR/<model>/calibration.txt as `--calibration_file` lines: a text, a pair as text TAB
+text, a sentence's words joined by spaces). Prints, per model and format, each metric, its difference from the float32
 SavedModel in points, how many predictions differ (sentences, for a tagger) and the logit
 differences (a tagger's on real tokens);
 writes WORK_DIR/export_precision_quality.json. Exports already in WORK_DIR are reused.
@@ -39,17 +39,17 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BASELINE = "saved_model_f32"
-#: name -> (export_model --format, its export settings)
+#: name -> its export_model flags (static_int8 also gets --calibration_file)
 FORMATS = {
-    "saved_model_f32": ("saved_model", {"mixed_precision": "float32"}),
-    "saved_model_bf16": ("saved_model", {"mixed_precision": "mixed_bfloat16"}),
-    "onnx_f32": ("onnx", {"quantization": "float32"}),
-    "onnx_int8": ("onnx", {"quantization": "dynamic_int8"}),
-    "openvino_f32": ("openvino", {"quantization": "float32"}),
-    "openvino_bf16": ("openvino", {"quantization": "float32",
-                                   "mixed_precision": "mixed_bfloat16"}),
-    "openvino_dynamic_int8": ("openvino", {"quantization": "dynamic_int8"}),
-    "openvino_static_int8": ("openvino", {"quantization": "static_int8"}),
+    "saved_model_f32": {"format": "saved_model", "mixed_precision": "float32"},
+    "saved_model_bf16": {"format": "saved_model", "mixed_precision": "mixed_bfloat16"},
+    "onnx_f32": {"format": "onnx", "quantization": "float32"},
+    "onnx_int8": {"format": "onnx", "quantization": "dynamic_int8"},
+    "openvino_f32": {"format": "openvino", "quantization": "float32"},
+    "openvino_bf16": {"format": "openvino", "quantization": "float32",
+                      "mixed_precision": "mixed_bfloat16"},
+    "openvino_dynamic_int8": {"format": "openvino", "quantization": "dynamic_int8"},
+    "openvino_static_int8": {"format": "openvino", "quantization": "static_int8"},
 }
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 BATCH = 32
@@ -69,28 +69,25 @@ def calibration_lines(examples) -> list:
     return [line.replace("\n", " ") for line in lines]
 
 
-def export(fmt: str, resolved, export_dir: str, calibration: list) -> str:
-    """The version directory of `fmt`'s export of `resolved` (written once)."""
+def export(fmt: str, model: str, export_dir: str, calibration_file: str) -> str:
+    """The version directory of `fmt`'s export of the model dir `model` (written once,
+    by `export_model.run`)."""
+    from bert_tf import export_model
     from bert_tf.export import saved_model
 
     versions = saved_model.list_versions(export_dir)
     if versions:
         return os.path.join(export_dir, str(versions[-1]))
-    kind, settings = FORMATS[fmt]
-    if kind == "saved_model":
-        return saved_model.export_model_dir(resolved, export_dir, **settings)
-    if kind == "onnx":
-        from bert_tf.export.export_onnx import export_onnx_dir
-        return export_onnx_dir(resolved, export_dir, **settings)
-    from bert_tf.export.export_openvino import export_openvino_dir
-    extra = ({"calibration_texts": calibration}
-             if settings["quantization"] == "static_int8" else {})
-    return export_openvino_dir(resolved, export_dir, **settings, **extra)
+    flags = dict(FORMATS[fmt])
+    if flags.get("quantization") == "static_int8":
+        flags["calibration_file"] = calibration_file
+    return export_model.run(export_model.ExportConfig(init_checkpoint=model,
+                                                      export_dir=export_dir, **flags))
 
 
 def runner(fmt: str, path: str, output: str):
     """fn(ids inputs dict of int32 [b, seq]) -> `output` [b, ...] float32 of the export."""
-    kind = FORMATS[fmt][0]
+    kind = FORMATS[fmt]["format"]
     if kind == "saved_model":
         import tensorflow as tf
         from bert_tf.serving.modules import IDS_SIGNATURE
@@ -160,13 +157,17 @@ def main():
                                 data_dir=task_data_dir(args.data_dir, name))
         dev = task.get_examples("dev")
         features = task.convert_examples(dev, "dev")
-        calibration = calibration_lines(task.get_examples("train")[:args.calibration_examples])
+        model_work_dir = os.path.join(args.work_dir, os.path.basename(directory.rstrip("/")))
+        os.makedirs(model_work_dir, exist_ok=True)
+        calibration_file = os.path.join(model_work_dir, "calibration.txt")
+        with open(calibration_file, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in calibration_lines(
+                task.get_examples("train")[:args.calibration_examples]))
         entry = report.setdefault(name, {"model_dir": directory, "dev_examples": len(dev)})
         base = None
         for fmt in formats:
             start = time.time()
-            path = export(fmt, resolved, os.path.join(
-                args.work_dir, os.path.basename(directory.rstrip("/")), fmt), calibration)
+            path = export(fmt, directory, os.path.join(model_work_dir, fmt), calibration_file)
             logits = dev_outputs(runner(fmt, path, "logits"), features)
             predictions = task.postprocess({"logits": logits}, features, dev)
             scores = {k: float(v) for k, v in task.evaluate(predictions, dev).items()}
