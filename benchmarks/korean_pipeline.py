@@ -70,6 +70,7 @@ sys.path.insert(0, HERE)
 
 import finetune_quality  # noqa: E402
 import pretraining_parity as parity  # noqa: E402
+import pretraining_run  # noqa: E402
 
 KOREAN = os.path.join(os.path.dirname(REPO), "shared", "data", "korean")
 
@@ -396,10 +397,7 @@ def reference_model(args):
     if not args.ours_from:
         return parity.paths(args.parity)["reference_model"]
     out = os.path.join(args.work_dir, ours_tag(args) + "_hf")
-    if not os.path.exists(os.path.join(out, "model.safetensors")):
-        parity.run([sys.executable, "-m", "bert_tf.convert_checkpoint",
-                    "--source_format=bert_tf", "--target_format=huggingface",
-                    f"--input={args.ours_from}", f"--output_dir={out}"], out + ".log")
+    parity.export_huggingface(args.ours_from, out)
     return out
 
 
@@ -408,9 +406,7 @@ def finetune_reference(args, task_name, files):
     (the same rows) and scored by the same metric functions."""
     from bert_tf import tasks
 
-    name = "transformers" + ("_from_" + ours_tag(args) if args.ours_from else "")
-    out = os.path.join(args.work_dir, "finetune", f"{task_name}_{name}{seed_suffix(args)}.json")
-    if not os.path.exists(out):
+    def compute():
         max_len, lr, epochs = TASKS[task_name]
         model_path = reference_model(args)
         task = tasks.make_task(task_name, files={"train": files["train_file"],
@@ -419,14 +415,14 @@ def finetune_reference(args, task_name, files):
         evaluate = None
         if task_name == "klue-ner":
             train, dev, evaluate = klue_ner_units(task, train, dev, model_path)
-        results = finetune_quality.run_reference(
+        return finetune_quality.run_reference(
             task, train, dev, max_len, lr, args.epochs or epochs, args.seed,
             model_path=model_path,
             evaluate=evaluate)
-        with open(out, "w") as f:
-            json.dump(results, f, indent=2)
-    with open(out) as f:
-        return json.load(f)
+
+    name = "transformers" + ("_from_" + ours_tag(args) if args.ours_from else "")
+    return cached_json(os.path.join(args.work_dir, "finetune",
+                                    f"{task_name}_{name}{seed_suffix(args)}.json"), compute)
 
 
 def klue_ner_units(task, train, dev, model_path):
@@ -464,32 +460,44 @@ def klue_ner_units(task, train, dev, model_path):
     return train_units, dev_units, evaluate
 
 
+def cached_json(path, compute):
+    """compute()'s dict, written to `path` once; later runs read it back."""
+    if not os.path.exists(path):
+        results = compute()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(results, f, indent=2)
+    with open(path) as f:
+        return json.load(f)
+
+
+def char_ngram_vectorizer():
+    """The floors' features: TF-IDF of character 1-3-grams within words."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2, sublinear_tf=True)
+
+
 def char_ngram_floor(work_dir, files):
     """(d): TF-IDF of character 1-3-grams (within words) + logistic regression (cached
     in WORK_DIR/finetune)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
+    def compute():
+        train = nsmc_documents(files["train_file"], 0)
+        dev = nsmc_documents(files["validation_file"], 0)
+        start = time.time()
+        vectorizer = char_ngram_vectorizer()
+        x = vectorizer.fit_transform([d for d, _ in train])
+        model = LogisticRegression(C=1.0, max_iter=2000).fit(x, [y for _, y in train])
+        predicted = model.predict(vectorizer.transform([d for d, _ in dev]))
+        accuracy = sum(int(p == y) for p, (_, y) in zip(predicted, dev)) / len(dev)
+        return {"accuracy": accuracy, "train_seconds": time.time() - start,
+                "train_rows": len(train)}
+
     name = os.path.basename(files["train_file"]).rsplit(".", 1)[0]
-    out = os.path.join(work_dir, "finetune", f"nsmc_char_ngram_lr_{name}.json")
-    if os.path.exists(out):
-        with open(out) as f:
-            return json.load(f)
-    train = nsmc_documents(files["train_file"], 0)
-    dev = nsmc_documents(files["validation_file"], 0)
-    start = time.time()
-    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2,
-                                 sublinear_tf=True)
-    x = vectorizer.fit_transform([d for d, _ in train])
-    model = LogisticRegression(C=1.0, max_iter=2000).fit(x, [y for _, y in train])
-    predicted = model.predict(vectorizer.transform([d for d, _ in dev]))
-    accuracy = sum(int(p == y) for p, (_, y) in zip(predicted, dev)) / len(dev)
-    results = {"accuracy": accuracy, "train_seconds": time.time() - start,
-               "train_rows": len(train)}
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-    return results
+    return cached_json(os.path.join(work_dir, "finetune", f"nsmc_char_ngram_lr_{name}.json"),
+                       compute)
 
 
 def char_ngram_similarity_floor(work_dir, files):
@@ -497,29 +505,21 @@ def char_ngram_similarity_floor(work_dir, files):
     (fitted on the train sentences; no labels), scored by the task's own metrics
     (Pearson and Spearman do not depend on the scale). How far plain character overlap
     goes, the classic STS baseline."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
     from bert_tf import tasks
 
+    def compute():
+        task = tasks.make_task("korsts", files={"train": files["train_file"],
+                                                "dev": files["validation_file"]})
+        train, dev = task.get_examples("train"), task.get_examples("dev")
+        vectorizer = char_ngram_vectorizer()
+        vectorizer.fit([e.text_a for e in train] + [e.text_b for e in train])
+        a = vectorizer.transform([e.text_a for e in dev])  # rows are L2-normalised
+        b = vectorizer.transform([e.text_b for e in dev])
+        return task.evaluate([float(v) for v in a.multiply(b).sum(axis=1).A1], dev)
+
     name = os.path.basename(files["train_file"]).rsplit(".", 1)[0]
-    out = os.path.join(work_dir, "finetune", f"korsts_char_ngram_cosine_{name}.json")
-    if os.path.exists(out):
-        with open(out) as f:
-            return json.load(f)
-    task = tasks.make_task("korsts", files={"train": files["train_file"],
-                                            "dev": files["validation_file"]})
-    train, dev = task.get_examples("train"), task.get_examples("dev")
-    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2,
-                                 sublinear_tf=True)
-    vectorizer.fit([e.text_a for e in train] + [e.text_b for e in train])
-    a = vectorizer.transform([e.text_a for e in dev])  # rows are L2-normalised
-    b = vectorizer.transform([e.text_b for e in dev])
-    cosine = [float(v) for v in a.multiply(b).sum(axis=1).A1]
-    results = task.evaluate(cosine, dev)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-    return results
+    return cached_json(os.path.join(work_dir, "finetune", f"korsts_char_ngram_cosine_{name}.json"),
+                       compute)
 
 
 def unpretrained_stage(args, timings):
@@ -572,15 +572,12 @@ def finetune_stage(args, timings):
     curve = {}
     if "nsmc" in results and args.ours_from:
         # NSMC from the earlier checkpoints of --ours_from's run (by its own step count).
-        import tensorflow as tf
-
-        state = tf.train.get_checkpoint_state(args.ours_from)
-        for path in list(state.all_model_checkpoint_paths)[-args.budget_points:-1]:
-            step = int(path.rsplit("-", 1)[1])
+        checkpoints = pretraining_run.checkpoint_steps(args.ours_from)[-args.budget_points:]
+        for step, prefix in checkpoints[:-1]:
             curve[step] = timings.run(f"4. nsmc {ours_tag(args)} at {step}", finetune_ours,
-                                      args, "nsmc", files["nsmc"], path,
+                                      args, "nsmc", files["nsmc"], prefix,
                                       f"{ours_tag(args)}_step{step}")
-        curve[int(state.model_checkpoint_path.rsplit("-", 1)[1])] = results["nsmc"]["ours"]
+        curve[checkpoints[-1][0]] = results["nsmc"]["ours"]
     elif "nsmc" in results:  # NSMC accuracy against the pretraining budget
         every = args.num_train_steps // max(args.budget_points, 1)
         for step in range(every, args.num_train_steps, every):

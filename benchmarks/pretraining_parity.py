@@ -164,10 +164,16 @@ def prepare(args):
             json.dump(chance_levels(p["held_rec"], p["vocab"]), f, indent=2)
     if not os.path.exists(os.path.join(p["init"], "checkpoint")):
         make_init(args, p)
-    if not os.path.exists(os.path.join(p["init_hf"], "model.safetensors")):
-        run([py, "-m", "bert_tf.convert_checkpoint", "--source_format=bert_tf",
-             "--target_format=huggingface", f"--input={p['init']}",
-             f"--output_dir={p['init_hf']}"], p["init_hf"] + ".log")
+    export_huggingface(p["init"], p["init_hf"])
+
+
+def export_huggingface(model_dir, out):
+    """`convert_checkpoint --target_format=huggingface` of a bert_tf model dir, as a user
+    would run it (once: an existing export is kept)."""
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        run([sys.executable, "-m", "bert_tf.convert_checkpoint", "--source_format=bert_tf",
+             "--target_format=huggingface", f"--input={model_dir}", f"--output_dir={out}"],
+            out + ".log")
 
 
 def make_init(args, p):
